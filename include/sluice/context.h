@@ -1,0 +1,73 @@
+// Context: the cancellation and deadline argument of every blocking call in
+// sluice (the C++ form of a Go context.Context).
+//
+// A Context is a std::stop_token plus an optional deadline on the steady
+// clock. A default Context never cancels and never expires. Contexts are small
+// values: copy them freely; derive a tighter one with with_timeout().
+//
+// Thread safety: const methods may be called concurrently; the stop_source
+// that feeds the token may be triggered from any thread.
+// Blocking: none; it is only inspected by blocking calls, which wake promptly
+// when the token is triggered and return at the deadline.
+// Cancellation: a stopped token yields StatusCode::kCancelled, a passed
+// deadline StatusCode::kDeadlineExceeded (cancellation wins if both hold).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <stop_token>
+
+#include "sluice/status.h"
+
+namespace sluice {
+
+class Context {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  Context() = default;
+  explicit Context(std::stop_token token) : token_(std::move(token)) {}
+  Context(std::stop_token token, Clock::time_point deadline)
+      : token_(std::move(token)), deadline_(deadline) {}
+
+  // A context that expires `timeout` from now.
+  template <class Rep, class Period>
+  static Context with_timeout(std::chrono::duration<Rep, Period> timeout, std::stop_token token = {}) {
+    return Context(std::move(token), Clock::now() + std::chrono::ceil<Clock::duration>(timeout));
+  }
+  static Context with_deadline(Clock::time_point deadline, std::stop_token token = {}) {
+    return Context(std::move(token), deadline);
+  }
+
+  // A child with the same token and the earlier of the two deadlines.
+  template <class Rep, class Period>
+  Context with_timeout(std::chrono::duration<Rep, Period> timeout) const {
+    return with_deadline(Clock::now() + std::chrono::ceil<Clock::duration>(timeout));
+  }
+  Context with_deadline(Clock::time_point deadline) const {
+    return Context(token_, deadline_ && *deadline_ < deadline ? *deadline_ : deadline);
+  }
+
+  const std::stop_token& token() const noexcept { return token_; }
+  const std::optional<Clock::time_point>& deadline() const noexcept { return deadline_; }
+
+  bool stop_requested() const noexcept { return token_.stop_requested(); }
+  bool expired(Clock::time_point now = Clock::now()) const noexcept {
+    return deadline_ && now >= *deadline_;
+  }
+  // True if this context can ever end a wait (a stoppable token or a deadline).
+  bool can_end() const noexcept { return token_.stop_possible() || deadline_.has_value(); }
+
+  // kOk while live; kCancelled or kDeadlineExceeded once done.
+  StatusCode err() const noexcept {
+    if (token_.stop_requested()) return StatusCode::kCancelled;
+    if (deadline_ && Clock::now() >= *deadline_) return StatusCode::kDeadlineExceeded;
+    return StatusCode::kOk;
+  }
+
+ private:
+  std::stop_token token_;
+  std::optional<Clock::time_point> deadline_;
+};
+
+}  // namespace sluice

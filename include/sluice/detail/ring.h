@@ -1,0 +1,251 @@
+// Ring: the bounded, lock-free MPMC buffer under sluice::Queue (capacity >= 1).
+//
+// Design: Vyukov's bounded queue with crossbeam's stamp encoding, so the
+// capacity need not be a power of two and no division is on the hot path.
+// A stamp is (lap << lap_shift) | index. Slot i's stamp says what the slot
+// waits for: == position p  -> free, ready for the push at p;
+//            == p + 1       -> holds the item pushed at p, ready for the pop.
+// tail_ also carries the close mark (bit mark_), so a push can never claim a
+// position after close: close and the last push are ordered by one RMW word.
+//
+// Thread safety: all members may run concurrently, except construction and
+//   destruction. Blocking: never; callers park on their own WaitLists.
+// Ordering: a push's payload write happens-before the matching pop (release
+//   store / acquire load of the stamp). Stamp loads and the close RMW are
+//   seq_cst, and publishes are followed by a seq_cst fence, so that waiters'
+//   enlist-then-recheck cannot miss a publish (see wait_list.h).
+// Ownership: items are moved in on push and moved out on pop; items left at
+//   destruction are destroyed.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+#include "sluice/detail/cpu.h"
+
+namespace sluice::detail {
+
+enum class RingOp : std::uint8_t { kOk, kWouldBlock, kClosed };
+
+template <class T>
+class Ring {
+ public:
+  explicit Ring(std::size_t capacity)
+      : cap_(capacity),
+        mark_(std::uint64_t{1} << bits_for(capacity)),
+        one_lap_(mark_ << 1),
+        lap_shift_(bits_for(capacity) + 1),
+        slots_(new Slot[capacity]) {
+    for (std::size_t i = 0; i < capacity; ++i) slots_[i].stamp.store(i, std::memory_order_relaxed);
+  }
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  ~Ring() {
+    std::uint64_t head = head_.load(std::memory_order_relaxed);
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed) & ~mark_;
+    while (head != tail) {
+      slots_[head & (mark_ - 1)].ptr()->~T();
+      head = advance(head, 1);
+    }
+  }
+
+  std::size_t capacity() const noexcept { return cap_; }
+
+  // Moves `item` in on kOk only. On success *claimed is the tail after the push.
+  RingOp try_push(T& item, std::uint64_t* claimed) noexcept {
+    std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      if ((tail & mark_) != 0) return RingOp::kClosed;
+      Slot& slot = slots_[tail & (mark_ - 1)];
+      const std::uint64_t stamp = slot.stamp.load(std::memory_order_seq_cst);
+      if (stamp == tail) {
+        const std::uint64_t next = advance(tail, 1);
+        if (tail_.compare_exchange_weak(tail, next, std::memory_order_relaxed,
+                                        std::memory_order_relaxed)) {
+          ::new (slot.raw()) T(std::move(item));
+          slot.stamp.store(tail + 1, std::memory_order_release);
+          std::atomic_thread_fence(std::memory_order_seq_cst);  // publish before waiter check
+          *claimed = next;
+          return RingOp::kOk;
+        }
+      } else if (stamp + one_lap_ == tail + 1) {
+        // The slot still holds last lap's item: full, or a pop is mid-way and
+        // will wake us. Not spinning here keeps a preempted popper harmless.
+        return RingOp::kWouldBlock;
+      } else {
+        cpu_relax();  // another producer took this position; catch up
+        tail = tail_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // Pushes up to n items from `items` (moving them) in one claim. Returns the
+  // count pushed (0 with *op set to kWouldBlock or kClosed).
+  std::size_t try_push_many(T* items, std::size_t n, RingOp* op, std::uint64_t* claimed) noexcept {
+    std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      if ((tail & mark_) != 0) {
+        *op = RingOp::kClosed;
+        return 0;
+      }
+      std::size_t k = 0;
+      std::uint64_t pos = tail;
+      while (k < n && slots_[pos & (mark_ - 1)].stamp.load(std::memory_order_seq_cst) == pos) {
+        ++k;
+        pos = advance(pos, 1);
+      }
+      if (k == 0) {
+        const std::uint64_t stamp = slots_[tail & (mark_ - 1)].stamp.load(std::memory_order_seq_cst);
+        if (stamp + one_lap_ == tail + 1) {
+          *op = RingOp::kWouldBlock;
+          return 0;
+        }
+        cpu_relax();
+        tail = tail_.load(std::memory_order_relaxed);
+        continue;
+      }
+      if (tail_.compare_exchange_weak(tail, pos, std::memory_order_relaxed,
+                                      std::memory_order_relaxed)) {
+        std::uint64_t p = tail;
+        for (std::size_t i = 0; i < k; ++i) {
+          Slot& slot = slots_[p & (mark_ - 1)];
+          ::new (slot.raw()) T(std::move(items[i]));
+          slot.stamp.store(p + 1, std::memory_order_release);
+          p = advance(p, 1);
+        }
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        *op = RingOp::kOk;
+        *claimed = pos;
+        return k;
+      }
+    }
+  }
+
+  // Moves the oldest item into sink(T&&) on kOk.
+  template <class Sink>
+  RingOp try_pop(Sink&& sink) {
+    std::uint64_t head = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      Slot& slot = slots_[head & (mark_ - 1)];
+      const std::uint64_t stamp = slot.stamp.load(std::memory_order_seq_cst);
+      if (stamp == head + 1) {
+        if (head_.compare_exchange_weak(head, advance(head, 1), std::memory_order_relaxed,
+                                        std::memory_order_relaxed)) {
+          T* p = slot.ptr();
+          sink(std::move(*p));
+          p->~T();
+          slot.stamp.store(head + one_lap_, std::memory_order_release);
+          std::atomic_thread_fence(std::memory_order_seq_cst);  // free before waiter check
+          return RingOp::kOk;
+        }
+      } else if (stamp == head) {
+        // Empty, or a push is mid-way (it will wake us). Closed only when every
+        // claimed position has been popped.
+        const std::uint64_t tail = tail_.load(std::memory_order_seq_cst);
+        return (tail & mark_) != 0 && (tail & ~mark_) == head ? RingOp::kClosed
+                                                              : RingOp::kWouldBlock;
+      } else {
+        cpu_relax();
+        head = head_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  // Pops up to max items in one claim into sink(T&&). Returns the count.
+  template <class Sink>
+  std::size_t try_pop_many(Sink&& sink, std::size_t max, RingOp* op) {
+    std::uint64_t head = head_.load(std::memory_order_relaxed);
+    for (;;) {
+      std::size_t k = 0;
+      std::uint64_t pos = head;
+      while (k < max && slots_[pos & (mark_ - 1)].stamp.load(std::memory_order_seq_cst) == pos + 1) {
+        ++k;
+        pos = advance(pos, 1);
+      }
+      if (k == 0) {
+        const std::uint64_t stamp = slots_[head & (mark_ - 1)].stamp.load(std::memory_order_seq_cst);
+        if (stamp == head) {
+          const std::uint64_t tail = tail_.load(std::memory_order_seq_cst);
+          *op = (tail & mark_) != 0 && (tail & ~mark_) == head ? RingOp::kClosed
+                                                                : RingOp::kWouldBlock;
+          return 0;
+        }
+        cpu_relax();
+        head = head_.load(std::memory_order_relaxed);
+        continue;
+      }
+      if (head_.compare_exchange_weak(head, pos, std::memory_order_relaxed,
+                                      std::memory_order_relaxed)) {
+        std::uint64_t p = head;
+        for (std::size_t i = 0; i < k; ++i) {
+          Slot& slot = slots_[p & (mark_ - 1)];
+          T* item = slot.ptr();
+          sink(std::move(*item));
+          item->~T();
+          slot.stamp.store(p + one_lap_, std::memory_order_release);
+          p = advance(p, 1);
+        }
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        *op = RingOp::kOk;
+        return k;
+      }
+    }
+  }
+
+  // Sets the close mark. Returns true for the call that set it.
+  bool close() noexcept {
+    return (tail_.fetch_or(mark_, std::memory_order_seq_cst) & mark_) == 0;
+  }
+  bool closed() const noexcept { return (tail_.load(std::memory_order_seq_cst) & mark_) != 0; }
+
+  // Positions as item counts since construction.
+  std::uint64_t pushed_count() const noexcept {
+    return count_of(tail_.load(std::memory_order_acquire) & ~mark_);
+  }
+  std::uint64_t popped_count() const noexcept {
+    return count_of(head_.load(std::memory_order_acquire));
+  }
+  std::uint64_t count_of(std::uint64_t stamp) const noexcept {
+    return (stamp >> lap_shift_) * cap_ + (stamp & (mark_ - 1));
+  }
+
+ private:
+  struct Slot {
+    std::atomic<std::uint64_t> stamp{0};
+    alignas(T) unsigned char storage[sizeof(T)];
+    void* raw() noexcept { return storage; }
+    T* ptr() noexcept { return std::launder(reinterpret_cast<T*>(storage)); }
+  };
+
+  static unsigned bits_for(std::size_t cap) noexcept {
+    unsigned b = 0;
+    while ((std::uint64_t{1} << b) < static_cast<std::uint64_t>(cap) + 1) ++b;
+    return b;  // 2^b > cap - 1 holds every index
+  }
+
+  // Stamp n positions (n <= cap) after s, wrapping index into the next lap.
+  std::uint64_t advance(std::uint64_t s, std::uint64_t n) const noexcept {
+    const std::uint64_t index = (s & (mark_ - 1)) + n;
+    const std::uint64_t lap = s & ~(one_lap_ - 1);
+    return index < cap_ ? lap | index : (lap + one_lap_) | (index - cap_);
+  }
+
+  const std::uint64_t cap_;
+  const std::uint64_t mark_;     // close bit in tail_, just above the index bits
+  const std::uint64_t one_lap_;  // one lap in stamp units
+  const unsigned lap_shift_;
+  const std::unique_ptr<Slot[]> slots_;
+
+  // Producers' and consumers' words on separate lines (no false sharing).
+  alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
+  alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
+  char pad_[kCacheLine - sizeof(std::atomic<std::uint64_t>)];
+};
+
+}  // namespace sluice::detail

@@ -1,0 +1,126 @@
+// WaitList: where threads blocked on one condition ("queue not empty", "queue
+// not full") park, so that a notifier wakes exactly as many of them as it has
+// made progress possible for, and a cancelled waiter wakes alone.
+//
+// Thread safety: all members may be called concurrently.
+// Blocking: park() sleeps in the kernel (futex) until notified, until the
+//   context's stop token fires, or until its deadline; notify_* never block
+//   on anything but the list's short internal mutex.
+// Ordering: the fast path has_waiters() is a seq_cst load. A waiter enlists
+//   (seq_cst RMW) and then re-checks its condition with seq_cst loads; a
+//   notifier makes the condition true (seq_cst store or fence) and then calls
+//   has_waiters(). In the single total order of seq_cst operations one of the
+//   two sees the other, so no wake-up is lost (Dekker's pattern).
+// Cancellation: a stop callback wakes only the waiter it belongs to.
+// Ownership: Waiter objects live on the waiting thread's stack; a notifier
+//   touches a Waiter only under mu_, and a waiter always delists under mu_
+//   before its Waiter dies, so no notifier can touch a dead Waiter.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+
+#include <thread>
+
+#include "sluice/context.h"
+#include "sluice/detail/cpu.h"
+
+namespace sluice::detail {
+
+struct Waiter {
+  // 0: parked; 1: notified; 2: woken by its stop token. The futex word.
+  std::atomic<std::uint32_t> word{0};
+  Waiter* prev = nullptr;
+  Waiter* next = nullptr;
+  bool linked = false;  // guarded by the owning WaitList's mutex
+};
+
+class WaitList {
+ public:
+  WaitList() = default;
+  WaitList(const WaitList&) = delete;
+  WaitList& operator=(const WaitList&) = delete;
+
+  bool has_waiters() const noexcept { return count_.load(std::memory_order_seq_cst) != 0; }
+
+  // Registers w (FIFO). Call before re-checking the condition.
+  void enlist(Waiter& w);
+  // Removes w if it is still listed. Returns false if a notifier already took it
+  // (that notification is then the caller's to use or to pass on).
+  bool delist(Waiter& w);
+
+  void notify_one() {
+    if (has_waiters()) notify_slow(1);
+  }
+  void notify(std::size_t n) {
+    if (n != 0 && has_waiters()) notify_slow(n);
+  }
+  void notify_all() {
+    if (has_waiters()) notify_slow(std::numeric_limits<std::size_t>::max());
+  }
+
+  // Sets w's word to `value` and wakes its thread. The caller must keep w
+  // alive for the call (e.g. by holding the lock its owner takes before leaving).
+  static void wake(Waiter& w, std::uint32_t value = 1);
+
+  // Sleeps until w is notified, ctx's token stops, or ctx's deadline passes.
+  // May return spuriously; callers re-check their condition.
+  static void park(Waiter& w, const Context& ctx);
+
+ private:
+  void notify_slow(std::size_t n);
+
+  std::atomic<std::uint32_t> count_{0};
+  std::mutex mu_;
+  Waiter* head_ = nullptr;
+  Waiter* tail_ = nullptr;
+};
+
+// One step of a spin phase: pause first, then yield so that on a machine with
+// fewer cores than runnable threads the thread we wait for gets to run.
+inline void spin_step(int i) noexcept {
+  if (i < 192) {
+    cpu_relax();
+  } else {
+    std::this_thread::yield();
+  }
+}
+
+enum class Attempt : std::uint8_t { kDone, kWouldBlock };
+
+// Spin budget before parking: long enough to cover a producer/consumer round
+// trip on another core (~0.3-2 us), short enough that an idle waiter costs ~0 CPU.
+inline constexpr int kSpinIterations = 256;
+
+// Runs `attempt` until it stops returning kWouldBlock: first a short spin,
+// then parking on `wl`. Returns kOk when attempt returned kDone, otherwise the
+// context's error. A stop already requested at entry is the caller's to check.
+template <class F>
+StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (attempt() == Attempt::kDone) return StatusCode::kOk;
+    spin_step(i);
+  }
+  for (;;) {
+    if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
+    Waiter w;
+    wl.enlist(w);
+    if (attempt() == Attempt::kDone) {
+      // A notification we may have absorbed was meant for someone: pass it on.
+      if (!wl.delist(w)) wl.notify_one();
+      return StatusCode::kOk;
+    }
+    WaitList::park(w, ctx);
+    const bool notified = !wl.delist(w);
+    if (StatusCode e = ctx.err(); e != StatusCode::kOk) {
+      if (notified) wl.notify_one();
+      return e;
+    }
+    if (attempt() == Attempt::kDone) return StatusCode::kOk;
+  }
+}
+
+}  // namespace sluice::detail

@@ -1,0 +1,99 @@
+#include "sluice/detail/wait_list.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <stop_token>
+
+namespace sluice::detail {
+namespace {
+
+void futex_wake(std::atomic<std::uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAKE_PRIVATE, 1, nullptr,
+          nullptr, 0);
+}
+
+// Waits while *word == expected, until an absolute CLOCK_MONOTONIC deadline
+// (steady_clock is CLOCK_MONOTONIC on Linux), or forever when deadline is null.
+void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
+                const Context::Clock::time_point* deadline) {
+  timespec ts{};
+  const timespec* tsp = nullptr;
+  if (deadline != nullptr) {
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(deadline->time_since_epoch()).count();
+    ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
+    ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+    tsp = &ts;
+  }
+  // FUTEX_WAIT_BITSET takes an absolute timeout, so spurious returns do not stretch the wait.
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word),
+          FUTEX_WAIT_BITSET_PRIVATE, expected, tsp, nullptr, FUTEX_BITSET_MATCH_ANY);
+}
+
+struct WakeOnStop {
+  Waiter* w;
+  void operator()() const noexcept {
+    w->word.store(2, std::memory_order_release);
+    futex_wake(&w->word);
+  }
+};
+
+}  // namespace
+
+void WaitList::enlist(Waiter& w) {
+  std::lock_guard lock(mu_);
+  w.prev = tail_;
+  w.next = nullptr;
+  if (tail_ != nullptr) {
+    tail_->next = &w;
+  } else {
+    head_ = &w;
+  }
+  tail_ = &w;
+  w.linked = true;
+  count_.fetch_add(1, std::memory_order_seq_cst);  // Dekker: before the caller's re-check
+}
+
+bool WaitList::delist(Waiter& w) {
+  std::lock_guard lock(mu_);
+  if (!w.linked) return false;
+  (w.prev != nullptr ? w.prev->next : head_) = w.next;
+  (w.next != nullptr ? w.next->prev : tail_) = w.prev;
+  w.linked = false;
+  count_.fetch_sub(1, std::memory_order_relaxed);
+  return true;
+}
+
+void WaitList::notify_slow(std::size_t n) {
+  std::lock_guard lock(mu_);
+  while (n-- > 0 && head_ != nullptr) {
+    Waiter* w = head_;
+    head_ = w->next;
+    (head_ != nullptr ? head_->prev : tail_) = nullptr;
+    w->linked = false;
+    count_.fetch_sub(1, std::memory_order_relaxed);
+    w->word.store(1, std::memory_order_release);
+    futex_wake(&w->word);  // under mu_: the waiter's delist() waits for us, so w is alive
+  }
+}
+
+void WaitList::wake(Waiter& w, std::uint32_t value) {
+  w.word.store(value, std::memory_order_release);
+  futex_wake(&w.word);
+}
+
+void WaitList::park(Waiter& w, const Context& ctx) {
+  const auto* deadline = ctx.deadline() ? &*ctx.deadline() : nullptr;
+  if (ctx.token().stop_possible()) {
+    std::stop_callback<WakeOnStop> on_stop(ctx.token(), WakeOnStop{&w});
+    if (w.word.load(std::memory_order_acquire) == 0) futex_wait(&w.word, 0, deadline);
+  } else {
+    if (w.word.load(std::memory_order_acquire) == 0) futex_wait(&w.word, 0, deadline);
+  }
+}
+
+}  // namespace sluice::detail
