@@ -30,15 +30,6 @@ class Context {
   Context(std::stop_token token, Clock::time_point deadline)
       : token_(std::move(token)), deadline_(deadline) {}
 
-  // A context that expires `timeout` from now.
-  template <class Rep, class Period>
-  static Context with_timeout(std::chrono::duration<Rep, Period> timeout, std::stop_token token = {}) {
-    return Context(std::move(token), Clock::now() + std::chrono::ceil<Clock::duration>(timeout));
-  }
-  static Context with_deadline(Clock::time_point deadline, std::stop_token token = {}) {
-    return Context(std::move(token), deadline);
-  }
-
   // A child with the same token and the earlier of the two deadlines.
   template <class Rep, class Period>
   Context with_timeout(std::chrono::duration<Rep, Period> timeout) const {
@@ -69,5 +60,15 @@ class Context {
   std::stop_token token_;
   std::optional<Clock::time_point> deadline_;
 };
+
+// A context that expires `timeout` from now (optionally also stoppable).
+template <class Rep, class Period>
+Context with_timeout(std::chrono::duration<Rep, Period> timeout, std::stop_token token = {}) {
+  return Context(std::move(token),
+                 Context::Clock::now() + std::chrono::ceil<Context::Clock::duration>(timeout));
+}
+inline Context with_deadline(Context::Clock::time_point deadline, std::stop_token token = {}) {
+  return Context(std::move(token), deadline);
+}
 
 }  // namespace sluice

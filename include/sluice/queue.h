@@ -36,6 +36,7 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
+#include <tuple>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -167,8 +168,11 @@ class Queue {
     s.sampled_out = sampled_out_.load(std::memory_order_relaxed);
     if (rv_) {
       s.pushed = s.pulled = rv_->handoffs();
+      std::tie(s.waiting_pushers, s.waiting_pullers) = rv_->waiting();
       return s;
     }
+    s.waiting_pushers = not_full_.waiters();
+    s.waiting_pullers = not_empty_.waiters();
     s.evicted = evicted_.load(std::memory_order_relaxed);
     s.spilled = spilled_.load(std::memory_order_relaxed);
     s.spill_depth = spill_size();

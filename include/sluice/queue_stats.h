@@ -23,6 +23,8 @@ struct QueueStats {
   std::uint64_t sampled_out = 0;     // refused by Sample
   std::uint64_t spilled = 0;         // accepted pushes that went to the spill store
   std::uint64_t spill_depth = 0;     // items in the spill store now
+  std::uint64_t waiting_pushers = 0; // threads parked in push now
+  std::uint64_t waiting_pullers = 0; // threads parked in pull now
 };
 
 }  // namespace sluice

@@ -71,6 +71,11 @@ class Rendezvous {
     std::lock_guard lock(mu_);
     return closed_;
   }
+  // Threads waiting now, as (pushers, pullers).
+  std::pair<std::uint64_t, std::uint64_t> waiting() const {
+    std::lock_guard lock(mu_);
+    return {pushers_.size, pullers_.size};
+  }
   std::uint64_t handoffs() const {
     std::lock_guard lock(mu_);
     return handoffs_;
@@ -92,7 +97,9 @@ class Rendezvous {
   struct List {
     Node* head = nullptr;
     Node* tail = nullptr;
+    std::uint64_t size = 0;
     void push(Node* n) {
+      ++size;
       n->prev = tail;
       n->next = nullptr;
       (tail != nullptr ? tail->next : head) = n;
@@ -104,6 +111,7 @@ class Rendezvous {
       return n;
     }
     void remove(Node* n) {
+      --size;
       (n->prev != nullptr ? n->prev->next : head) = n->next;
       (n->next != nullptr ? n->next->prev : tail) = n->prev;
       n->next = n->prev = nullptr;

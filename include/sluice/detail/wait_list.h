@@ -45,6 +45,7 @@ class WaitList {
   WaitList& operator=(const WaitList&) = delete;
 
   bool has_waiters() const noexcept { return count_.load(std::memory_order_seq_cst) != 0; }
+  std::uint32_t waiters() const noexcept { return count_.load(std::memory_order_relaxed); }
 
   // Registers w (FIFO). Call before re-checking the condition.
   void enlist(Waiter& w);

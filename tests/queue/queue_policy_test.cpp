@@ -1,0 +1,173 @@
+// Each overflow policy's behaviour and exact counters.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "sluice/queue.h"
+#include "testutil/memory_spill_store.h"
+
+namespace sluice {
+namespace {
+
+std::vector<int> drain(Queue<int>& q) {
+  std::vector<int> out;
+  while (true) {
+    auto r = q.try_pull();
+    if (!r.ok()) break;
+    out.push_back(*r);
+  }
+  return out;
+}
+
+void expect_conserved(const QueueStats& s) {
+  EXPECT_EQ(s.pushed, s.pulled + s.evicted + s.depth);
+}
+
+TEST(QueuePolicyTest, BlockNeverRefusesButTryPushSaysWouldBlock) {
+  Queue<int> q(2, OverflowPolicy::kBlock);
+  ASSERT_TRUE(q.push(1).ok());
+  ASSERT_TRUE(q.push(2).ok());
+  EXPECT_EQ(q.try_push(3).code(), StatusCode::kWouldBlock);
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.dropped + s.rejected + s.evicted + s.sampled_out, 0u);
+}
+
+TEST(QueuePolicyTest, DropNewestRefusesIncomingAndCountsIt) {
+  Queue<int> q(4, OverflowPolicy::kDropNewest);
+  int dropped = 0;
+  for (int i = 0; i < 10; ++i) {
+    Status s = q.push(int{i});
+    if (s.code() == StatusCode::kDropped) ++dropped;
+  }
+  EXPECT_EQ(dropped, 6);
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.dropped, 6u);
+  EXPECT_EQ(s.pushed, 4u);
+  expect_conserved(s);
+  EXPECT_EQ(drain(q), (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(QueuePolicyTest, DropOldestEvictsTheOldestAndAcceptsTheNew) {
+  Queue<int> q(4, OverflowPolicy::kDropOldest);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(q.push(int{i}).ok());
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.evicted, 6u);
+  EXPECT_EQ(s.pushed, 10u);
+  expect_conserved(s);
+  EXPECT_EQ(drain(q), (std::vector<int>{6, 7, 8, 9}));
+}
+
+TEST(QueuePolicyTest, RejectRefusesWithRejectedAndKeepsTheItem) {
+  Queue<std::unique_ptr<int>> q(2, OverflowPolicy::kReject);
+  ASSERT_TRUE(q.push(std::make_unique<int>(0)).ok());
+  ASSERT_TRUE(q.push(std::make_unique<int>(1)).ok());
+  auto item = std::make_unique<int>(2);
+  EXPECT_EQ(q.push(std::move(item)).code(), StatusCode::kRejected);
+  ASSERT_NE(item, nullptr);
+  EXPECT_EQ(q.stats().rejected, 1u);
+}
+
+TEST(QueuePolicyTest, SampleAdmitsOneInKFullArrivalsEvictingTheOldest) {
+  QueueOptions<int> o;
+  o.capacity = 4;
+  o.policy = OverflowPolicy::kSample;
+  o.sample_every = 3;
+  Queue<int> q(o);
+  std::vector<StatusCode> codes;
+  for (int i = 0; i < 13; ++i) codes.push_back(q.push(int{i}).code());
+  // 0-3 fill; full arrivals 4..12 are numbered 0..8; numbers 0, 3, 6 (items 4, 7, 10) get in.
+  for (int i = 0; i < 13; ++i) {
+    const bool admitted = i < 4 || i == 4 || i == 7 || i == 10;
+    EXPECT_EQ(codes[i], admitted ? StatusCode::kOk : StatusCode::kSampledOut) << "item " << i;
+  }
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.sampled_out, 6u);
+  EXPECT_EQ(s.evicted, 3u);
+  EXPECT_EQ(s.pushed, 7u);
+  expect_conserved(s);
+  EXPECT_EQ(drain(q), (std::vector<int>{3, 4, 7, 10}));
+}
+
+TEST(QueuePolicyTest, SampleEveryOneBehavesLikeDropOldest) {
+  QueueOptions<int> o;
+  o.capacity = 2;
+  o.policy = OverflowPolicy::kSample;
+  o.sample_every = 1;
+  Queue<int> q(o);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.push(int{i}).ok());
+  EXPECT_EQ(drain(q), (std::vector<int>{3, 4}));
+  EXPECT_EQ(q.stats().evicted, 3u);
+}
+
+TEST(QueuePolicyTest, SpillKeepsFifoAcrossMemoryAndStoreAndCountsExactly) {
+  auto store = std::make_shared<testutil::MemorySpillStore<int>>(3);
+  QueueOptions<int> o;
+  o.capacity = 2;
+  o.policy = OverflowPolicy::kSpill;
+  o.spill_store = store;
+  Queue<int> q(o);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.push(int{i}).ok()) << i;  // 0,1 memory; 2,3,4 store
+  EXPECT_EQ(q.push(5).code(), StatusCode::kRejected);                  // store budget spent
+  QueueStats s = q.stats();
+  EXPECT_EQ(s.spilled, 3u);
+  EXPECT_EQ(s.spill_depth, 3u);
+  EXPECT_EQ(s.rejected, 1u);
+  EXPECT_EQ(s.depth, 5u);
+  EXPECT_EQ(*q.pull(), 0);
+  // Memory has room now, but 6 must queue behind the store, which is full.
+  EXPECT_EQ(q.push(6).code(), StatusCode::kRejected);
+  EXPECT_EQ(*q.pull(), 1);
+  EXPECT_EQ(*q.pull(), 2);  // from the store
+  ASSERT_TRUE(q.push(6).ok());
+  EXPECT_EQ(q.stats().spilled, 4u);
+  EXPECT_EQ(drain(q), (std::vector<int>{3, 4, 6}));
+  ASSERT_TRUE(q.push(7).ok());  // store empty again: back to memory
+  s = q.stats();
+  EXPECT_EQ(s.spilled, 4u);
+  EXPECT_EQ(s.spill_depth, 0u);
+  EXPECT_EQ(s.rejected, 2u);
+  EXPECT_EQ(s.pushed, 7u);
+  EXPECT_EQ(s.pulled, 6u);
+  expect_conserved(s);
+}
+
+TEST(QueuePolicyTest, SpillDrainsTheStoreAfterClose) {
+  auto store = std::make_shared<testutil::MemorySpillStore<int>>(10);
+  QueueOptions<int> o;
+  o.capacity = 1;
+  o.policy = OverflowPolicy::kSpill;
+  o.spill_store = store;
+  Queue<int> q(o);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(q.push(int{i}).ok());
+  q.close();
+  EXPECT_EQ(q.push(9).code(), StatusCode::kClosed);
+  std::vector<int> got;
+  for (int& v : q) got.push_back(v);
+  EXPECT_EQ(got, (std::vector<int>{0, 1, 2, 3}));
+}
+
+TEST(QueuePolicyTest, Capacity0WithDropNewestOrRejectHandsOffOnlyToAWaitingPuller) {
+  Queue<int> drop(0, OverflowPolicy::kDropNewest);
+  EXPECT_EQ(drop.push(1).code(), StatusCode::kDropped);
+  EXPECT_EQ(drop.stats().dropped, 1u);
+  Queue<int> reject(0, OverflowPolicy::kReject);
+  EXPECT_EQ(reject.push(1).code(), StatusCode::kRejected);
+  EXPECT_EQ(reject.stats().rejected, 1u);
+}
+
+TEST(QueuePolicyTest, NonBlockPoliciesNeverWait) {
+  for (OverflowPolicy p : {OverflowPolicy::kDropNewest, OverflowPolicy::kDropOldest,
+                           OverflowPolicy::kReject, OverflowPolicy::kSample}) {
+    Queue<int> q(1, p);
+    for (int i = 0; i < 100; ++i) {
+      // A default context can never end a wait: returning proves no wait.
+      (void)q.push(int{i});
+    }
+    EXPECT_EQ(q.stats().depth, 1u) << overflow_policy_name(p);
+    expect_conserved(q.stats());
+  }
+}
+
+}  // namespace
+}  // namespace sluice

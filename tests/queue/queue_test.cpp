@@ -1,0 +1,421 @@
+// One test per invariant and edge case of the push-pull seed
+// (../shared/seeds/push-pull-queue.md), in C++ terms.
+#include "sluice/queue.h"
+
+#include <gtest/gtest.h>
+#include <time.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+#include "testutil/wait_for.h"
+
+namespace sluice {
+namespace {
+
+using namespace std::chrono_literals;
+using testutil::eventually;
+
+// --- Invariant 1: capacity bound ---
+TEST(QueueTest, Inv1_CapacityBoundRefusesTheItemBeyondCapacity) {
+  Queue<int> q(3);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(q.try_push(int{i}).ok());
+  EXPECT_EQ(q.try_push(3).code(), StatusCode::kWouldBlock);
+  EXPECT_EQ(q.stats().depth, 3u);
+  EXPECT_EQ(q.stats().high_watermark, 3u);
+  ASSERT_TRUE(q.try_pull().ok());
+  EXPECT_TRUE(q.try_push(3).ok());
+  EXPECT_EQ(q.try_push(4).code(), StatusCode::kWouldBlock);
+}
+
+// --- Invariant 2 and 3: no loss under Block; each item to exactly one consumer ---
+TEST(QueueTest, Inv2_3_EveryPushedItemIsPulledExactlyOnce) {
+  constexpr int kProducers = 3, kConsumers = 3, kEach = 20000;
+  Queue<int> q(8);
+  std::vector<std::atomic<int>> seen(kProducers * kEach);
+  {
+    std::vector<std::jthread> threads;
+    std::vector<Producer<int>> handles;
+    for (int p = 0; p < kProducers; ++p) handles.push_back(q.producer());
+    for (int p = 0; p < kProducers; ++p) {
+      threads.emplace_back([p, h = std::move(handles[p])]() mutable {
+        for (int i = 0; i < kEach; ++i) ASSERT_TRUE(h.push(p * kEach + i).ok());
+      });
+    }
+    for (int c = 0; c < kConsumers; ++c) {
+      threads.emplace_back([&] {
+        for (int& v : q) seen[v].fetch_add(1, std::memory_order_relaxed);
+      });
+    }
+  }
+  for (auto& s : seen) ASSERT_EQ(s.load(), 1);
+  const QueueStats st = q.stats();
+  EXPECT_EQ(st.pushed, static_cast<std::uint64_t>(kProducers * kEach));
+  EXPECT_EQ(st.pulled, st.pushed);
+  EXPECT_EQ(st.depth, 0u);
+}
+
+// --- Invariant 4: backpressure ---
+TEST(QueueTest, Inv4_PushOnFullWaitsUntilAPullFreesASlot) {
+  Queue<int> q(1);
+  ASSERT_TRUE(q.push(1).ok());
+  // It does wait: a bounded wait on a full queue ends by its deadline.
+  EXPECT_EQ(q.push(2, with_timeout(20ms)).code(), StatusCode::kDeadlineExceeded);
+  std::atomic<bool> pushed{false};
+  std::jthread producer([&] {
+    ASSERT_TRUE(q.push(2).ok());
+    pushed = true;
+  });
+  ASSERT_TRUE(eventually([&] { return q.stats().waiting_pushers == 1; }));
+  EXPECT_FALSE(pushed.load());
+  EXPECT_EQ(*q.pull(), 1);  // frees the slot: the producer completes
+  producer.join();
+  EXPECT_TRUE(pushed.load());
+  EXPECT_EQ(*q.pull(), 2);
+}
+
+// --- Invariant 5: after close no push is accepted (and nothing crashes) ---
+TEST(QueueTest, Inv5_PushAfterCloseReturnsClosedAndKeepsTheItem) {
+  Queue<std::unique_ptr<int>> q(4);
+  EXPECT_TRUE(q.close());
+  EXPECT_FALSE(q.close());  // idempotent
+  auto item = std::make_unique<int>(5);
+  EXPECT_EQ(q.push(std::move(item)).code(), StatusCode::kClosed);
+  ASSERT_NE(item, nullptr);  // not moved from: the caller still owns it
+  EXPECT_EQ(*item, 5);
+  EXPECT_EQ(q.try_push(std::move(item)).code(), StatusCode::kClosed);
+  std::vector<std::unique_ptr<int>> many(3);
+  EXPECT_EQ(q.push_many(many).status, StatusCode::kClosed);
+}
+
+// --- Invariant 6: drain on close ---
+TEST(QueueTest, Inv6_PullsDrainInOrderAfterCloseThenReportClosed) {
+  Queue<int> q(8);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.push(int{i}).ok());
+  q.close();
+  for (int i = 0; i < 5; ++i) {
+    auto r = q.pull();
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(*r, i);
+  }
+  EXPECT_EQ(q.pull().code(), StatusCode::kClosed);
+  EXPECT_EQ(q.try_pull().code(), StatusCode::kClosed);
+}
+
+// --- Invariant 7: cancellation of blocked push and pull ---
+TEST(QueueTest, Inv7_StopWakesABlockedPull) {
+  Queue<int> q(4);
+  std::stop_source stop;
+  std::jthread t([&] { EXPECT_EQ(q.pull(Context(stop.get_token())).code(), StatusCode::kCancelled); });
+  ASSERT_TRUE(eventually([&] { return q.stats().waiting_pullers == 1; }));
+  stop.request_stop();
+  t.join();
+  EXPECT_EQ(q.stats().waiting_pullers, 0u);
+}
+
+TEST(QueueTest, Inv7_StopWakesABlockedPushAndLeavesTheItemWithTheCaller) {
+  Queue<std::unique_ptr<int>> q(1);
+  ASSERT_TRUE(q.push(std::make_unique<int>(1)).ok());
+  std::stop_source stop;
+  std::jthread t([&] {
+    auto item = std::make_unique<int>(2);
+    EXPECT_EQ(q.push(std::move(item), Context(stop.get_token())).code(), StatusCode::kCancelled);
+    ASSERT_NE(item, nullptr);
+    EXPECT_EQ(*item, 2);
+  });
+  ASSERT_TRUE(eventually([&] { return q.stats().waiting_pushers == 1; }));
+  stop.request_stop();
+  t.join();
+  EXPECT_EQ(q.stats().depth, 1u);
+}
+
+TEST(QueueTest, Inv7_DeadlineEndsAWait) {
+  Queue<int> q(1);
+  const auto start = Context::Clock::now();
+  EXPECT_EQ(q.pull(with_timeout(30ms)).code(), StatusCode::kDeadlineExceeded);
+  EXPECT_GE(Context::Clock::now() - start, 30ms);
+}
+
+TEST(QueueTest, Inv7_StopRequestedBeforeTheCallDoesNotTouchTheQueue) {
+  Queue<int> q(4);
+  ASSERT_TRUE(q.push(1).ok());
+  std::stop_source stop;
+  stop.request_stop();
+  EXPECT_EQ(q.push(2, Context(stop.get_token())).code(), StatusCode::kCancelled);
+  EXPECT_EQ(q.pull(Context(stop.get_token())).code(), StatusCode::kCancelled);
+  EXPECT_EQ(q.stats().depth, 1u);
+}
+
+TEST(QueueTest, Inv7_AnExpiredDeadlineOnlyBoundsWaiting) {
+  Queue<int> q(4);
+  Context past = with_deadline(Context::Clock::now() - 1ms);
+  EXPECT_TRUE(q.push(1, past).ok());  // room: completes at once
+  EXPECT_EQ(*q.pull(past), 1);
+  EXPECT_EQ(q.pull(past).code(), StatusCode::kDeadlineExceeded);
+}
+
+// --- Invariant 8: ownership transfer (moved in, moved out, never copied) ---
+TEST(QueueTest, Inv8_MoveOnlyItemsAreMovedInAndOut) {
+  Queue<std::unique_ptr<int>> q(2);
+  auto item = std::make_unique<int>(42);
+  int* raw = item.get();
+  ASSERT_TRUE(q.push(std::move(item)).ok());
+  EXPECT_EQ(item, nullptr);
+  auto r = q.pull();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->get(), raw);  // the very object the producer made
+}
+
+struct CopyCounter {
+  static inline std::atomic<int> copies{0};
+  int v = 0;
+  CopyCounter() = default;
+  explicit CopyCounter(int x) : v(x) {}
+  CopyCounter(const CopyCounter& o) : v(o.v) { copies++; }
+  CopyCounter(CopyCounter&& o) noexcept : v(o.v) {}
+  CopyCounter& operator=(const CopyCounter& o) {
+    v = o.v;
+    copies++;
+    return *this;
+  }
+  CopyCounter& operator=(CopyCounter&&) noexcept = default;
+};
+
+TEST(QueueTest, Inv8_NoCopyBehindTheUsersBack) {
+  CopyCounter::copies = 0;
+  Queue<CopyCounter> q(4);
+  ASSERT_TRUE(q.push(CopyCounter(1)).ok());
+  std::vector<CopyCounter> batch;
+  batch.emplace_back(2);
+  batch.emplace_back(3);
+  ASSERT_EQ(q.push_many(batch).count, 2u);
+  std::vector<CopyCounter> out;
+  EXPECT_EQ(q.pull_many(std::back_inserter(out), 8).count, 3u);
+  EXPECT_EQ(CopyCounter::copies.load(), 0);
+}
+
+// --- Edge: capacity 0 is a rendezvous ---
+TEST(QueueTest, Edge_Capacity0PushCompletesOnlyWhenAPullTakesIt) {
+  Queue<int> q(0);
+  EXPECT_EQ(q.try_push(1).code(), StatusCode::kWouldBlock);  // nobody pulling
+  EXPECT_EQ(q.push(1, with_timeout(10ms)).code(), StatusCode::kDeadlineExceeded);
+  std::atomic<bool> done{false};
+  std::jthread producer([&] {
+    ASSERT_TRUE(q.push(7).ok());
+    done = true;
+  });
+  ASSERT_TRUE(eventually([&] { return q.stats().waiting_pushers == 1; }));
+  EXPECT_FALSE(done.load());
+  EXPECT_EQ(*q.pull(), 7);
+  producer.join();
+  EXPECT_TRUE(done.load());
+  EXPECT_EQ(q.stats().depth, 0u);
+}
+
+TEST(QueueTest, Edge_Capacity0TryPushSucceedsWhenAPullerWaits) {
+  Queue<int> q(0);
+  std::jthread consumer([&] { EXPECT_EQ(*q.pull(), 9); });
+  ASSERT_TRUE(eventually([&] { return q.stats().waiting_pullers == 1; }));
+  EXPECT_TRUE(q.try_push(9).ok());
+}
+
+TEST(QueueTest, Edge_Capacity0CloseReleasesWaitersAndDrainsNothing) {
+  Queue<int> q(0);
+  std::jthread producer([&] { EXPECT_EQ(q.push(1).code(), StatusCode::kClosed); });
+  ASSERT_TRUE(eventually([&] { return q.stats().waiting_pushers == 1; }));
+  q.close();
+  producer.join();
+  EXPECT_EQ(q.pull().code(), StatusCode::kClosed);
+}
+
+// --- Edge: capacity 1 ---
+TEST(QueueTest, Edge_Capacity1HoldsOneItem) {
+  Queue<int> q(1);
+  ASSERT_TRUE(q.push(1).ok());
+  EXPECT_EQ(q.try_push(2).code(), StatusCode::kWouldBlock);
+  EXPECT_EQ(*q.pull(), 1);
+  ASSERT_TRUE(q.push(2).ok());
+  EXPECT_EQ(*q.pull(), 2);
+  EXPECT_EQ(q.try_pull().code(), StatusCode::kWouldBlock);
+}
+
+// --- Edge: close with buffered items; close from any thread wakes everyone ---
+TEST(QueueTest, Edge_CloseWakesAllBlockedPushersAndPullers) {
+  Queue<int> empty(2);
+  Queue<int> full(1);
+  ASSERT_TRUE(full.push(0).ok());
+  std::vector<std::jthread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&] { EXPECT_EQ(empty.pull().code(), StatusCode::kClosed); });
+    threads.emplace_back([&] { EXPECT_EQ(full.push(1).code(), StatusCode::kClosed); });
+  }
+  ASSERT_TRUE(eventually([&] {
+    return empty.stats().waiting_pullers == 3 && full.stats().waiting_pushers == 3;
+  }));
+  empty.close();
+  full.close();
+  threads.clear();  // joins: every waiter returned
+  EXPECT_EQ(*full.pull(), 0);  // the buffered item still drains
+  EXPECT_EQ(full.pull().code(), StatusCode::kClosed);
+}
+
+TEST(QueueTest, Edge_CancellingOneWaiterWakesOnlyThatOne) {
+  Queue<int> q(2);
+  std::stop_source a, b;
+  std::jthread ta([&] { EXPECT_EQ(q.pull(Context(a.get_token())).code(), StatusCode::kCancelled); });
+  std::jthread tb([&] { EXPECT_EQ(*q.pull(Context(b.get_token())), 5); });
+  ASSERT_TRUE(eventually([&] { return q.stats().waiting_pullers == 2; }));
+  a.request_stop();
+  ta.join();
+  EXPECT_EQ(q.stats().waiting_pullers, 1u);  // b still parked
+  ASSERT_TRUE(q.push(5).ok());
+  tb.join();
+}
+
+// --- Edge: multiple producers + close: the last producer handle closes ---
+TEST(QueueTest, Edge_LastProducerHandleClosesTheQueue) {
+  Queue<int> q(4);
+  Producer<int> a = q.producer();
+  Producer<int> b = a.clone();
+  ASSERT_TRUE(a.push(1).ok());
+  a.done();
+  a.done();  // idempotent
+  EXPECT_FALSE(q.closed());
+  ASSERT_TRUE(b.push(2).ok());
+  { Producer<int> moved = std::move(b); }
+  EXPECT_TRUE(q.closed());
+  EXPECT_EQ(*q.pull(), 1);
+  EXPECT_EQ(*q.pull(), 2);
+  EXPECT_EQ(q.pull().code(), StatusCode::kClosed);
+}
+
+// --- Range-for pulls until closed and drained; items(ctx) stops on cancel ---
+TEST(QueueTest, RangeForPullsUntilClosedAndDrained) {
+  Queue<int> q(8);
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.push(int{i}).ok());
+  q.close();
+  std::vector<int> got;
+  for (int& v : q) got.push_back(v);
+  EXPECT_EQ(got, (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+TEST(QueueTest, ItemsRangeEndsOnDeadlineAndSaysWhy) {
+  Queue<int> q(8);
+  ASSERT_TRUE(q.push(1).ok());
+  auto range = q.items(with_timeout(20ms));
+  int n = 0;
+  for (int& v : range) n += v;
+  EXPECT_EQ(n, 1);
+  EXPECT_EQ(range.status(), StatusCode::kDeadlineExceeded);
+}
+
+// --- Bulk operations ---
+TEST(QueueTest, PushManyAndPullManyMoveSeveralItemsAcrossTheWrap) {
+  Queue<int> q(5);
+  std::vector<int> out;
+  for (int round = 0; round < 7; ++round) {
+    std::vector<int> in{round * 3, round * 3 + 1, round * 3 + 2};
+    BulkResult r = q.push_many(in);
+    ASSERT_EQ(r.count, 3u);
+    ASSERT_EQ(r.status, StatusCode::kOk);
+    ASSERT_EQ(q.pull_many(std::back_inserter(out), 3).count, 3u);
+  }
+  for (int i = 0; i < 21; ++i) EXPECT_EQ(out[i], i);
+}
+
+TEST(QueueTest, TryPushManyPushesWhatFitsAndLeavesTheRest) {
+  Queue<std::unique_ptr<int>> q(3);
+  std::vector<std::unique_ptr<int>> in;
+  for (int i = 0; i < 5; ++i) in.push_back(std::make_unique<int>(i));
+  BulkResult r = q.try_push_many(in);
+  EXPECT_EQ(r.count, 3u);
+  EXPECT_EQ(r.status, StatusCode::kWouldBlock);
+  EXPECT_EQ(in[2], nullptr);
+  ASSERT_NE(in[3], nullptr);  // untouched
+  EXPECT_EQ(*in[4], 4);
+}
+
+TEST(QueueTest, BlockingPushManyWaitsForRoomForEveryItem) {
+  Queue<int> q(2);
+  std::vector<int> in{0, 1, 2, 3, 4, 5, 6};
+  std::jthread producer([&] {
+    BulkResult r = q.push_many(in);
+    EXPECT_EQ(r.count, 7u);
+    q.close();
+  });
+  std::vector<int> out;
+  for (;;) {
+    BulkResult r = q.pull_many(std::back_inserter(out), 4);
+    if (r.status == StatusCode::kClosed) break;
+    ASSERT_GT(r.count, 0u);
+  }
+  EXPECT_EQ(out, in);
+}
+
+TEST(QueueTest, PullManyReturnsClosedOnlyWhenDrained) {
+  Queue<int> q(4);
+  ASSERT_TRUE(q.push(1).ok());
+  q.close();
+  std::vector<int> out;
+  EXPECT_EQ(q.pull_many(std::back_inserter(out), 4).count, 1u);
+  BulkResult r = q.pull_many(std::back_inserter(out), 4);
+  EXPECT_EQ(r.count, 0u);
+  EXPECT_EQ(r.status, StatusCode::kClosed);
+}
+
+// --- Stats ---
+TEST(QueueTest, StatsAreExactWhenQuiescent) {
+  Queue<int> q(4);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(q.push(int{i}).ok());
+  ASSERT_TRUE(q.pull().ok());
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.capacity, 4u);
+  EXPECT_EQ(s.pushed, 3u);
+  EXPECT_EQ(s.pulled, 1u);
+  EXPECT_EQ(s.depth, 2u);
+  EXPECT_EQ(s.high_watermark, 3u);
+  EXPECT_EQ(s.pushed, s.pulled + s.evicted + s.depth);
+}
+
+TEST(QueueTest, DestructorDestroysBufferedItems) {
+  auto tracker = std::make_shared<int>(0);
+  {
+    Queue<std::shared_ptr<int>> q(4);
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(q.push(std::shared_ptr<int>(tracker)).ok());
+    EXPECT_EQ(tracker.use_count(), 4);
+  }
+  EXPECT_EQ(tracker.use_count(), 1);
+}
+
+// --- Blocked threads sleep: an idle consumer uses ~0 CPU ---
+TEST(QueueTest, IdleConsumerSleepsInsteadOfSpinning) {
+  Queue<int> q(4);
+  double cpu_ms = -1;
+  std::jthread t([&] {
+    timespec a{}, b{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    EXPECT_EQ(q.pull(with_timeout(300ms)).code(), StatusCode::kDeadlineExceeded);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    cpu_ms = static_cast<double>(b.tv_sec - a.tv_sec) * 1e3 + static_cast<double>(b.tv_nsec - a.tv_nsec) / 1e6;
+  });
+  t.join();
+  // 300 ms of waiting; a spinning waiter would burn ~300 ms of CPU.
+  EXPECT_LT(cpu_ms, 30.0);
+}
+
+TEST(QueueTest, ImpossibleOptionsAreRejectedAtConstruction) {
+  EXPECT_THROW(Queue<int>(0, OverflowPolicy::kDropOldest), std::invalid_argument);
+  EXPECT_THROW(Queue<int>(0, OverflowPolicy::kSample), std::invalid_argument);
+  EXPECT_THROW(Queue<int>(4, OverflowPolicy::kSpill), std::invalid_argument);  // no store
+  QueueOptions<int> o;
+  o.policy = OverflowPolicy::kSample;
+  o.sample_every = 0;
+  EXPECT_THROW(Queue<int>{o}, std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace sluice
