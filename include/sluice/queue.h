@@ -315,8 +315,7 @@ class Queue {
       spill_active_.store(true, std::memory_order_release);
       spilled_.fetch_add(1, std::memory_order_relaxed);
       lock.unlock();
-      std::atomic_thread_fence(std::memory_order_seq_cst);
-      not_empty_.notify_one();
+      not_empty_.publish_and_notify(1);
     } else if (st.code() == StatusCode::kRejected) {
       rejected_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -324,7 +323,7 @@ class Queue {
   }
 
   void after_push(std::uint64_t claimed, std::size_t n) {
-    not_empty_.notify(n);
+    not_empty_.publish_and_notify(n);
     note_depth(claimed);
   }
 
@@ -443,7 +442,7 @@ class Queue {
       n = ring_->try_pop_many(sink, max, &op);
     }
     if (n > 0) {
-      not_full_.notify(n);
+      not_full_.publish_and_notify(n);
       // Waiters that slept on a claimed-but-unpublished slot after close must
       // learn that the queue is now drained.
       if (not_empty_.has_waiters() && ring_->closed()) not_empty_.notify_all();
@@ -471,7 +470,7 @@ class Queue {
     detail::RingOp op = detail::RingOp::kWouldBlock;
     const std::size_t n = ring_->try_pop_many(sink, max, &op);
     if (n > 0) {
-      not_full_.notify(n);
+      not_full_.publish_and_notify(n);
       return StatusCode::kOk;
     }
     return op == detail::RingOp::kClosed ? StatusCode::kClosed : StatusCode::kWouldBlock;

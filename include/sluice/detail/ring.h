@@ -12,8 +12,8 @@
 //   destruction. Blocking: never; callers park on their own WaitLists.
 // Ordering: a push's payload write happens-before the matching pop (release
 //   store / acquire load of the stamp). Stamp loads and the close RMW are
-//   seq_cst, and publishes are followed by a seq_cst fence, so that waiters'
-//   enlist-then-recheck cannot miss a publish (see wait_list.h).
+//   seq_cst so that a waiter's enlist-then-recheck cannot miss a publish; the
+//   publisher's side of that pattern is WaitList::publish_and_notify.
 // Ownership: items are moved in on push and moved out on pop; items left at
 //   destruction are destroyed.
 #pragma once
@@ -40,8 +40,9 @@ class Ring {
         mark_(std::uint64_t{1} << bits_for(capacity)),
         one_lap_(mark_ << 1),
         lap_shift_(bits_for(capacity) + 1),
-        slots_(new Slot[capacity]) {
-    for (std::size_t i = 0; i < capacity; ++i) slots_[i].stamp.store(i, std::memory_order_relaxed);
+        rows_((capacity + kSlotsPerLine - 1) / kSlotsPerLine),
+        slots_(new Slot[rows_ * kSlotsPerLine]) {
+    for (std::size_t i = 0; i < capacity; ++i) slot(i).stamp.store(i, std::memory_order_relaxed);
   }
   Ring(const Ring&) = delete;
   Ring& operator=(const Ring&) = delete;
@@ -50,7 +51,7 @@ class Ring {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     const std::uint64_t tail = tail_.load(std::memory_order_relaxed) & ~mark_;
     while (head != tail) {
-      slots_[head & (mark_ - 1)].ptr()->~T();
+      slot(head & (mark_ - 1)).ptr()->~T();
       head = advance(head, 1);
     }
   }
@@ -62,15 +63,14 @@ class Ring {
     std::uint64_t tail = tail_.load(std::memory_order_relaxed);
     for (;;) {
       if ((tail & mark_) != 0) return RingOp::kClosed;
-      Slot& slot = slots_[tail & (mark_ - 1)];
-      const std::uint64_t stamp = slot.stamp.load(std::memory_order_seq_cst);
+      Slot& sl = slot(tail & (mark_ - 1));
+      const std::uint64_t stamp = sl.stamp.load(std::memory_order_seq_cst);
       if (stamp == tail) {
         const std::uint64_t next = advance(tail, 1);
         if (tail_.compare_exchange_weak(tail, next, std::memory_order_relaxed,
                                         std::memory_order_relaxed)) {
-          ::new (slot.raw()) T(std::move(item));
-          slot.stamp.store(tail + 1, std::memory_order_release);
-          std::atomic_thread_fence(std::memory_order_seq_cst);  // publish before waiter check
+          ::new (sl.raw()) T(std::move(item));
+          sl.stamp.store(tail + 1, std::memory_order_release);
           *claimed = next;
           return RingOp::kOk;
         }
@@ -96,12 +96,12 @@ class Ring {
       }
       std::size_t k = 0;
       std::uint64_t pos = tail;
-      while (k < n && slots_[pos & (mark_ - 1)].stamp.load(std::memory_order_seq_cst) == pos) {
+      while (k < n && slot(pos & (mark_ - 1)).stamp.load(std::memory_order_seq_cst) == pos) {
         ++k;
         pos = advance(pos, 1);
       }
       if (k == 0) {
-        const std::uint64_t stamp = slots_[tail & (mark_ - 1)].stamp.load(std::memory_order_seq_cst);
+        const std::uint64_t stamp = slot(tail & (mark_ - 1)).stamp.load(std::memory_order_seq_cst);
         if (stamp + one_lap_ == tail + 1) {
           *op = RingOp::kWouldBlock;
           return 0;
@@ -114,12 +114,11 @@ class Ring {
                                       std::memory_order_relaxed)) {
         std::uint64_t p = tail;
         for (std::size_t i = 0; i < k; ++i) {
-          Slot& slot = slots_[p & (mark_ - 1)];
-          ::new (slot.raw()) T(std::move(items[i]));
-          slot.stamp.store(p + 1, std::memory_order_release);
+          Slot& sl = slot(p & (mark_ - 1));
+          ::new (sl.raw()) T(std::move(items[i]));
+          sl.stamp.store(p + 1, std::memory_order_release);
           p = advance(p, 1);
         }
-        std::atomic_thread_fence(std::memory_order_seq_cst);
         *op = RingOp::kOk;
         *claimed = pos;
         return k;
@@ -132,24 +131,20 @@ class Ring {
   RingOp try_pop(Sink&& sink) {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     for (;;) {
-      Slot& slot = slots_[head & (mark_ - 1)];
-      const std::uint64_t stamp = slot.stamp.load(std::memory_order_seq_cst);
+      Slot& sl = slot(head & (mark_ - 1));
+      const std::uint64_t stamp = sl.stamp.load(std::memory_order_seq_cst);
       if (stamp == head + 1) {
         if (head_.compare_exchange_weak(head, advance(head, 1), std::memory_order_relaxed,
                                         std::memory_order_relaxed)) {
-          T* p = slot.ptr();
+          T* p = sl.ptr();
           sink(std::move(*p));
           p->~T();
-          slot.stamp.store(head + one_lap_, std::memory_order_release);
-          std::atomic_thread_fence(std::memory_order_seq_cst);  // free before waiter check
+          sl.stamp.store(head + one_lap_, std::memory_order_release);
           return RingOp::kOk;
         }
       } else if (stamp == head) {
-        // Empty, or a push is mid-way (it will wake us). Closed only when every
-        // claimed position has been popped.
-        const std::uint64_t tail = tail_.load(std::memory_order_seq_cst);
-        return (tail & mark_) != 0 && (tail & ~mark_) == head ? RingOp::kClosed
-                                                              : RingOp::kWouldBlock;
+        // Empty, or a push is mid-way (it will wake us).
+        return drained(head) ? RingOp::kClosed : RingOp::kWouldBlock;
       } else {
         cpu_relax();
         head = head_.load(std::memory_order_relaxed);
@@ -164,16 +159,14 @@ class Ring {
     for (;;) {
       std::size_t k = 0;
       std::uint64_t pos = head;
-      while (k < max && slots_[pos & (mark_ - 1)].stamp.load(std::memory_order_seq_cst) == pos + 1) {
+      while (k < max && slot(pos & (mark_ - 1)).stamp.load(std::memory_order_seq_cst) == pos + 1) {
         ++k;
         pos = advance(pos, 1);
       }
       if (k == 0) {
-        const std::uint64_t stamp = slots_[head & (mark_ - 1)].stamp.load(std::memory_order_seq_cst);
+        const std::uint64_t stamp = slot(head & (mark_ - 1)).stamp.load(std::memory_order_seq_cst);
         if (stamp == head) {
-          const std::uint64_t tail = tail_.load(std::memory_order_seq_cst);
-          *op = (tail & mark_) != 0 && (tail & ~mark_) == head ? RingOp::kClosed
-                                                                : RingOp::kWouldBlock;
+          *op = drained(head) ? RingOp::kClosed : RingOp::kWouldBlock;
           return 0;
         }
         cpu_relax();
@@ -184,14 +177,13 @@ class Ring {
                                       std::memory_order_relaxed)) {
         std::uint64_t p = head;
         for (std::size_t i = 0; i < k; ++i) {
-          Slot& slot = slots_[p & (mark_ - 1)];
-          T* item = slot.ptr();
+          Slot& sl = slot(p & (mark_ - 1));
+          T* item = sl.ptr();
           sink(std::move(*item));
           item->~T();
-          slot.stamp.store(p + one_lap_, std::memory_order_release);
+          sl.stamp.store(p + one_lap_, std::memory_order_release);
           p = advance(p, 1);
         }
-        std::atomic_thread_fence(std::memory_order_seq_cst);
         *op = RingOp::kOk;
         return k;
       }
@@ -200,9 +192,11 @@ class Ring {
 
   // Sets the close mark. Returns true for the call that set it.
   bool close() noexcept {
-    return (tail_.fetch_or(mark_, std::memory_order_seq_cst) & mark_) == 0;
+    const bool first = (tail_.fetch_or(mark_, std::memory_order_seq_cst) & mark_) == 0;
+    closed_.store(true, std::memory_order_seq_cst);
+    return first;
   }
-  bool closed() const noexcept { return (tail_.load(std::memory_order_seq_cst) & mark_) != 0; }
+  bool closed() const noexcept { return closed_.load(std::memory_order_seq_cst); }
 
   // Positions as item counts since construction.
   std::uint64_t pushed_count() const noexcept {
@@ -223,6 +217,28 @@ class Ring {
     T* ptr() noexcept { return std::launder(reinterpret_cast<T*>(storage)); }
   };
 
+  // Consecutive positions go to different cache lines (as in atomic_queue,
+  // but for any capacity): index i lives at column i % K, row i / K, where K
+  // slots fill a line. A producer and a consumer a few positions apart then
+  // never write the same line. Padding slots past `capacity` are never used.
+  static constexpr std::size_t kSlotsPerLine =
+      sizeof(Slot) < kCacheLine ? kCacheLine / sizeof(Slot) : 1;
+  Slot& slot(std::uint64_t index) const noexcept {
+    if constexpr (kSlotsPerLine == 1) {
+      return slots_[index];
+    } else {
+      return slots_[(index % kSlotsPerLine) * rows_ + index / kSlotsPerLine];
+    }
+  }
+
+  // Closed, and every claimed position popped? Reads the producers' tail_
+  // line only once closed_ (read-mostly, its own line) says so, so an empty
+  // poll does not pull the producers' line away from them.
+  bool drained(std::uint64_t head) const noexcept {
+    if (!closed_.load(std::memory_order_seq_cst)) return false;
+    return (tail_.load(std::memory_order_seq_cst) & ~mark_) == head;
+  }
+
   static unsigned bits_for(std::size_t cap) noexcept {
     unsigned b = 0;
     while ((std::uint64_t{1} << b) < static_cast<std::uint64_t>(cap) + 1) ++b;
@@ -240,12 +256,15 @@ class Ring {
   const std::uint64_t mark_;     // close bit in tail_, just above the index bits
   const std::uint64_t one_lap_;  // one lap in stamp units
   const unsigned lap_shift_;
+  const std::uint64_t rows_;
   const std::unique_ptr<Slot[]> slots_;
 
   // Producers' and consumers' words on separate lines (no false sharing).
   alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
   alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
-  char pad_[kCacheLine - sizeof(std::atomic<std::uint64_t>)];
+  // Set after the mark in tail_; lets readers skip tail_ until close.
+  alignas(kCacheLine) std::atomic<bool> closed_{false};
+  char pad_[kCacheLine - sizeof(std::atomic<bool>)];
 };
 
 }  // namespace sluice::detail

@@ -28,6 +28,17 @@
 #include "sluice/context.h"
 #include "sluice/detail/cpu.h"
 
+#if defined(__SANITIZE_THREAD__)
+#define SLUICE_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define SLUICE_TSAN 1
+#endif
+#endif
+#ifndef SLUICE_TSAN
+#define SLUICE_TSAN 0
+#endif
+
 namespace sluice::detail {
 
 struct Waiter {
@@ -58,6 +69,20 @@ class WaitList {
   }
   void notify(std::size_t n) {
     if (n != 0 && has_waiters()) notify_slow(n);
+  }
+  // For a notifier that made the condition true with plain release stores:
+  // orders those stores before the waiter check (the store-load barrier of
+  // Dekker's pattern), then wakes up to n waiters.
+  void publish_and_notify(std::size_t n) {
+#if SLUICE_TSAN
+    // TSan cannot model fences; an RMW on count_ gives the same guarantee (the
+    // waiter's enlist RMW either precedes it, or reads from it and so sees our
+    // stores). Costs a shared-line RMW, so only under TSan.
+    if (count_.fetch_add(0, std::memory_order_seq_cst) != 0) notify_slow(n);
+#else
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (count_.load(std::memory_order_relaxed) != 0) notify_slow(n);
+#endif
   }
   void notify_all() {
     if (has_waiters()) notify_slow(std::numeric_limits<std::size_t>::max());

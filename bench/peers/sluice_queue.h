@@ -1,0 +1,15 @@
+#pragma once
+#include "peers/common.h"
+#include "sluice/queue.h"
+
+namespace bench {
+template <class T>
+struct SluiceQueue {
+  static constexpr const char* kName = "sluice::Queue (Block)";
+  static constexpr bool kSpscOnly = false;
+  explicit SluiceQueue(std::size_t cap) : q(cap) {}
+  void push(T v) { (void)q.push(std::move(v)); }
+  void pop(T& v) { v = *q.pull(); }
+  sluice::Queue<T> q;
+};
+}  // namespace bench

@@ -1,0 +1,247 @@
+// queue_compare: sluice::Queue (Block) against its peers, side by side in one
+// run, on the same workloads (the atomic_queue / leveldb db_bench pattern).
+//
+// Throughput: P producers push N items in total, C consumers pull them;
+// items/s = N / wall time, CPU = process CPU time (user + sys) per million
+// items. Each (workload, queue) is run R times, interleaved across queues so
+// that machine noise hits all of them alike; the table shows medians.
+// Latency: two capacity-1 queues between two threads; p50/p99 of a round trip.
+//
+// Usage: queue_compare [--quick] [--runs R] [--items N]
+//   --quick: a smoke test (small N, one run) for CI.
+//   --filter S: only workloads whose name contains S; --peers S: only queues
+//   whose name contains S (sluice always runs, as the reference).
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <latch>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "peers/atomic_queue.h"
+#include "peers/boost.h"
+#include "peers/moodycamel.h"
+#include "peers/mutex_baseline.h"
+#include "peers/sluice_queue.h"
+#include "peers/tbb.h"
+
+namespace bench {
+namespace {
+
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+struct Workload {
+  std::string name;
+  int producers;
+  int consumers;
+  std::size_t capacity;
+  bool fat;  // 64-byte items instead of 64-bit
+};
+
+struct Sample {
+  double items_per_s;
+  double cpu_s_per_m;
+};
+
+template <class Q, class T>
+Sample run_throughput(const Workload& w, std::uint64_t items) {
+  Q q(w.capacity);
+  const std::uint64_t per_p = items / static_cast<std::uint64_t>(w.producers);
+  const std::uint64_t total = per_p * static_cast<std::uint64_t>(w.producers);
+  const std::uint64_t per_c = total / static_cast<std::uint64_t>(w.consumers);
+  std::latch ready(w.producers + w.consumers + 1);
+  std::latch go(1);
+  std::vector<std::uint64_t> sums(static_cast<std::size_t>(w.consumers), 0);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < w.producers; ++p) {
+    threads.emplace_back([&, p] {
+      ready.count_down();
+      go.wait();
+      const std::uint64_t base = static_cast<std::uint64_t>(p) * per_p;
+      for (std::uint64_t i = 0; i < per_p; ++i) q.push(make_item<T>(base + i));
+    });
+  }
+  for (int c = 0; c < w.consumers; ++c) {
+    threads.emplace_back([&, c] {
+      ready.count_down();
+      go.wait();
+      const std::uint64_t n = per_c + (c == 0 ? total - per_c * static_cast<std::uint64_t>(w.consumers) : 0);
+      std::uint64_t sum = 0;
+      T v{};
+      for (std::uint64_t i = 0; i < n; ++i) {
+        q.pop(v);
+        sum += value_of(v);
+      }
+      sums[static_cast<std::size_t>(c)] = sum;
+    });
+  }
+  ready.arrive_and_wait();
+  const double cpu0 = process_cpu_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  go.count_down();
+  for (auto& t : threads) t.join();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double cpu = process_cpu_seconds() - cpu0;
+  std::uint64_t sum = 0;
+  for (auto s : sums) sum += s;
+  if (sum != total * (total - 1) / 2) {
+    std::fprintf(stderr, "%s: checksum mismatch (lost or duplicated items)\n", Q::kName);
+    std::exit(2);
+  }
+  return {static_cast<double>(total) / wall, cpu / static_cast<double>(total) * 1e6};
+}
+
+struct Latency {
+  double p50_ns;
+  double p99_ns;
+};
+
+template <class Q>
+Latency run_latency(int round_trips) {
+  Q there(1), back(1);
+  std::vector<double> ns(static_cast<std::size_t>(round_trips));
+  std::thread echo([&] {
+    std::uint64_t v = 0;
+    for (int i = 0; i < round_trips + 1000; ++i) {
+      there.pop(v);
+      back.push(v);
+    }
+  });
+  std::uint64_t v = 0;
+  for (int i = 0; i < 1000; ++i) {  // warm up
+    there.push(std::uint64_t(i));
+    back.pop(v);
+  }
+  for (int i = 0; i < round_trips; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    there.push(std::uint64_t(i));
+    back.pop(v);
+    ns[static_cast<std::size_t>(i)] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+  }
+  echo.join();
+  std::sort(ns.begin(), ns.end());
+  return {ns[ns.size() / 2], ns[ns.size() * 99 / 100]};
+}
+
+struct Candidate {
+  std::string name;
+  bool spsc_only;
+  std::function<Sample(const Workload&, std::uint64_t)> thin;  // 64-bit items
+  std::function<Sample(const Workload&, std::uint64_t)> fat;   // 64-byte items
+  std::function<Latency(int)> latency;
+};
+
+template <template <class> class Q>
+Candidate candidate() {
+  return {Q<std::uint64_t>::kName, Q<std::uint64_t>::kSpscOnly,
+          [](const Workload& w, std::uint64_t n) { return run_throughput<Q<std::uint64_t>, std::uint64_t>(w, n); },
+          [](const Workload& w, std::uint64_t n) { return run_throughput<Q<Item64>, Item64>(w, n); },
+          [](int k) { return run_latency<Q<std::uint64_t>>(k); }};
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+}  // namespace bench
+
+int main(int argc, char** argv) {
+  using namespace bench;
+  bool quick = false;
+  int runs = 5;
+  std::uint64_t items = 2'000'000;
+  std::string filter, peers;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
+      runs = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--filter") == 0 && i + 1 < argc) {
+      filter = argv[++i];
+    } else if (std::strcmp(argv[i], "--peers") == 0 && i + 1 < argc) {
+      peers = argv[++i];
+    } else if (std::strcmp(argv[i], "--items") == 0 && i + 1 < argc) {
+      items = std::strtoull(argv[++i], nullptr, 10);
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--runs R] [--items N] [--filter S] [--peers S]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (quick) {
+    runs = 1;
+    items = 100'000;
+  }
+  const int round_trips = quick ? 5'000 : 100'000;
+
+  std::vector<Candidate> all = {
+      candidate<SluiceQueue>(),          candidate<MutexQueue>(),
+      candidate<TbbBoundedQueue>(),      candidate<MoodyConcurrentQueue>(),
+      candidate<MoodyBlockingConcurrentQueue>(), candidate<MoodyBlockingRWCircularBuffer>(),
+      candidate<AtomicQueue>(),          candidate<BoostLockfreeQueue>(),
+      candidate<BoostSpscQueue>(),       candidate<BoostFiberChannel>(),
+  };
+  std::vector<Candidate> cands;
+  for (auto& c : all) {
+    if (cands.empty() || c.name.find(peers) != std::string::npos) cands.push_back(std::move(c));
+  }
+  const std::vector<Workload> workloads = {
+      {"SPSC cap 1024, 64-bit", 1, 1, 1024, false}, {"SPSC cap 16, 64-bit", 1, 1, 16, false},
+      {"MPMC 2x2 cap 1024, 64-bit", 2, 2, 1024, false}, {"MPMC 4x4 cap 1024, 64-bit", 4, 4, 1024, false},
+      {"SPSC cap 1024, 64-byte", 1, 1, 1024, true}, {"SPSC cap 16, 64-byte", 1, 1, 16, true},
+      {"MPMC 2x2 cap 1024, 64-byte", 2, 2, 1024, true}, {"MPMC 4x4 cap 1024, 64-byte", 4, 4, 1024, true},
+  };
+
+  std::printf("# queue_compare: %d run(s), %llu items per run, medians\n\n", runs,
+              static_cast<unsigned long long>(items));
+  for (const Workload& w : workloads) {
+    if (w.name.find(filter) == std::string::npos) continue;
+    const bool spsc = w.producers == 1 && w.consumers == 1;
+    std::map<std::string, std::vector<double>> rate, cpu;
+    for (int r = 0; r < runs; ++r) {
+      for (const Candidate& c : cands) {
+        if (c.spsc_only && !spsc) continue;
+        const Sample s = w.fat ? c.fat(w, items) : c.thin(w, items);
+        rate[c.name].push_back(s.items_per_s);
+        cpu[c.name].push_back(s.cpu_s_per_m);
+      }
+    }
+    const double ours = median(rate[cands[0].name]);
+    std::printf("## %s\n\n| queue | M items/s | CPU s / M items | sluice / this |\n|---|---:|---:|---:|\n",
+                w.name.c_str());
+    for (const Candidate& c : cands) {
+      if (c.spsc_only && !spsc) continue;
+      const double m = median(rate[c.name]);
+      std::printf("| %s | %.2f | %.3f | %.2fx |\n", c.name.c_str(), m / 1e6, median(cpu[c.name]), ours / m);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+
+  if (!filter.empty() && std::string("round trip").find(filter) == std::string::npos) return 0;
+  std::printf("## Round trip through two capacity-1 queues, 64-bit\n\n| queue | p50 ns | p99 ns |\n|---|---:|---:|\n");
+  std::map<std::string, std::vector<double>> p50, p99;
+  for (int r = 0; r < runs; ++r) {
+    for (const Candidate& c : cands) {
+      const Latency l = c.latency(round_trips);
+      p50[c.name].push_back(l.p50_ns);
+      p99[c.name].push_back(l.p99_ns);
+    }
+  }
+  for (const Candidate& c : cands) {
+    std::printf("| %s | %.0f | %.0f |\n", c.name.c_str(), median(p50[c.name]), median(p99[c.name]));
+  }
+  return 0;
+}
