@@ -76,7 +76,8 @@ Sample run_throughput(const Workload& w, std::uint64_t items) {
     threads.emplace_back([&, c] {
       ready.count_down();
       go.wait();
-      const std::uint64_t n = per_c + (c == 0 ? total - per_c * static_cast<std::uint64_t>(w.consumers) : 0);
+      const std::uint64_t n =
+          per_c + (c == 0 ? total - per_c * static_cast<std::uint64_t>(w.consumers) : 0);
       std::uint64_t sum = 0;
       T v{};
       for (std::uint64_t i = 0; i < n; ++i) {
@@ -127,7 +128,8 @@ Latency run_latency(int round_trips) {
     const auto t0 = std::chrono::steady_clock::now();
     there.push(std::uint64_t(i));
     back.pop(v);
-    ns[static_cast<std::size_t>(i)] = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    ns[static_cast<std::size_t>(i)] =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
   }
   echo.join();
   std::sort(ns.begin(), ns.end());
@@ -144,10 +146,13 @@ struct Candidate {
 
 template <template <class> class Q>
 Candidate candidate() {
-  return {Q<std::uint64_t>::kName, Q<std::uint64_t>::kSpscOnly,
-          [](const Workload& w, std::uint64_t n) { return run_throughput<Q<std::uint64_t>, std::uint64_t>(w, n); },
-          [](const Workload& w, std::uint64_t n) { return run_throughput<Q<Item64>, Item64>(w, n); },
-          [](int k) { return run_latency<Q<std::uint64_t>>(k); }};
+  return {
+      Q<std::uint64_t>::kName, Q<std::uint64_t>::kSpscOnly,
+      [](const Workload& w, std::uint64_t n) {
+        return run_throughput<Q<std::uint64_t>, std::uint64_t>(w, n);
+      },
+      [](const Workload& w, std::uint64_t n) { return run_throughput<Q<Item64>, Item64>(w, n); },
+      [](int k) { return run_latency<Q<std::uint64_t>>(k); }};
 }
 
 double median(std::vector<double> v) {
@@ -176,7 +181,8 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--items") == 0 && i + 1 < argc) {
       items = std::strtoull(argv[++i], nullptr, 10);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--runs R] [--items N] [--filter S] [--peers S]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--runs R] [--items N] [--filter S] [--peers S]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -187,23 +193,34 @@ int main(int argc, char** argv) {
   const int round_trips = quick ? 5'000 : 100'000;
 
   std::vector<Candidate> all = {
-      candidate<SluiceQueue>(),          candidate<MutexQueue>(),
-      candidate<TbbBoundedQueue>(),      candidate<MoodyConcurrentQueue>(),
-      candidate<MoodyBlockingConcurrentQueue>(), candidate<MoodyBlockingRWCircularBuffer>(),
-      candidate<AtomicQueue>(),          candidate<BoostLockfreeQueue>(),
-      candidate<BoostSpscQueue>(),       candidate<BoostFiberChannel>(),
+      candidate<SluiceQueue>(),
+      candidate<MutexQueue>(),
+      candidate<TbbBoundedQueue>(),
+      candidate<MoodyConcurrentQueue>(),
+      candidate<MoodyBlockingConcurrentQueue>(),
+      candidate<MoodyBlockingRWCircularBuffer>(),
+      candidate<AtomicQueue>(),
+      candidate<BoostLockfreeQueue>(),
+      candidate<BoostSpscQueue>(),
+      candidate<BoostFiberChannel>(),
   };
   std::vector<Candidate> cands;
   for (auto& c : all) {
     if (cands.empty() || c.name.find(peers) != std::string::npos) cands.push_back(std::move(c));
   }
   const std::vector<Workload> workloads = {
-      {"SPSC cap 1024, 64-bit", 1, 1, 1024, false}, {"SPSC cap 16, 64-bit", 1, 1, 16, false},
-      {"MPMC 2x2 cap 1024, 64-bit", 2, 2, 1024, false}, {"MPMC 4x4 cap 1024, 64-bit", 4, 4, 1024, false},
-      {"SPSC cap 1024, 64-byte", 1, 1, 1024, true}, {"SPSC cap 16, 64-byte", 1, 1, 16, true},
-      {"MPMC 2x2 cap 1024, 64-byte", 2, 2, 1024, true}, {"MPMC 4x4 cap 1024, 64-byte", 4, 4, 1024, true},
+      {"SPSC cap 1024, 64-bit", 1, 1, 1024, false},
+      {"SPSC cap 16, 64-bit", 1, 1, 16, false},
+      {"MPMC 2x2 cap 1024, 64-bit", 2, 2, 1024, false},
+      {"MPMC 4x4 cap 1024, 64-bit", 4, 4, 1024, false},
+      {"SPSC cap 1024, 64-byte", 1, 1, 1024, true},
+      {"SPSC cap 16, 64-byte", 1, 1, 16, true},
+      {"MPMC 2x2 cap 1024, 64-byte", 2, 2, 1024, true},
+      {"MPMC 4x4 cap 1024, 64-byte", 4, 4, 1024, true},
   };
 
+  // Medians by workload then queue, for the targets check at the end.
+  std::map<std::string, std::map<std::string, double>> med_rate, med_cpu;
   std::printf("# queue_compare: %d run(s), %llu items per run, medians\n\n", runs,
               static_cast<unsigned long long>(items));
   for (const Workload& w : workloads) {
@@ -219,19 +236,25 @@ int main(int argc, char** argv) {
       }
     }
     const double ours = median(rate[cands[0].name]);
-    std::printf("## %s\n\n| queue | M items/s | CPU s / M items | sluice / this |\n|---|---:|---:|---:|\n",
-                w.name.c_str());
+    std::printf(
+        "## %s\n\n| queue | M items/s | CPU s / M items | sluice / this |\n|---|---:|---:|---:|\n",
+        w.name.c_str());
     for (const Candidate& c : cands) {
       if (c.spsc_only && !spsc) continue;
       const double m = median(rate[c.name]);
-      std::printf("| %s | %.2f | %.3f | %.2fx |\n", c.name.c_str(), m / 1e6, median(cpu[c.name]), ours / m);
+      med_rate[w.name][c.name] = m;
+      med_cpu[w.name][c.name] = median(cpu[c.name]);
+      std::printf("| %s | %.2f | %.3f | %.2fx |\n", c.name.c_str(), m / 1e6, median(cpu[c.name]),
+                  ours / m);
     }
     std::printf("\n");
     std::fflush(stdout);
   }
 
   if (!filter.empty() && std::string("round trip").find(filter) == std::string::npos) return 0;
-  std::printf("## Round trip through two capacity-1 queues, 64-bit\n\n| queue | p50 ns | p99 ns |\n|---|---:|---:|\n");
+  std::printf(
+      "## Round trip through two capacity-1 queues, 64-bit\n\n| queue | p50 ns | p99 ns "
+      "|\n|---|---:|---:|\n");
   std::map<std::string, std::vector<double>> p50, p99;
   for (int r = 0; r < runs; ++r) {
     for (const Candidate& c : cands) {
@@ -242,6 +265,39 @@ int main(int argc, char** argv) {
   }
   for (const Candidate& c : cands) {
     std::printf("| %s | %.0f | %.0f |\n", c.name.c_str(), median(p50[c.name]), median(p99[c.name]));
+  }
+
+  // The targets, as ratios within this run. A target whose peer or
+  // workload was filtered out is skipped.
+  std::printf("\n## Targets (ratios within this run)\n\n| target | measured | met |\n|---|---:|---|\n");
+  const std::string ours = cands[0].name;
+  auto ratio = [&](const std::string& w, const std::string& peer, double want, const char* what) {
+    if (!med_rate.count(w) || !med_rate[w].count(peer)) return;
+    const double r = med_rate[w][ours] / med_rate[w][peer];
+    std::printf("| %s: %s >= %.1fx %s | %.2fx | %s |\n", w.c_str(), what, want, peer.c_str(), r,
+                r >= want ? "yes" : "NO");
+  };
+  const std::string brwcb = MoodyBlockingRWCircularBuffer<std::uint64_t>::kName;
+  const std::string tbb = TbbBoundedQueue<std::uint64_t>::kName;
+  const std::string mutex = MutexQueue<std::uint64_t>::kName;
+  const std::string cq = MoodyConcurrentQueue<std::uint64_t>::kName;
+  ratio("SPSC cap 1024, 64-bit", brwcb, 1.5, "throughput");
+  ratio("SPSC cap 16, 64-bit", tbb, 1.5, "throughput");
+  for (const char* w : {"MPMC 2x2 cap 1024, 64-bit", "MPMC 4x4 cap 1024, 64-bit"}) {
+    ratio(w, mutex, 3.0, "throughput");
+    ratio(w, cq, 0.9, "throughput");
+  }
+  if (p50.count(cq)) {
+    const double r = median(p50[ours]) / median(p50[cq]);
+    std::printf("| round trip p50 <= 1.1x %s | %.2fx | %s |\n", cq.c_str(), r, r <= 1.1 ? "yes" : "NO");
+  }
+  const double our_p99 = median(p99[ours]);
+  std::printf("| round trip p99 < 2000 ns | %.0f ns | %s |\n", our_p99, our_p99 < 2000 ? "yes" : "NO");
+  for (const auto& [w, by_queue] : med_cpu) {
+    if (!by_queue.count(mutex)) continue;
+    const double a = by_queue.at(ours), b = by_queue.at(mutex);
+    std::printf("| %s: CPU s/M items <= mutex baseline's | %.3f vs %.3f | %s |\n", w.c_str(), a, b,
+                a <= b ? "yes" : "NO");
   }
   return 0;
 }

@@ -4,22 +4,38 @@ namespace sluice {
 
 std::string_view status_code_name(StatusCode code) noexcept {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kClosed: return "closed";
-    case StatusCode::kCancelled: return "cancelled";
-    case StatusCode::kDeadlineExceeded: return "deadline_exceeded";
-    case StatusCode::kWouldBlock: return "would_block";
-    case StatusCode::kRejected: return "rejected";
-    case StatusCode::kDropped: return "dropped";
-    case StatusCode::kSampledOut: return "sampled_out";
-    case StatusCode::kNotFound: return "not_found";
-    case StatusCode::kAlreadyExists: return "already_exists";
-    case StatusCode::kInUse: return "in_use";
-    case StatusCode::kCorruption: return "corruption";
-    case StatusCode::kIOError: return "io_error";
-    case StatusCode::kUnavailable: return "unavailable";
-    case StatusCode::kInvalidArgument: return "invalid_argument";
-    case StatusCode::kInternal: return "internal";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kClosed:
+      return "closed";
+    case StatusCode::kCancelled:
+      return "cancelled";
+    case StatusCode::kDeadlineExceeded:
+      return "deadline_exceeded";
+    case StatusCode::kWouldBlock:
+      return "would_block";
+    case StatusCode::kRejected:
+      return "rejected";
+    case StatusCode::kDropped:
+      return "dropped";
+    case StatusCode::kSampledOut:
+      return "sampled_out";
+    case StatusCode::kNotFound:
+      return "not_found";
+    case StatusCode::kAlreadyExists:
+      return "already_exists";
+    case StatusCode::kInUse:
+      return "in_use";
+    case StatusCode::kCorruption:
+      return "corruption";
+    case StatusCode::kIOError:
+      return "io_error";
+    case StatusCode::kUnavailable:
+      return "unavailable";
+    case StatusCode::kInvalidArgument:
+      return "invalid_argument";
+    case StatusCode::kInternal:
+      return "internal";
   }
   return "unknown";
 }
@@ -44,12 +60,18 @@ namespace sluice {
 
 std::string_view overflow_policy_name(OverflowPolicy p) noexcept {
   switch (p) {
-    case OverflowPolicy::kBlock: return "block";
-    case OverflowPolicy::kDropNewest: return "drop_newest";
-    case OverflowPolicy::kDropOldest: return "drop_oldest";
-    case OverflowPolicy::kReject: return "reject";
-    case OverflowPolicy::kSample: return "sample";
-    case OverflowPolicy::kSpill: return "spill";
+    case OverflowPolicy::kBlock:
+      return "block";
+    case OverflowPolicy::kDropNewest:
+      return "drop_newest";
+    case OverflowPolicy::kDropOldest:
+      return "drop_oldest";
+    case OverflowPolicy::kReject:
+      return "reject";
+    case OverflowPolicy::kSample:
+      return "sample";
+    case OverflowPolicy::kSpill:
+      return "spill";
   }
   return "unknown";
 }

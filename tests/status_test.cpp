@@ -27,7 +27,8 @@ TEST(StatusTest, CodeAndMessageRoundTrip) {
 TEST(StatusTest, EveryCodeHasADistinctName) {
   for (int a = 0; a <= static_cast<int>(StatusCode::kInternal); ++a) {
     for (int b = a + 1; b <= static_cast<int>(StatusCode::kInternal); ++b) {
-      EXPECT_NE(status_code_name(static_cast<StatusCode>(a)), status_code_name(static_cast<StatusCode>(b)));
+      EXPECT_NE(status_code_name(static_cast<StatusCode>(a)),
+                status_code_name(static_cast<StatusCode>(b)));
     }
   }
 }

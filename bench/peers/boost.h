@@ -11,8 +11,12 @@ struct BoostLockfreeQueue {
   static constexpr const char* kName = "boost::lockfree::queue (spin)";
   static constexpr bool kSpscOnly = false;
   explicit BoostLockfreeQueue(std::size_t cap) : q(cap) {}
-  void push(T v) { spin_until([&] { return q.bounded_push(v); }); }
-  void pop(T& v) { spin_until([&] { return q.pop(v); }); }
+  void push(T v) {
+    spin_until([&] { return q.bounded_push(v); });
+  }
+  void pop(T& v) {
+    spin_until([&] { return q.pop(v); });
+  }
   boost::lockfree::queue<T, boost::lockfree::fixed_sized<true>> q;
 };
 template <class T>
@@ -20,8 +24,12 @@ struct BoostSpscQueue {
   static constexpr const char* kName = "boost::lockfree::spsc_queue (spin)";
   static constexpr bool kSpscOnly = true;
   explicit BoostSpscQueue(std::size_t cap) : q(cap) {}
-  void push(T v) { spin_until([&] { return q.push(v); }); }
-  void pop(T& v) { spin_until([&] { return q.pop(v); }); }
+  void push(T v) {
+    spin_until([&] { return q.push(v); });
+  }
+  void pop(T& v) {
+    spin_until([&] { return q.pop(v); });
+  }
   boost::lockfree::spsc_queue<T> q;
 };
 // Blocks through Boost.Fiber's scheduler (works across threads). Capacity

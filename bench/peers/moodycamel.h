@@ -13,8 +13,12 @@ struct MoodyConcurrentQueue {
   static constexpr const char* kName = "moodycamel ConcurrentQueue (spin)";
   static constexpr bool kSpscOnly = false;
   explicit MoodyConcurrentQueue(std::size_t cap) : q(cap) {}
-  void push(T v) { spin_until([&] { return q.try_enqueue(v); }); }
-  void pop(T& v) { spin_until([&] { return q.try_dequeue(v); }); }
+  void push(T v) {
+    spin_until([&] { return q.try_enqueue(v); });
+  }
+  void pop(T& v) {
+    spin_until([&] { return q.try_dequeue(v); });
+  }
   moodycamel::ConcurrentQueue<T> q;
 };
 // Consumers block on a semaphore; producers spin on try_enqueue (bounded).
@@ -23,7 +27,9 @@ struct MoodyBlockingConcurrentQueue {
   static constexpr const char* kName = "moodycamel BlockingConcurrentQueue";
   static constexpr bool kSpscOnly = false;
   explicit MoodyBlockingConcurrentQueue(std::size_t cap) : q(cap) {}
-  void push(T v) { spin_until([&] { return q.try_enqueue(v); }); }
+  void push(T v) {
+    spin_until([&] { return q.try_enqueue(v); });
+  }
   void pop(T& v) { q.wait_dequeue(v); }
   moodycamel::BlockingConcurrentQueue<T> q;
 };

@@ -36,8 +36,8 @@
 #include <optional>
 #include <span>
 #include <stdexcept>
-#include <tuple>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -110,7 +110,9 @@ class Queue {
   // Pushes items in order, several per synchronisation, waiting as push does.
   // Stops at the first item not accepted: the first `count` items were moved
   // from, the rest are untouched; `status` is that item's outcome.
-  BulkResult push_many(std::span<T> items, const Context& ctx = {}) { return push_span(items, &ctx); }
+  BulkResult push_many(std::span<T> items, const Context& ctx = {}) {
+    return push_span(items, &ctx);
+  }
   BulkResult try_push_many(std::span<T> items) { return push_span(items, nullptr); }
 
   // Waits for at least one item, then moves up to `max` available items to
@@ -195,7 +197,9 @@ class Queue {
 
  private:
   void validate() const {
-    auto fail = [](const std::string& why) { throw std::invalid_argument("sluice::Queue: " + why); };
+    auto fail = [](const std::string& why) {
+      throw std::invalid_argument("sluice::Queue: " + why);
+    };
     if (cap_ == 0 && policy_ != OverflowPolicy::kBlock && policy_ != OverflowPolicy::kDropNewest &&
         policy_ != OverflowPolicy::kReject) {
       fail(std::string("capacity 0 (rendezvous) has no buffer to evict from or spill; policy ") +
@@ -203,7 +207,8 @@ class Queue {
     }
     if (policy_ == OverflowPolicy::kSample && sample_every_ == 0) fail("sample_every must be >= 1");
     if (policy_ == OverflowPolicy::kSpill && !store_) fail("policy spill needs a spill_store");
-    if (policy_ != OverflowPolicy::kSpill && store_) fail("a spill_store is only used by policy spill");
+    if (policy_ != OverflowPolicy::kSpill && store_)
+      fail("a spill_store is only used by policy spill");
     if (cap_ > (std::size_t{1} << 40)) fail("capacity above 2^40 slots");
   }
 
@@ -492,8 +497,8 @@ class Queue {
   const OverflowPolicy policy_;
   const std::uint32_t sample_every_;
   const std::shared_ptr<SpillStore<T>> store_;
-  std::unique_ptr<detail::Ring<T>> ring_;        // capacity >= 1
-  std::unique_ptr<detail::Rendezvous<T>> rv_;    // capacity == 0
+  std::unique_ptr<detail::Ring<T>> ring_;      // capacity >= 1
+  std::unique_ptr<detail::Rendezvous<T>> rv_;  // capacity == 0
 
   detail::WaitList not_empty_;  // pullers wait here
   detail::WaitList not_full_;   // Block-policy pushers wait here
@@ -540,7 +545,9 @@ class Producer {
 
   Status push(T&& item, const Context& ctx = {}) { return q_->push(std::move(item), ctx); }
   Status try_push(T&& item) { return q_->try_push(std::move(item)); }
-  BulkResult push_many(std::span<T> items, const Context& ctx = {}) { return q_->push_many(items, ctx); }
+  BulkResult push_many(std::span<T> items, const Context& ctx = {}) {
+    return q_->push_many(items, ctx);
+  }
 
   // Releases this handle; the last release closes the queue. Idempotent.
   void done() {

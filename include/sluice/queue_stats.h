@@ -13,18 +13,18 @@ namespace sluice {
 
 struct QueueStats {
   std::size_t capacity = 0;
-  std::uint64_t depth = 0;           // items held now (memory + spill store)
-  std::uint64_t high_watermark = 0;  // largest in-memory depth seen by a push (<= capacity)
-  std::uint64_t pushed = 0;          // pushes accepted (into memory or spill store)
-  std::uint64_t pulled = 0;          // items handed to pullers
-  std::uint64_t dropped = 0;         // refused by DropNewest
-  std::uint64_t evicted = 0;         // oldest items destroyed by DropOldest / Sample
-  std::uint64_t rejected = 0;        // refused by Reject, or by a full spill store
-  std::uint64_t sampled_out = 0;     // refused by Sample
-  std::uint64_t spilled = 0;         // accepted pushes that went to the spill store
-  std::uint64_t spill_depth = 0;     // items in the spill store now
-  std::uint64_t waiting_pushers = 0; // threads parked in push now
-  std::uint64_t waiting_pullers = 0; // threads parked in pull now
+  std::uint64_t depth = 0;            // items held now (memory + spill store)
+  std::uint64_t high_watermark = 0;   // largest in-memory depth seen by a push (<= capacity)
+  std::uint64_t pushed = 0;           // pushes accepted (into memory or spill store)
+  std::uint64_t pulled = 0;           // items handed to pullers
+  std::uint64_t dropped = 0;          // refused by DropNewest
+  std::uint64_t evicted = 0;          // oldest items destroyed by DropOldest / Sample
+  std::uint64_t rejected = 0;         // refused by Reject, or by a full spill store
+  std::uint64_t sampled_out = 0;      // refused by Sample
+  std::uint64_t spilled = 0;          // accepted pushes that went to the spill store
+  std::uint64_t spill_depth = 0;      // items in the spill store now
+  std::uint64_t waiting_pushers = 0;  // threads parked in push now
+  std::uint64_t waiting_pullers = 0;  // threads parked in pull now
 };
 
 }  // namespace sluice

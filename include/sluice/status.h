@@ -48,7 +48,8 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string_view message)
       : code_(code), msg_(std::make_unique<std::string>(message)) {}
 
-  Status(const Status& o) : code_(o.code_), msg_(o.msg_ ? std::make_unique<std::string>(*o.msg_) : nullptr) {}
+  Status(const Status& o)
+      : code_(o.code_), msg_(o.msg_ ? std::make_unique<std::string>(*o.msg_) : nullptr) {}
   Status& operator=(const Status& o) {
     if (this != &o) *this = Status(o);
     return *this;
@@ -61,7 +62,9 @@ class [[nodiscard]] Status {
   bool ok() const noexcept { return code_ == StatusCode::kOk; }
   explicit operator bool() const noexcept { return ok(); }
   StatusCode code() const noexcept { return code_; }
-  std::string_view message() const noexcept { return msg_ ? std::string_view(*msg_) : std::string_view(); }
+  std::string_view message() const noexcept {
+    return msg_ ? std::string_view(*msg_) : std::string_view();
+  }
 
   // "ok", or "<code name>: <message>".
   std::string to_string() const;
@@ -83,9 +86,9 @@ std::ostream& operator<<(std::ostream& os, StatusCode c);
 template <class T>
 class [[nodiscard]] Result {
  public:
-  /* implicit */ Result(T value) : value_(std::move(value)) {}  // NOLINT
+  /* implicit */ Result(T value) : value_(std::move(value)) {}          // NOLINT
   /* implicit */ Result(Status status) : status_(std::move(status)) {}  // NOLINT
-  /* implicit */ Result(StatusCode code) : status_(code) {}  // NOLINT
+  /* implicit */ Result(StatusCode code) : status_(code) {}             // NOLINT
 
   bool ok() const noexcept { return value_.has_value(); }
   explicit operator bool() const noexcept { return ok(); }

@@ -30,8 +30,8 @@ void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
     tsp = &ts;
   }
   // FUTEX_WAIT_BITSET takes an absolute timeout, so spurious returns do not stretch the wait.
-  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word),
-          FUTEX_WAIT_BITSET_PRIVATE, expected, tsp, nullptr, FUTEX_BITSET_MATCH_ANY);
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(word), FUTEX_WAIT_BITSET_PRIVATE, expected,
+          tsp, nullptr, FUTEX_BITSET_MATCH_ANY);
 }
 
 struct WakeOnStop {

@@ -23,7 +23,8 @@ void cancellation_race(std::size_t capacity, int iterations) {
   for (int iter = 0; iter < iterations; ++iter) {
     Queue<std::unique_ptr<int>> q(capacity);
     if (capacity > 0) {
-      for (std::size_t i = 0; i < capacity; ++i) ASSERT_TRUE(q.push(std::make_unique<int>(-1)).ok());
+      for (std::size_t i = 0; i < capacity; ++i)
+        ASSERT_TRUE(q.push(std::make_unique<int>(-1)).ok());
     }
     std::stop_source stop;
     Status result;

@@ -20,9 +20,7 @@ std::vector<int> drain(Queue<int>& q) {
   return out;
 }
 
-void expect_conserved(const QueueStats& s) {
-  EXPECT_EQ(s.pushed, s.pulled + s.evicted + s.depth);
-}
+void expect_conserved(const QueueStats& s) { EXPECT_EQ(s.pushed, s.pulled + s.evicted + s.depth); }
 
 TEST(QueuePolicyTest, BlockNeverRefusesButTryPushSaysWouldBlock) {
   Queue<int> q(2, OverflowPolicy::kBlock);
@@ -108,7 +106,7 @@ TEST(QueuePolicyTest, SpillKeepsFifoAcrossMemoryAndStoreAndCountsExactly) {
   o.spill_store = store;
   Queue<int> q(o);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.push(int{i}).ok()) << i;  // 0,1 memory; 2,3,4 store
-  EXPECT_EQ(q.push(5).code(), StatusCode::kRejected);                  // store budget spent
+  EXPECT_EQ(q.push(5).code(), StatusCode::kRejected);                 // store budget spent
   QueueStats s = q.stats();
   EXPECT_EQ(s.spilled, 3u);
   EXPECT_EQ(s.spill_depth, 3u);

@@ -110,7 +110,8 @@ TEST(QueueTest, Inv6_PullsDrainInOrderAfterCloseThenReportClosed) {
 TEST(QueueTest, Inv7_StopWakesABlockedPull) {
   Queue<int> q(4);
   std::stop_source stop;
-  std::jthread t([&] { EXPECT_EQ(q.pull(Context(stop.get_token())).code(), StatusCode::kCancelled); });
+  std::jthread t(
+      [&] { EXPECT_EQ(q.pull(Context(stop.get_token())).code(), StatusCode::kCancelled); });
   ASSERT_TRUE(eventually([&] { return q.stats().waiting_pullers == 1; }));
   stop.request_stop();
   t.join();
@@ -253,12 +254,11 @@ TEST(QueueTest, Edge_CloseWakesAllBlockedPushersAndPullers) {
     threads.emplace_back([&] { EXPECT_EQ(empty.pull().code(), StatusCode::kClosed); });
     threads.emplace_back([&] { EXPECT_EQ(full.push(1).code(), StatusCode::kClosed); });
   }
-  ASSERT_TRUE(eventually([&] {
-    return empty.stats().waiting_pullers == 3 && full.stats().waiting_pushers == 3;
-  }));
+  ASSERT_TRUE(eventually(
+      [&] { return empty.stats().waiting_pullers == 3 && full.stats().waiting_pushers == 3; }));
   empty.close();
   full.close();
-  threads.clear();  // joins: every waiter returned
+  threads.clear();             // joins: every waiter returned
   EXPECT_EQ(*full.pull(), 0);  // the buffered item still drains
   EXPECT_EQ(full.pull().code(), StatusCode::kClosed);
 }
@@ -266,7 +266,8 @@ TEST(QueueTest, Edge_CloseWakesAllBlockedPushersAndPullers) {
 TEST(QueueTest, Edge_CancellingOneWaiterWakesOnlyThatOne) {
   Queue<int> q(2);
   std::stop_source a, b;
-  std::jthread ta([&] { EXPECT_EQ(q.pull(Context(a.get_token())).code(), StatusCode::kCancelled); });
+  std::jthread ta(
+      [&] { EXPECT_EQ(q.pull(Context(a.get_token())).code(), StatusCode::kCancelled); });
   std::jthread tb([&] { EXPECT_EQ(*q.pull(Context(b.get_token())), 5); });
   ASSERT_TRUE(eventually([&] { return q.stats().waiting_pullers == 2; }));
   a.request_stop();
@@ -400,7 +401,8 @@ TEST(QueueTest, IdleConsumerSleepsInsteadOfSpinning) {
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     EXPECT_EQ(q.pull(with_timeout(300ms)).code(), StatusCode::kDeadlineExceeded);
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
-    cpu_ms = static_cast<double>(b.tv_sec - a.tv_sec) * 1e3 + static_cast<double>(b.tv_nsec - a.tv_nsec) / 1e6;
+    cpu_ms = static_cast<double>(b.tv_sec - a.tv_sec) * 1e3 +
+             static_cast<double>(b.tv_nsec - a.tv_nsec) / 1e6;
   });
   t.join();
   // 300 ms of waiting; a spinning waiter would burn ~300 ms of CPU.

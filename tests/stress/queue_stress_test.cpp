@@ -58,7 +58,8 @@ void run(std::size_t capacity, OverflowPolicy policy) {
   o.capacity = capacity;
   o.policy = policy;
   o.sample_every = 3;
-  if (policy == OverflowPolicy::kSpill) o.spill_store = std::make_shared<testutil::MemorySpillStore<T>>(64);
+  if (policy == OverflowPolicy::kSpill)
+    o.spill_store = std::make_shared<testutil::MemorySpillStore<T>>(64);
   Queue<T> q(o);
   const std::uint64_t total = std::uint64_t{kProducers} * static_cast<std::uint64_t>(each);
   std::vector<std::atomic<std::uint8_t>> accepted(total), delivered(total);
@@ -87,13 +88,15 @@ void run(std::size_t capacity, OverflowPolicy policy) {
             BulkResult r = h.push_many(batch);
             for (std::size_t k = 0; k < r.count; ++k) accepted[id + k] = 1;
             if (r.count < batch.size()) count_refusal(r.status);  // the stopping item
-            i += static_cast<int>(std::max<std::size_t>(r.count + (r.count < batch.size() ? 1 : 0), 1));
+            i += static_cast<int>(
+                std::max<std::size_t>(r.count + (r.count < batch.size() ? 1 : 0), 1));
             continue;
           }
           T item = make<T>(id);
-          Status s = op == 1   ? h.try_push(std::move(item))
-                     : op == 2 ? h.push(std::move(item), with_timeout(std::chrono::microseconds(50)))
-                               : h.push(std::move(item));
+          Status s = op == 1 ? h.try_push(std::move(item))
+                     : op == 2
+                         ? h.push(std::move(item), with_timeout(std::chrono::microseconds(50)))
+                         : h.push(std::move(item));
           if (s.ok()) {
             accepted[id] = 1;
           } else {
@@ -148,9 +151,9 @@ void run(std::size_t capacity, OverflowPolicy policy) {
 }
 
 TYPED_TEST(QueueStressTest, EveryPolicyAndCapacityConservesItems) {
-  for (OverflowPolicy policy : {OverflowPolicy::kBlock, OverflowPolicy::kDropNewest,
-                                OverflowPolicy::kDropOldest, OverflowPolicy::kReject,
-                                OverflowPolicy::kSample, OverflowPolicy::kSpill}) {
+  for (OverflowPolicy policy :
+       {OverflowPolicy::kBlock, OverflowPolicy::kDropNewest, OverflowPolicy::kDropOldest,
+        OverflowPolicy::kReject, OverflowPolicy::kSample, OverflowPolicy::kSpill}) {
     for (std::size_t cap : {0, 1, 7, 64}) {
       if (cap == 0 && (policy == OverflowPolicy::kDropOldest || policy == OverflowPolicy::kSample ||
                        policy == OverflowPolicy::kSpill)) {

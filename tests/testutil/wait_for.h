@@ -11,10 +11,12 @@
 namespace sluice::testutil {
 
 template <class Pred>
-::testing::AssertionResult eventually(Pred pred, std::chrono::seconds bound = std::chrono::seconds(30)) {
+::testing::AssertionResult eventually(Pred pred,
+                                      std::chrono::seconds bound = std::chrono::seconds(30)) {
   const auto until = std::chrono::steady_clock::now() + bound;
   while (!pred()) {
-    if (std::chrono::steady_clock::now() > until) return ::testing::AssertionFailure() << "condition never held";
+    if (std::chrono::steady_clock::now() > until)
+      return ::testing::AssertionFailure() << "condition never held";
     std::this_thread::yield();
   }
   return ::testing::AssertionSuccess();

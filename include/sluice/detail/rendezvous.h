@@ -86,9 +86,9 @@ class Rendezvous {
 
   struct Node {
     Waiter waiter;
-    T* item = nullptr;                 // pusher's item
-    std::optional<T>* out = nullptr;   // puller's destination
-    std::uint8_t state = kWaiting;     // guarded by mu_
+    T* item = nullptr;                // pusher's item
+    std::optional<T>* out = nullptr;  // puller's destination
+    std::uint8_t state = kWaiting;    // guarded by mu_
     Node* next = nullptr;
     Node* prev = nullptr;
   };

@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <limits>
 #include <mutex>
-
 #include <thread>
 
 #include "sluice/context.h"
