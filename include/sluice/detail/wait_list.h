@@ -104,10 +104,13 @@ class WaitList {
   Waiter* tail_ = nullptr;
 };
 
-// One step of a spin phase: pause first, then yield so that on a machine with
-// fewer cores than runnable threads the thread we wait for gets to run.
+// One step of a spin phase: a few pauses, then yields, so that on a machine
+// with fewer cores than runnable threads the thread we wait for gets to run.
+// A pause is ~140 cycles on recent Xeons: 192 of them (10 us) before the first
+// yield made a loaded 2-core round trip 13.7 us; 16 made it 3.7 us, and the
+// quiet round trip faster too (bench/queue_compare, docs/design.md).
 inline void spin_step(int i) noexcept {
-  if (i < 192) {
+  if (i < 16) {
     cpu_relax();
   } else {
     std::this_thread::yield();
