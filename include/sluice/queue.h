@@ -115,6 +115,14 @@ class Queue {
   }
   BulkResult try_push_many(std::span<T> items) { return push_span(items, nullptr); }
 
+  // Pushes all of `items` or none, in order, in one claim: a concurrent close
+  // or cancellation cannot split them. Waits (Block policy) until that many
+  // slots are free at once. kInvalidArgument if items.size() > capacity or
+  // capacity is 0; other policies refuse the whole group when it does not fit
+  // (kDropped / kRejected, counted per item; DropOldest/Sample/Spill: kRejected).
+  Status push_all(std::span<T> items, const Context& ctx = {}) { return push_group(items, &ctx); }
+  Status try_push_all(std::span<T> items) { return push_group(items, nullptr); }
+
   // Waits for at least one item, then moves up to `max` available items to
   // `out` (an output iterator, e.g. std::back_inserter(vec)) in one claim.
   // count > 0 with kOk, or count == 0 with kClosed / kCancelled /
@@ -377,6 +385,40 @@ class Queue {
       done += n;
     }
     return {done, StatusCode::kOk};
+  }
+
+  Status push_group(std::span<T> items, const Context* ctx) {
+    if (ctx != nullptr && ctx->stop_requested()) return StatusCode::kCancelled;
+    if (items.empty()) return StatusCode::kOk;
+    if (rv_ || items.size() > cap_) {
+      return {StatusCode::kInvalidArgument, "push_all: more items than the queue's capacity"};
+    }
+    detail::RingOp op = detail::RingOp::kWouldBlock;
+    std::uint64_t claimed = 0;
+    auto attempt = [&] {
+      return ring_->try_push_many(items.data(), items.size(), &op, &claimed, true) != 0;
+    };
+    if (!(store_ && spill_active_.load(std::memory_order_acquire)) && attempt()) {
+      after_push(claimed, items.size());
+      return StatusCode::kOk;
+    }
+    if (op == detail::RingOp::kClosed) return StatusCode::kClosed;
+    if (policy_ != OverflowPolicy::kBlock) {
+      auto& counter = policy_ == OverflowPolicy::kDropNewest ? dropped_ : rejected_;
+      counter.fetch_add(items.size(), std::memory_order_relaxed);
+      return policy_ == OverflowPolicy::kDropNewest ? StatusCode::kDropped : StatusCode::kRejected;
+    }
+    if (ctx == nullptr) return StatusCode::kWouldBlock;
+    // A woken group waiter that still lacks room re-enlists at the tail of the
+    // FIFO, so single pushers behind it get the next wake-ups: no starvation.
+    const StatusCode waited = detail::await(not_full_, *ctx, [&] {
+      return attempt() || op == detail::RingOp::kClosed ? detail::Attempt::kDone
+                                                        : detail::Attempt::kWouldBlock;
+    });
+    if (waited != StatusCode::kOk) return waited;
+    if (op == detail::RingOp::kClosed) return StatusCode::kClosed;
+    after_push(claimed, items.size());
+    return StatusCode::kOk;
   }
 
   // ---- pull ----

@@ -421,3 +421,57 @@ TEST(QueueTest, ImpossibleOptionsAreRejectedAtConstruction) {
 
 }  // namespace
 }  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST(QueueTest, PushAllIsAllOrNone) {
+  Queue<std::unique_ptr<int>> q(4);
+  ASSERT_TRUE(q.push(std::make_unique<int>(0)).ok());
+  std::vector<std::unique_ptr<int>> group;
+  for (int i = 1; i <= 4; ++i) group.push_back(std::make_unique<int>(i));
+  EXPECT_EQ(q.try_push_all(group).code(), StatusCode::kWouldBlock);  // 3 free, 4 needed
+  for (auto& p : group) ASSERT_NE(p, nullptr);                       // none moved
+  EXPECT_EQ(q.stats().depth, 1u);
+  ASSERT_TRUE(q.pull().ok());
+  EXPECT_TRUE(q.try_push_all(group).ok());
+  for (auto& p : group) EXPECT_EQ(p, nullptr);
+  for (int i = 1; i <= 4; ++i) EXPECT_EQ(**q.pull(), i);
+  std::vector<std::unique_ptr<int>> too_big(5);
+  EXPECT_EQ(q.push_all(too_big).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(QueueTest, BlockingPushAllWaitsForRoomForTheWholeGroup) {
+  Queue<int> q(3);
+  ASSERT_TRUE(q.push(0).ok());
+  ASSERT_TRUE(q.push(1).ok());
+  std::vector<int> group{2, 3};
+  std::jthread t([&] { EXPECT_TRUE(q.push_all(group).ok()); });
+  ASSERT_TRUE(eventually([&] { return q.stats().waiting_pushers == 1; }));
+  EXPECT_EQ(*q.pull(), 0);  // now 2 free: the group fits
+  t.join();
+  for (int i = 1; i <= 3; ++i) EXPECT_EQ(*q.pull(), i);
+}
+
+TEST(QueueTest, PushAllRacingWithCloseIsNeverSplit) {
+  for (int iter = 0; iter < 300; ++iter) {
+    Queue<int> q(64);
+    std::atomic<int> accepted_groups{0};
+    {
+      std::jthread producer([&] {
+        for (int g = 0; g < 20; ++g) {
+          std::vector<int> group{g, g, g};
+          if (!q.push_all(group).ok()) return;
+          accepted_groups++;
+        }
+      });
+      std::jthread closer([&] { q.close(); });
+    }
+    std::vector<int> got;
+    for (int& v : q) got.push_back(v);
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(accepted_groups.load()) * 3);
+  }
+}
+
+}  // namespace
+}  // namespace sluice

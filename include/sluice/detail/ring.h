@@ -86,8 +86,11 @@ class Ring {
   }
 
   // Pushes up to n items from `items` (moving them) in one claim. Returns the
-  // count pushed (0 with *op set to kWouldBlock or kClosed).
-  std::size_t try_push_many(T* items, std::size_t n, RingOp* op, std::uint64_t* claimed) noexcept {
+  // count pushed (0 with *op set to kWouldBlock or kClosed). With all_or_none,
+  // pushes all n or none (n <= capacity): one CAS claims every slot, so close
+  // cannot split the group.
+  std::size_t try_push_many(T* items, std::size_t n, RingOp* op, std::uint64_t* claimed,
+                            bool all_or_none = false) noexcept {
     std::uint64_t tail = tail_.load(std::memory_order_relaxed);
     for (;;) {
       if ((tail & mark_) != 0) {
@@ -100,9 +103,10 @@ class Ring {
         ++k;
         pos = advance(pos, 1);
       }
-      if (k == 0) {
-        const std::uint64_t stamp = slot(tail & (mark_ - 1)).stamp.load(std::memory_order_seq_cst);
-        if (stamp + one_lap_ == tail + 1) {
+      if (k == 0 || (all_or_none && k < n)) {
+        // Stopped at `pos`: full (last lap's item still there), or our tail is stale.
+        const std::uint64_t stamp = slot(pos & (mark_ - 1)).stamp.load(std::memory_order_seq_cst);
+        if (stamp + one_lap_ == pos + 1) {
           *op = RingOp::kWouldBlock;
           return 0;
         }

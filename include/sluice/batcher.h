@@ -1,0 +1,559 @@
+// Batcher<T> groups items into batches for a sink: a flush happens when the
+// batch reaches max_batch_size items or max_batch_bytes bytes, when
+// max_batch_delay has passed since its first item entered it, on flush(),
+// or on shutdown. Each flush has exactly one reason. Spec: ../shared/seeds/batcher.md.
+//
+// Thread safety: add*, try_add, flush, shutdown and stats may be called from
+//   any number of threads. The sink is called from one thread at a time when
+//   flushers == 1 (the default), or from up to `flushers` threads at once.
+// Blocking: add/add_batch/add_with_ack wait while the bounded input is full
+//   (B2); flush waits for its flush; shutdown waits for the drain. All take a
+//   Context; try_add never waits.
+// Ordering: items of a batch are in add order (O1). With one flusher, an item
+//   added before another is written no later than it (O2); with several,
+//   batches are dispatched in order but may complete out of order (O3).
+// Cancellation: a Context ending while add waits returns kCancelled /
+//   kDeadlineExceeded and leaves the item with the caller (B3). When the
+//   shutdown deadline passes, sink calls in progress see their Context's stop
+//   token fire, and every item not yet handed to the sink is dropped and
+//   counted (dropped_on_shutdown), so shutdown never waits past its deadline.
+// Ownership: add moves the item in only on kOk. Each batch is a fresh vector,
+//   handed to the sink by rvalue: the sink owns it during the call (I3, I4).
+//   The batcher owns one run-loop thread (plus `flushers` threads when > 1);
+//   the destructor shuts down without a deadline (drains) and joins them.
+//   A supplied Clock must outlive the batcher.
+// Errors: Status codes. A sink that throws is a failed flush (F1), caught and
+//   counted; nothing escapes into any thread. Bad options: create() returns
+//   kInvalidArgument (C1-C5, E3).
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <future>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "sluice/clock.h"
+#include "sluice/context.h"
+#include "sluice/metrics.h"
+#include "sluice/queue.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+enum class FlushReason : std::uint8_t { kSize, kBytes, kTime, kShutdown, kManual };
+inline constexpr std::size_t kFlushReasonCount = 5;
+std::string_view flush_reason_name(FlushReason reason) noexcept;
+
+// The sink: writes one batch. ctx carries the batcher's abort token (fires
+// when a shutdown deadline passes) and a deadline of now + flush_timeout.
+template <class T>
+using BatchSink = std::function<Status(std::vector<T>&& batch, const Context& ctx)>;
+
+template <class T>
+struct BatcherOptions {
+  std::string name = "batcher";                                     // metrics label
+  std::size_t max_batch_size = 512;                                 // > 0 (C1)
+  Clock::duration max_batch_delay = std::chrono::milliseconds(10);  // > 0 (C2)
+  // Byte trigger, off when 0. A batch is flushed before an item would take it
+  // past max_batch_bytes; an item larger than the limit is flushed alone.
+  std::size_t max_batch_bytes = 0;
+  std::function<std::size_t(const T&)> item_bytes;          // required with max_batch_bytes
+  std::size_t queue_depth = 1024;                           // bounded input; 0 -> 1024 (C3)
+  Clock::duration flush_timeout = std::chrono::seconds(5);  // <= 0 -> 5 s (C4)
+  std::size_t flushers = 1;                                 // sink calls in flight (O3 when > 1)
+  BatchSink<T> sink;                                        // required (C5)
+  Clock* clock = nullptr;                                   // nullptr: Clock::steady()
+};
+
+// Counters of a Batcher. Conservation (M2) holds in every snapshot:
+//   enqueued == flushed_ok + flushed_fail + dropped_on_shutdown + in_flight,
+//   in_flight == queued + buffered + flushing.
+struct BatcherStats {
+  std::uint64_t enqueued = 0;             // items accepted (add, add_batch, add_with_ack, try_add)
+  std::uint64_t flushed_ok = 0;           // items in flushes whose sink returned kOk
+  std::uint64_t flushed_fail = 0;         // items in flushes whose sink failed or threw
+  std::uint64_t dropped_on_shutdown = 0;  // items never handed to the sink (shutdown deadline)
+  std::uint64_t in_flight = 0;
+  std::uint64_t queued = 0;           // in the bounded input (queue depth gauge)
+  std::uint64_t buffered = 0;         // in the batch being built
+  std::uint64_t flushing = 0;         // inside sink calls
+  std::uint64_t try_add_refused = 0;  // try_add calls that found the input full or closed
+  std::array<std::uint64_t, kFlushReasonCount> flushes_by_reason{};
+  std::uint64_t flushes_ok = 0;
+  std::uint64_t flushes_failed = 0;
+  std::uint64_t sink_exceptions = 0;  // failed flushes whose sink threw
+  Histogram batch_size{{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}};
+  Histogram flush_seconds_ok{{1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}};
+  Histogram flush_seconds_fail{{1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}};
+};
+
+// The M1 metric set in the Prometheus text format, labelled name="<name>".
+std::string to_prometheus(const BatcherStats& stats, std::string_view name);
+
+template <class T>
+class Batcher {
+  static_assert(std::is_nothrow_move_assignable_v<T>,
+                "sluice::Batcher<T> needs a noexcept move assignment (a refused item is moved "
+                "back to the caller)");
+
+ public:
+  // Validates the options (C1-C5) and starts the run loop.
+  static Result<std::unique_ptr<Batcher>> create(BatcherOptions<T> options) {
+    if (options.max_batch_size == 0) return invalid("max_batch_size must be > 0");
+    if (options.max_batch_delay <= Clock::duration::zero()) {
+      return invalid("max_batch_delay must be > 0");
+    }
+    if (!options.sink) return invalid("a sink is required");
+    if (options.max_batch_bytes > 0 && !options.item_bytes) {
+      return invalid("max_batch_bytes needs an item_bytes function");
+    }
+    if (options.flushers == 0) return invalid("flushers must be >= 1");
+    if (options.queue_depth == 0) options.queue_depth = 1024;
+    if (options.flush_timeout <= Clock::duration::zero())
+      options.flush_timeout = std::chrono::seconds(5);
+    return std::unique_ptr<Batcher>(new Batcher(std::move(options)));
+  }
+
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Drains (shutdown without a deadline) and joins the threads.
+  ~Batcher() {
+    if (clock_sub_ != 0) clock_.unsubscribe(clock_sub_);
+    (void)shutdown();
+    for (auto& t : flusher_threads_) t.join();
+    loop_.join();
+  }
+
+  // Waits for room in the bounded input. kOk (moved in), kClosed after
+  // shutdown began (E1), kCancelled / kDeadlineExceeded (item untouched, E2).
+  Status add(T&& item, const Context& ctx = {}) {
+    Entry e{std::move(item), nullptr};
+    Status s = input_.push(std::move(e), ctx);
+    if (!s.ok()) item = std::move(e.item);
+    return s;
+  }
+
+  // Never waits: kWouldBlock when the input is full, kClosed after shutdown;
+  // both counted in try_add_refused. Item untouched unless kOk.
+  Status try_add(T&& item) {
+    Entry e{std::move(item), nullptr};
+    Status s = input_.try_push(std::move(e));
+    if (!s.ok()) {
+      item = std::move(e.item);
+      try_add_refused_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return s;
+  }
+
+  // All items or none, atomically against a concurrent shutdown; waits until
+  // there is room for all. kInvalidArgument if items.size() > queue_depth.
+  // The items are moved from only on kOk.
+  Status add_batch(std::span<T> items, const Context& ctx = {}) {
+    if (items.size() > opt_.queue_depth) {
+      return {StatusCode::kInvalidArgument, "add_batch: more items than queue_depth"};
+    }
+    std::vector<Entry> entries;
+    entries.reserve(items.size());
+    for (T& item : items) entries.push_back(Entry{std::move(item), nullptr});
+    Status s = input_.push_all(std::span<Entry>(entries), ctx);
+    if (!s.ok()) {
+      for (std::size_t i = 0; i < items.size(); ++i) items[i] = std::move(entries[i].item);
+    }
+    return s;
+  }
+
+  // Like add, and returns a future that always resolves: with the sink's
+  // status for the batch holding the item, or kDropped if the item was
+  // dropped on shutdown. No future is left pending once the batcher is gone.
+  Result<std::future<Status>> add_with_ack(T&& item, const Context& ctx = {}) {
+    auto promise = std::make_unique<std::promise<Status>>();
+    std::future<Status> future = promise->get_future();
+    Entry e{std::move(item), std::move(promise)};
+    Status s = input_.push(std::move(e), ctx);
+    if (!s.ok()) {
+      item = std::move(e.item);
+      return s;
+    }
+    return future;
+  }
+
+  // Flushes every item added before this call (those still queued and the
+  // batch being built) and waits until they and any batch in flight have
+  // been through the sink. Returns the first sink error among them, kOk, or
+  // the context's error (the flush still happens), or kClosed after shutdown.
+  Status flush(const Context& ctx = {}) {
+    if (ctx.stop_requested()) return StatusCode::kCancelled;
+    if (shutdown_started_.load(std::memory_order_acquire)) return StatusCode::kClosed;
+    auto req = std::make_shared<FlushRequest>();
+    {
+      std::lock_guard lock(wake_mu_);
+      flush_requests_.push_back(req);
+      wake_.request_stop();
+    }
+    std::unique_lock lock(req->mu);
+    if (!wait_until(req->cv, lock, ctx, [&] { return req->done; })) return ctx.err();
+    return req->status;
+  }
+
+  // Stops accepting items (S3), drains the input and the buffer through the
+  // sink (S4) and waits for that. kOk after a clean drain (I6). If ctx ends
+  // first: sink calls in progress are cancelled, every item not yet handed to
+  // the sink is counted in dropped_on_shutdown (I7, S7), and the context's
+  // error is returned at once. Idempotent: later calls wait for the first's
+  // drain (S2).
+  Status shutdown(const Context& ctx = {}) {
+    if (!shutdown_started_.exchange(true, std::memory_order_acq_rel)) {
+      input_.close();
+      wake();
+    }
+    std::unique_lock lock(done_mu_);
+    if (wait_until(done_cv_, lock, ctx, [&] { return finished_; })) return StatusCode::kOk;
+    lock.unlock();
+    abort();
+    return ctx.err();
+  }
+
+  BatcherStats stats() const {
+    std::lock_guard lock(stats_mu_);
+    BatcherStats s = stats_;
+    const std::uint64_t pushed = input_.stats().pushed;
+    s.enqueued = pushed;
+    s.queued = pushed - taken_;
+    s.in_flight = s.queued + s.buffered + s.flushing;
+    s.try_add_refused = try_add_refused_.load(std::memory_order_relaxed);
+    return s;
+  }
+
+  std::string prometheus() const { return to_prometheus(stats(), opt_.name); }
+  const BatcherOptions<T>& options() const { return opt_; }
+
+ private:
+  struct Entry {
+    T item;
+    std::unique_ptr<std::promise<Status>> ack;  // null for plain adds
+  };
+  struct Batch {
+    std::vector<T> items;
+    std::vector<std::unique_ptr<std::promise<Status>>> acks;
+    std::size_t bytes = 0;
+    std::optional<Clock::time_point> first;  // when its first item entered it
+  };
+  struct FlushRequest {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    bool done = false;
+    Status status;
+  };
+
+  static Status invalid(std::string_view why) {
+    return {StatusCode::kInvalidArgument, std::string("batcher: ") + std::string(why)};
+  }
+
+  explicit Batcher(BatcherOptions<T> o)
+      : opt_(std::move(o)),
+        clock_(opt_.clock != nullptr ? *opt_.clock : Clock::steady()),
+        input_(opt_.queue_depth) {
+    if (!clock_.is_steady()) clock_sub_ = clock_.subscribe([this] { wake(); });
+    live_threads_ = 1 + (opt_.flushers > 1 ? opt_.flushers : 0);
+    if (opt_.flushers > 1) {
+      jobs_ = std::make_unique<Queue<Batch>>(0);  // rendezvous: at most `flushers` in flight
+      for (std::size_t i = 0; i < opt_.flushers; ++i) {
+        flusher_threads_.emplace_back([this] {
+          for (Batch& b : *jobs_) run_sink(b);
+          thread_exit();
+        });
+      }
+    }
+    loop_ = std::thread([this] { run(); });
+  }
+
+  // Waits on cv until pred, the context's stop, or its deadline. True if pred.
+  template <class Pred>
+  static bool wait_until(std::condition_variable_any& cv, std::unique_lock<std::mutex>& lock,
+                         const Context& ctx, Pred pred) {
+    if (ctx.deadline()) return cv.wait_until(lock, ctx.token(), *ctx.deadline(), pred);
+    return cv.wait(lock, ctx.token(), pred);
+  }
+
+  void wake() {
+    std::lock_guard lock(wake_mu_);
+    wake_.request_stop();
+  }
+
+  // Shutdown deadline passed: everything not yet handed to the sink is dropped.
+  void abort() {
+    {
+      std::lock_guard lock(stats_mu_);
+      if (!aborted_) {
+        aborted_ = true;
+        const std::uint64_t pushed = input_.stats().pushed;  // final: input is closed
+        stats_.dropped_on_shutdown += (pushed - taken_) + stats_.buffered;
+        taken_ = pushed;
+        stats_.buffered = 0;
+      }
+    }
+    abort_.request_stop();
+    wake();
+  }
+
+  // ---- run loop: owns the batch being built (I1) ----
+  void run() {
+    Batch cur = fresh_batch();
+    std::vector<Entry> staging;
+    staging.reserve(opt_.max_batch_size);
+    bool closed = false;
+    while (!closed) {
+      std::vector<std::shared_ptr<FlushRequest>> requests;
+      std::stop_token wake_token;
+      {
+        std::lock_guard lock(wake_mu_);
+        requests.swap(flush_requests_);
+        if (wake_.stop_requested()) wake_ = std::stop_source();
+        wake_token = wake_.get_token();
+      }
+      if (!requests.empty()) {
+        const Status s = manual_flush(cur, staging, closed);
+        complete(requests, s);
+        continue;
+      }
+      if (cur.first && clock_.now() - *cur.first >= opt_.max_batch_delay) {
+        flush(cur, FlushReason::kTime);
+      }
+      Context ctx(wake_token);
+      if (cur.first && clock_.is_steady())
+        ctx = Context(wake_token, *cur.first + opt_.max_batch_delay);
+      staging.clear();
+      const BulkResult r = input_.pull_many(std::back_inserter(staging),
+                                            opt_.max_batch_size - cur.items.size(), ctx);
+      absorb(cur, staging);
+      if (r.status == StatusCode::kClosed) closed = true;
+    }
+    flush(cur, FlushReason::kShutdown);
+    if (jobs_) {
+      jobs_->close();
+      wait_idle();
+    }
+    std::vector<std::shared_ptr<FlushRequest>> requests;
+    {
+      std::lock_guard lock(wake_mu_);
+      requests.swap(flush_requests_);
+    }
+    complete(requests, StatusCode::kClosed);
+    thread_exit();
+  }
+
+  // Moves pulled entries into the batch, flushing on size and bytes.
+  void absorb(Batch& cur, std::vector<Entry>& staging) {
+    if (staging.empty()) return;
+    // Read before the items become visible in stats(): an observer that sees
+    // them buffered knows their batch's clock has started.
+    const Clock::time_point now = clock_.now();
+    {
+      std::lock_guard lock(stats_mu_);
+      if (aborted_) {
+        drop(staging);  // already counted by abort()
+        return;
+      }
+      taken_ += staging.size();
+      stats_.buffered += staging.size();
+    }
+    for (Entry& e : staging) {
+      if (opt_.max_batch_bytes > 0) {
+        const std::size_t b = opt_.item_bytes(e.item);
+        if (!cur.items.empty() && cur.bytes + b > opt_.max_batch_bytes)
+          flush(cur, FlushReason::kBytes);
+        cur.bytes += b;
+      }
+      if (cur.items.empty()) cur.first = now;
+      cur.items.push_back(std::move(e.item));
+      if (e.ack) cur.acks.push_back(std::move(e.ack));
+      if (cur.items.size() >= opt_.max_batch_size) {
+        flush(cur, FlushReason::kSize);
+      } else if (opt_.max_batch_bytes > 0 && cur.bytes >= opt_.max_batch_bytes) {
+        flush(cur, FlushReason::kBytes);
+      }
+    }
+    staging.clear();
+  }
+
+  // Flush(): take what was queued when it was called, flush it with the
+  // batch, wait for every batch in flight, report the first error.
+  Status manual_flush(Batch& cur, std::vector<Entry>& staging, bool& closed) {
+    {
+      std::lock_guard lock(fence_mu_);
+      fence_error_ = Status::Ok();
+    }
+    std::uint64_t limit = input_.approx_size();
+    while (limit > 0) {
+      staging.clear();
+      const BulkResult r = input_.try_pull_many(
+          std::back_inserter(staging),
+          std::min<std::uint64_t>(limit, opt_.max_batch_size - cur.items.size()));
+      if (r.count == 0) {
+        closed = r.status == StatusCode::kClosed;
+        break;
+      }
+      limit -= r.count;
+      absorb(cur, staging);
+    }
+    flush(cur, FlushReason::kManual);
+    wait_idle();
+    std::lock_guard lock(fence_mu_);
+    return fence_error_;
+  }
+
+  Batch fresh_batch() const {
+    Batch b;
+    b.items.reserve(opt_.max_batch_size);  // I4: a fresh allocation per batch
+    return b;
+  }
+
+  void flush(Batch& cur, FlushReason reason) {
+    const std::size_t n = cur.items.size();
+    if (n == 0) return;
+    {
+      std::lock_guard lock(stats_mu_);
+      if (aborted_) {
+        resolve(cur.acks, dropped_status());  // counted by abort()
+        cur = fresh_batch();
+        return;
+      }
+      stats_.buffered -= n;
+      stats_.flushing += n;
+      ++stats_.flushes_by_reason[static_cast<std::size_t>(reason)];
+      stats_.batch_size.observe(static_cast<double>(n));
+    }
+    {
+      std::lock_guard lock(fence_mu_);
+      ++outstanding_;
+    }
+    Batch out = std::exchange(cur, fresh_batch());
+    if (jobs_) {
+      (void)jobs_->push(std::move(out));  // waits for a free flusher: backpressure
+    } else {
+      run_sink(out);
+    }
+  }
+
+  void run_sink(Batch& b) {
+    const std::size_t n = b.items.size();
+    const Context ctx(abort_.get_token(), std::chrono::steady_clock::now() + opt_.flush_timeout);
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st;
+    bool threw = false;
+    try {
+      st = opt_.sink(std::move(b.items), ctx);
+    } catch (const std::exception& e) {
+      threw = true;
+      st = Status(StatusCode::kInternal, std::string("sink threw: ") + e.what());
+    } catch (...) {
+      threw = true;
+      st = Status(StatusCode::kInternal, "sink threw a non-std exception");
+    }
+    const double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    {
+      std::lock_guard lock(stats_mu_);
+      stats_.flushing -= n;
+      if (st.ok()) {
+        stats_.flushed_ok += n;
+        ++stats_.flushes_ok;
+        stats_.flush_seconds_ok.observe(secs);
+      } else {
+        stats_.flushed_fail += n;
+        ++stats_.flushes_failed;
+        stats_.flush_seconds_fail.observe(secs);
+        if (threw) ++stats_.sink_exceptions;
+      }
+    }
+    resolve(b.acks, st);
+    std::lock_guard lock(fence_mu_);
+    if (!st.ok() && fence_error_.ok()) fence_error_ = st;
+    if (--outstanding_ == 0) fence_cv_.notify_all();
+  }
+
+  void wait_idle() {
+    std::unique_lock lock(fence_mu_);
+    fence_cv_.wait(lock, [&] { return outstanding_ == 0; });
+  }
+
+  static Status dropped_status() {
+    return {StatusCode::kDropped,
+            "dropped on shutdown: the deadline passed before the sink got it"};
+  }
+  static void resolve(std::vector<std::unique_ptr<std::promise<Status>>>& acks, const Status& st) {
+    for (auto& a : acks) a->set_value(st);
+    acks.clear();
+  }
+  static void drop(std::vector<Entry>& entries) {
+    for (Entry& e : entries) {
+      if (e.ack) e.ack->set_value(dropped_status());
+    }
+    entries.clear();
+  }
+  static void complete(std::vector<std::shared_ptr<FlushRequest>>& reqs, const Status& s) {
+    for (auto& r : reqs) {
+      std::lock_guard lock(r->mu);
+      r->done = true;
+      r->status = s;
+      r->cv.notify_all();
+    }
+  }
+
+  void thread_exit() {
+    std::lock_guard lock(done_mu_);
+    if (--live_threads_ == 0) {
+      finished_ = true;
+      done_cv_.notify_all();
+    }
+  }
+
+  const BatcherOptions<T> opt_;
+  Clock& clock_;
+  std::uint64_t clock_sub_ = 0;
+  Queue<Entry> input_;
+  std::atomic<std::uint64_t> try_add_refused_{0};
+  std::atomic<bool> shutdown_started_{false};
+  std::stop_source abort_;
+
+  mutable std::mutex stats_mu_;
+  BatcherStats stats_;       // guarded by stats_mu_ (enqueued/queued/in_flight derived)
+  std::uint64_t taken_ = 0;  // items the run loop took from input_; guarded by stats_mu_
+  bool aborted_ = false;     // guarded by stats_mu_
+
+  std::mutex wake_mu_;
+  std::stop_source wake_;  // fired to interrupt the run loop's wait; replaced after
+  std::vector<std::shared_ptr<FlushRequest>> flush_requests_;  // guarded by wake_mu_
+
+  std::mutex fence_mu_;
+  std::condition_variable fence_cv_;
+  std::uint64_t outstanding_ = 0;  // batches handed to the sink path, not yet done
+  Status fence_error_;
+
+  std::mutex done_mu_;
+  std::condition_variable_any done_cv_;
+  std::size_t live_threads_ = 0;
+  bool finished_ = false;
+
+  std::unique_ptr<Queue<Batch>> jobs_;  // flushers > 1
+  std::vector<std::thread> flusher_threads_;
+  std::thread loop_;
+};
+
+}  // namespace sluice
