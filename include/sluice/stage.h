@@ -1,0 +1,452 @@
+// Stage<In, Out>: a fanned-out pipeline stage (../shared/seeds/fan-out-stage.md).
+// `width` workers read the input queue, run fn on each item, and write one
+// Result<Out> per item to the stage's own bounded output queue, which the last
+// worker to exit closes, exactly once.
+//
+// Ordering (StageOptions::ordering):
+//   kUnordered (default): results in completion order.
+//   kStrict: results in input order. Workers run at most `window` items
+//     (default 4 x width) ahead of the oldest result not yet written.
+//   kWindowed: a result is written as soon as it is done if it is fewer than
+//     `window` positions after the oldest result not yet written; otherwise it
+//     waits. So no result is written more than window - 1 places early.
+//     W is separate from the width.
+//   kPerKey: results with equal key(item) keep input order; different keys run
+//     in parallel (items are routed to worker key % width).
+// Errors (StageOptions::errors):
+//   kContinue (default): every item yields a Result: a value or the error.
+//   kFailFast: the first error stops the stage and is returned by wait();
+//     errors after it are counted (errors_after_stop), not lost.
+//   kFirstSuccess: the first success is written and stops the stage; if all
+//     fail, wait() returns the first error. (Ordering does not apply: the one
+//     result is written as soon as it exists.)
+//   A fn that throws yields an error result (kInternal with the message).
+// Cancellation: options.stop, cancel() or the destructor stop the stage: every
+//   blocking call of a worker wakes at once; fn gets a Context with the
+//   stage's stop token and must honour it for the 10 ms bound. Items being
+//   processed are dropped. The output is still closed exactly once.
+// Width: >= 1; create() rejects 0 (and window 0 for kWindowed) with
+//   kInvalidArgument. For CPU-bound fn, the number of cores.
+// Channels: reads `input` until it is closed and drained, or the stage stops;
+//   never closes `input` (its producer does). The caller must drain output()
+//   (or stop the stage) so that workers do not wait forever on a full output.
+// Thread safety: every member may be called from any thread. fn runs on up to
+//   `width` threads at once. Ownership: `input` must outlive the stage; the
+//   stage owns its output queue and threads; the destructor stops and joins.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "sluice/context.h"
+#include "sluice/detail/cpu.h"
+#include "sluice/queue.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+enum class Ordering : std::uint8_t { kUnordered, kStrict, kWindowed, kPerKey };
+enum class ErrorMode : std::uint8_t { kContinue, kFailFast, kFirstSuccess };
+
+template <class In>
+struct StageOptions {
+  std::string name = "stage";
+  std::size_t width = 1;  // N >= 1
+  Ordering ordering = Ordering::kUnordered;
+  std::size_t window = 0;  // W: kWindowed (>= 1); kStrict lag (0: 4 x width)
+  ErrorMode errors = ErrorMode::kContinue;
+  std::size_t output_capacity = 0;            // 0: 2 x width
+  std::function<std::size_t(const In&)> key;  // kPerKey: required
+  std::stop_token stop;                       // stops the stage when triggered
+};
+
+struct StageStats {
+  std::size_t width = 0;
+  std::uint64_t items_in = 0;           // items taken from the input
+  std::uint64_t items_out = 0;          // results written to the output
+  std::uint64_t errors = 0;             // error results (including thrown)
+  std::uint64_t errors_after_stop = 0;  // fail-fast/first-success: results after the stop
+  std::uint64_t busy_workers = 0;       // workers inside fn now
+  std::uint64_t input_depth = 0;
+  std::uint64_t output_depth = 0;
+  double blocked_on_input_s = 0;   // summed over workers, waits in progress included
+  double blocked_on_output_s = 0;  // likewise, waiting for room in the output
+};
+
+// Adapts fn(In) -> Result<Out> to a stage fed by another stage's output:
+// errors from upstream pass through untouched, values are processed.
+template <class Fn>
+auto pass_errors(Fn fn) {
+  return [fn = std::move(fn)](auto&& r, const Context& ctx) -> decltype(fn(std::move(*r), ctx)) {
+    if (!r.ok()) return r.status();
+    return fn(std::move(*r), ctx);
+  };
+}
+
+template <class In, class Out>
+class Stage {
+ public:
+  using Fn = std::function<Result<Out>(In&&, const Context&)>;
+
+  static Result<std::unique_ptr<Stage>> create(Queue<In>& input, Fn fn, StageOptions<In> options) {
+    if (options.width == 0) return invalid("width must be >= 1");
+    if (options.ordering == Ordering::kWindowed && options.window == 0) {
+      return invalid("windowed ordering needs window >= 1");
+    }
+    if (options.ordering == Ordering::kPerKey && !options.key) {
+      return invalid("per-key ordering needs a key function");
+    }
+    if (!fn) return invalid("a function is required");
+    return std::unique_ptr<Stage>(new Stage(input, std::move(fn), std::move(options)));
+  }
+
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+
+  // Stops the stage and joins its threads.
+  ~Stage() {
+    stop_.request_stop();
+    for (auto& t : threads_) t.join();
+  }
+
+  // The stage's bounded output: one Result per input item (kContinue).
+  Queue<Result<Out>>& output() { return output_; }
+
+  // Stops the workers (they wake at once) and closes the output; wait() then
+  // returns kCancelled.
+  void cancel() {
+    external_stop_.store(true, std::memory_order_relaxed);
+    stop_.request_stop();
+  }
+
+  // Waits until every worker has exited and the output is closed. kOk after
+  // a clean run; the fail-fast error; for first-success, kOk if a success was
+  // written, else the first error; kCancelled if stopped from outside.
+  Status wait(const Context& ctx = {}) {
+    std::unique_lock lock(done_mu_);
+    const bool done = ctx.deadline() ? done_cv_.wait_until(lock, ctx.token(), *ctx.deadline(),
+                                                           [&] { return done_; })
+                                     : done_cv_.wait(lock, ctx.token(), [&] { return done_; });
+    if (!done) return ctx.err();
+    return result_;
+  }
+
+  StageStats stats() const {
+    StageStats s;
+    s.width = opt_.width;
+    const std::int64_t now = now_ns();
+    auto ongoing = [now](const std::atomic<std::int64_t>& since) {
+      const std::int64_t t = since.load(std::memory_order_relaxed);
+      return t != 0 && now > t ? static_cast<double>(now - t) * 1e-9 : 0.0;
+    };
+    for (const auto& w : workers_) {
+      s.blocked_on_input_s += ongoing(w.in_since);
+      s.blocked_on_output_s += ongoing(w.out_since);
+      s.items_in += w.in.load(std::memory_order_relaxed);
+      s.items_out += w.out.load(std::memory_order_relaxed);
+      s.errors += w.errors.load(std::memory_order_relaxed);
+      s.busy_workers += w.busy.load(std::memory_order_relaxed) ? 1 : 0;
+      s.blocked_on_input_s +=
+          static_cast<double>(w.blocked_in_ns.load(std::memory_order_relaxed)) * 1e-9;
+      s.blocked_on_output_s +=
+          static_cast<double>(w.blocked_out_ns.load(std::memory_order_relaxed)) * 1e-9;
+    }
+    s.errors_after_stop = errors_after_stop_.load(std::memory_order_relaxed);
+    s.input_depth = input_.approx_size();
+    s.output_depth = output_.approx_size();
+    return s;
+  }
+
+ private:
+  struct alignas(detail::kCacheLine) WorkerCounters {  // each written by one worker
+    std::atomic<std::uint64_t> in{0}, out{0}, errors{0}, blocked_in_ns{0}, blocked_out_ns{0};
+    // Start of the wait in progress (steady-clock ns), 0 when not waiting, so
+    // that stats() shows a stall while it lasts.
+    std::atomic<std::int64_t> in_since{0}, out_since{0};
+    std::atomic<bool> busy{false};
+  };
+
+  static std::int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+        .count();
+  }
+  // Runs a blocking call, adding its duration to `total` (visible while it waits).
+  template <class F>
+  static auto timed(std::atomic<std::uint64_t>& total, std::atomic<std::int64_t>& since, F&& f) {
+    const std::int64_t t0 = now_ns();
+    since.store(t0, std::memory_order_relaxed);
+    auto r = f();
+    since.store(0, std::memory_order_relaxed);
+    total.fetch_add(static_cast<std::uint64_t>(now_ns() - t0), std::memory_order_relaxed);
+    return r;
+  }
+  using Clock = std::chrono::steady_clock;
+
+  static Status invalid(const char* why) {
+    return {StatusCode::kInvalidArgument, std::string("stage: ") + why};
+  }
+
+  Stage(Queue<In>& input, Fn fn, StageOptions<In> o)
+      : opt_(std::move(o)),
+        fn_(std::move(fn)),
+        input_(input),
+        output_(opt_.output_capacity != 0 ? opt_.output_capacity : 2 * opt_.width),
+        ordered_((opt_.ordering == Ordering::kStrict || opt_.ordering == Ordering::kWindowed) &&
+                 opt_.errors != ErrorMode::kFirstSuccess),
+        window_(opt_.ordering == Ordering::kStrict ? 1 : opt_.window),
+        lag_(opt_.ordering == Ordering::kStrict ? (opt_.window != 0 ? opt_.window : 4 * opt_.width)
+                                                : opt_.window + opt_.width),
+        workers_(opt_.width) {
+    if (ordered_) {
+      slots_.resize(lag_);
+      emitted_.assign(lag_, false);
+    }
+    if (opt_.stop.stop_possible()) {
+      on_external_stop_.emplace(opt_.stop, ExternalStop{this});
+    }
+    live_ = opt_.width;
+    if (opt_.ordering == Ordering::kPerKey) {
+      for (std::size_t i = 0; i < opt_.width; ++i) parts_.push_back(std::make_unique<Queue<In>>(4));
+      ++live_;
+      threads_.emplace_back([this] { dispatch(); });
+    }
+    for (std::size_t i = 0; i < opt_.width; ++i) threads_.emplace_back([this, i] { work(i); });
+  }
+
+  struct ExternalStop {
+    Stage* s;
+    void operator()() const noexcept {
+      s->external_stop_.store(true, std::memory_order_relaxed);
+      s->stop_.request_stop();
+    }
+  };
+
+  // Per-key: route each item to its worker's queue, in input order.
+  void dispatch() {
+    const Context ctx(stop_.get_token());
+    for (;;) {
+      Result<In> r = input_.pull(ctx);
+      if (!r.ok()) break;
+      const std::size_t k = opt_.key(*r) % opt_.width;
+      if (!parts_[k]->push(std::move(*r), ctx).ok()) break;
+    }
+    for (auto& p : parts_) p->close();
+    exit_thread();
+  }
+
+  // Takes the next item; in ordered modes with its sequence number, waiting
+  // while the worker would run more than lag_ items ahead of the output.
+  bool take(std::size_t id, const Context& ctx, std::optional<In>& item, std::uint64_t& seq) {
+    Queue<In>& q = opt_.ordering == Ordering::kPerKey ? *parts_[id] : input_;
+    std::unique_lock<std::mutex> pull_lock;
+    if (ordered_) {
+      // Taking an item and numbering it is one step; the holder may wait for
+      // input here, but the writers never need this lock.
+      pull_lock = std::unique_lock(pull_mu_);
+      std::unique_lock lag_lock(lag_mu_);
+      if (!lag_cv_.wait(lag_lock, ctx.token(), [&] {
+            return next_seq_ - oldest_.load(std::memory_order_acquire) < lag_;
+          })) {
+        return false;
+      }
+    }
+    Result<In> r = q.try_pull();
+    if (r.code() == StatusCode::kWouldBlock) {
+      r = timed(workers_[id].blocked_in_ns, workers_[id].in_since, [&] { return q.pull(ctx); });
+    }
+    if (!r.ok()) return false;
+    item.emplace(std::move(*r));
+    if (ordered_) seq = next_seq_++;
+    workers_[id].in.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  Result<Out> invoke(In&& item, const Context& ctx) {
+    try {
+      return fn_(std::move(item), ctx);
+    } catch (const std::exception& e) {
+      return Status(StatusCode::kInternal, std::string("stage fn threw: ") + e.what());
+    } catch (...) {
+      return Status(StatusCode::kInternal, "stage fn threw a non-std exception");
+    }
+  }
+
+  void work(std::size_t id) {
+    const Context ctx(stop_.get_token());
+    WorkerCounters& c = workers_[id];
+    std::optional<In> item;
+    std::uint64_t seq = 0;
+    while (take(id, ctx, item, seq)) {
+      c.busy.store(true, std::memory_order_relaxed);
+      Result<Out> res = invoke(std::move(*item), ctx);
+      c.busy.store(false, std::memory_order_relaxed);
+      item.reset();
+      if (ctx.stop_requested()) break;  // stopped while it ran: the result is dropped
+      if (!res.ok()) c.errors.fetch_add(1, std::memory_order_relaxed);
+      if (!apply_error_mode(res)) {
+        if (ordered_) skip(seq, ctx);  // keep the sequence moving for the others
+        continue;
+      }
+      const bool written =
+          ordered_ ? emit_ordered(seq, std::move(res), ctx, id) : emit(std::move(res), ctx, id);
+      if (!written) break;
+      if (opt_.errors == ErrorMode::kFirstSuccess && first_success_written_) stop_.request_stop();
+    }
+    exit_thread();
+  }
+
+  // Returns false if the result must not be written.
+  bool apply_error_mode(const Result<Out>& res) {
+    if (opt_.errors == ErrorMode::kContinue) return true;
+    std::lock_guard lock(result_mu_);
+    if (stopped_by_mode_) {
+      errors_after_stop_.fetch_add(res.ok() ? 0 : 1, std::memory_order_relaxed);
+      return false;
+    }
+    if (opt_.errors == ErrorMode::kFailFast) {
+      if (res.ok()) return true;
+      stopped_by_mode_ = true;
+      mode_status_ = res.status();
+      stop_.request_stop();
+      return false;
+    }
+    // kFirstSuccess
+    if (!res.ok()) {
+      if (mode_status_.ok()) mode_status_ = res.status();
+      return false;
+    }
+    stopped_by_mode_ = true;
+    mode_status_ = Status::Ok();
+    first_success_written_ = true;  // the caller writes it, then stops the stage
+    return true;
+  }
+
+  bool emit(Result<Out>&& res, const Context& ctx, std::size_t id) {
+    Status s = output_.try_push(std::move(res));
+    if (s.code() == StatusCode::kWouldBlock) {
+      s = timed(workers_[id].blocked_out_ns, workers_[id].out_since,
+                [&] { return output_.push(std::move(res), ctx); });
+    }
+    if (!s.ok()) return false;
+    workers_[id].out.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  // Ordered modes: park the result in the reorder buffer, then write every
+  // result the window allows, in sequence order. Writers hold reorder_mu_
+  // so that writes happen in that order.
+  bool emit_ordered(std::uint64_t seq, Result<Out>&& res, const Context& ctx, std::size_t id) {
+    std::lock_guard lock(reorder_mu_);
+    slots_[seq % lag_].emplace(std::move(res));
+    return drain_window(ctx, id);
+  }
+
+  // A result that is not written (filtered by the error mode) still frees its place.
+  void skip(std::uint64_t seq, const Context& ctx) {
+    std::lock_guard lock(reorder_mu_);
+    slots_[seq % lag_].reset();
+    emitted_[seq % lag_] = true;
+    (void)drain_window(ctx, 0);
+  }
+
+  bool drain_window(const Context& ctx, std::size_t id) {
+    const std::uint64_t old_oldest = oldest_.load(std::memory_order_relaxed);
+    std::uint64_t oldest = old_oldest;
+    bool ok = true;
+    // Slots past the last taken number are empty, so the window bound suffices.
+    for (std::uint64_t s = oldest; s < oldest + window_; ++s) {
+      auto& slot = slots_[s % lag_];
+      if (slot && !emitted_[s % lag_]) {
+        if (!emit(std::move(*slot), ctx, id)) {
+          ok = false;
+          break;
+        }
+        slot.reset();
+        emitted_[s % lag_] = true;
+      }
+      if (s == oldest && emitted_[s % lag_]) {
+        emitted_[s % lag_] = false;
+        ++oldest;  // the window slides: the loop bound moves with it
+      }
+    }
+    if (oldest != old_oldest) {
+      {
+        std::lock_guard lag_lock(lag_mu_);  // no lost wake-up for a taker checking the lag
+        oldest_.store(oldest, std::memory_order_release);
+      }
+      lag_cv_.notify_all();
+    }
+    return ok;
+  }
+
+  void exit_thread() {
+    std::lock_guard lock(done_mu_);
+    if (--live_ == 0) {
+      output_.close();  // the single closer: the last thread out
+      {
+        std::lock_guard rl(result_mu_);
+        if (stopped_by_mode_ || (opt_.errors == ErrorMode::kFirstSuccess && !mode_status_.ok())) {
+          result_ = mode_status_;
+        } else if (external_stop_.load(std::memory_order_relaxed)) {
+          result_ = StatusCode::kCancelled;
+        }
+      }
+      done_ = true;
+      done_cv_.notify_all();
+    }
+  }
+
+  const StageOptions<In> opt_;
+  const Fn fn_;
+  Queue<In>& input_;
+  Queue<Result<Out>> output_;
+  const bool ordered_;
+  const std::uint64_t window_;  // results may be written this far past the oldest
+  const std::uint64_t lag_;     // workers may take this far past the oldest
+  std::vector<WorkerCounters> workers_;
+  std::vector<std::unique_ptr<Queue<In>>> parts_;  // kPerKey
+
+  std::stop_source stop_;
+  std::atomic<bool> external_stop_{false};
+  std::optional<std::stop_callback<ExternalStop>> on_external_stop_;
+
+  std::mutex pull_mu_;          // ordered: taking an item and its number is one step
+  std::uint64_t next_seq_ = 0;  // guarded by pull_mu_
+  std::mutex lag_mu_;
+  std::condition_variable_any lag_cv_;
+  std::atomic<std::uint64_t> oldest_{0};  // oldest result not yet written; stored under lag_mu_
+
+  std::mutex reorder_mu_;
+  std::vector<std::optional<Result<Out>>> slots_;  // guarded by reorder_mu_
+  std::vector<bool> emitted_;                      // guarded by reorder_mu_
+
+  std::mutex result_mu_;
+  bool stopped_by_mode_ = false;  // guarded by result_mu_
+  Status mode_status_;            // guarded by result_mu_
+  std::atomic<bool> first_success_written_{false};
+  std::atomic<std::uint64_t> errors_after_stop_{0};
+
+  std::mutex done_mu_;
+  std::condition_variable_any done_cv_;
+  std::size_t live_ = 0;
+  bool done_ = false;
+  Status result_;
+
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,423 @@
+// The fan-out seed's "Test Conformance" list (../shared/seeds/fan-out-stage.md)
+// and the extras: ordering modes under random delays, error modes,
+// throwing functions, cancellation, thread leaks, a bounded 3-stage pipeline.
+#include "sluice/stage.h"
+
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "testutil/wait_for.h"
+
+namespace sluice {
+namespace {
+
+using namespace std::chrono_literals;
+using testutil::eventually;
+
+// Fills a queue from a thread, then closes it. Stops (and closes) when the
+// jthread is destroyed, so a test that cancels its stage cannot hang here.
+std::jthread feed(Queue<int>& q, int n) {
+  return std::jthread([&q, n](std::stop_token stop) {
+    for (int i = 0; i < n; ++i) {
+      if (!q.push(int{i}, Context(stop)).ok()) break;
+    }
+    q.close();
+  });
+}
+
+template <class Out>
+std::vector<Result<Out>> drain(Queue<Result<Out>>& q) {
+  std::vector<Result<Out>> out;
+  for (auto& r : q) out.push_back(std::move(r));
+  return out;
+}
+
+std::unique_ptr<Stage<int, int>> make(Queue<int>& in, Stage<int, int>::Fn fn, StageOptions<int> o) {
+  auto r = Stage<int, int>::create(in, std::move(fn), std::move(o));
+  EXPECT_TRUE(r.ok()) << r.status();
+  return std::move(r).value();
+}
+
+StageOptions<int> opts(std::size_t width, Ordering ord = Ordering::kUnordered,
+                       std::size_t window = 0) {
+  StageOptions<int> o;
+  o.width = width;
+  o.ordering = ord;
+  o.window = window;
+  return o;
+}
+
+// Sleeps a random few microseconds: reorders completions between workers.
+void jitter(int item) {
+  thread_local std::mt19937 rng(
+      static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+  std::this_thread::sleep_for(
+      std::chrono::microseconds((rng() + static_cast<unsigned>(item)) % 300));
+}
+
+std::size_t thread_count() {
+  std::size_t n = 0;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
+    closedir(d);
+  }
+  return n;
+}
+
+// Conformance 1: non-empty input, no errors: every item out exactly once.
+TEST(StageTest, EveryItemIsProducedExactlyOnceInEveryMode) {
+  for (Ordering ord :
+       {Ordering::kUnordered, Ordering::kStrict, Ordering::kWindowed, Ordering::kPerKey}) {
+    for (std::size_t width : {1, 4}) {
+      Queue<int> in(16);
+      StageOptions<int> o = opts(width, ord, 3);
+      o.key = [](const int& v) { return static_cast<std::size_t>(v % 7); };
+      auto st = make(
+          in, [](int&& v, const Context&) -> Result<int> { return v * 2; }, o);
+      auto src = feed(in, 2000);
+      auto out = drain(st->output());
+      ASSERT_TRUE(st->wait().ok());
+      std::vector<int> got;
+      for (auto& r : out) got.push_back(*r);
+      std::sort(got.begin(), got.end());
+      ASSERT_EQ(got.size(), 2000u);
+      for (int i = 0; i < 2000; ++i) ASSERT_EQ(got[i], 2 * i);
+      const StageStats s = st->stats();
+      EXPECT_EQ(s.items_in, 2000u);
+      EXPECT_EQ(s.items_out, 2000u);
+    }
+  }
+}
+
+// Conformance 2: empty input closes the output with no items.
+TEST(StageTest, EmptyInputClosesTheOutput) {
+  Queue<int> in(4);
+  in.close();
+  auto st = make(
+      in, [](int&& v, const Context&) -> Result<int> { return v; }, opts(3));
+  EXPECT_EQ(st->output().pull().code(), StatusCode::kClosed);
+  EXPECT_TRUE(st->wait().ok());
+}
+
+// Conformance 3: N = 1 behaves as a single-worker stage: input order kept.
+TEST(StageTest, WidthOneKeepsInputOrder) {
+  Queue<int> in(4);
+  auto st = make(
+      in, [](int&& v, const Context&) -> Result<int> { return v; }, opts(1));
+  auto src = feed(in, 500);
+  auto out = drain(st->output());
+  ASSERT_EQ(out.size(), 500u);
+  for (int i = 0; i < 500; ++i) EXPECT_EQ(*out[i], i);
+}
+
+// Conformance 4: parallel-safe work runs on N workers at once (the
+// throughput figures are in bench/stage_compare).
+TEST(StageTest, WorkRunsOnAllWorkersAtOnce) {
+  Queue<int> in(16);
+  std::mutex mu;
+  std::condition_variable cv;
+  int active = 0, peak = 0;
+  auto st = make(
+      in,
+      [&](int&& v, const Context&) -> Result<int> {
+        std::unique_lock lock(mu);
+        peak = std::max(peak, ++active);
+        cv.notify_all();
+        cv.wait_for(lock, 10s, [&] { return peak >= 4; });
+        --active;
+        return v;
+      },
+      opts(4));
+  auto src = feed(in, 40);
+  auto out = drain(st->output());
+  EXPECT_EQ(out.size(), 40u);
+  EXPECT_EQ(peak, 4);
+}
+
+// Conformance 5: cancellation: every worker exits promptly, the output closes.
+TEST(StageTest, CancellationStopsEveryWorkerPromptlyAndClosesTheOutput) {
+  Queue<int> in(64);
+  std::atomic<int> started{0};
+  auto st = make(
+      in,
+      [&](int&& v, const Context& ctx) -> Result<int> {
+        started++;
+        std::mutex m;
+        std::condition_variable_any cv;
+        std::unique_lock lock(m);
+        cv.wait(lock, ctx.token(), [] { return false; });  // honours the token
+        return v;
+      },
+      opts(4));
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(in.push(int{i}).ok());
+  ASSERT_TRUE(eventually([&] { return started.load() == 4; }));
+  const auto t0 = std::chrono::steady_clock::now();
+  st->cancel();
+  EXPECT_EQ(st->wait().code(), StatusCode::kCancelled);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_LT(took, 2s);  // generous here; bench/stage_compare reports the real figure
+  EXPECT_EQ(st->output().pull().code(), StatusCode::kClosed);
+}
+
+TEST(StageTest, ExternalStopTokenCancelsAndWaitSaysSo) {
+  Queue<int> in(4);
+  std::stop_source stop;
+  StageOptions<int> o = opts(2);
+  o.stop = stop.get_token();
+  auto st = make(
+      in, [](int&& v, const Context&) -> Result<int> { return v; }, o);
+  stop.request_stop();
+  EXPECT_EQ(st->wait().code(), StatusCode::kCancelled);
+  EXPECT_EQ(st->output().pull().code(), StatusCode::kClosed);
+}
+
+// Conformance 7: no thread leaks after repeated runs.
+TEST(StageTest, RepeatedRunsLeakNoThreads) {
+  const std::size_t before = thread_count();
+  for (int run = 0; run < 30; ++run) {
+    Queue<int> in(8);
+    StageOptions<int> o = opts(3, run % 2 ? Ordering::kStrict : Ordering::kPerKey);
+    o.key = [](const int& v) { return static_cast<std::size_t>(v); };
+    auto st = make(
+        in, [](int&& v, const Context&) -> Result<int> { return v; }, o);
+    auto src = feed(in, 100);
+    if (run % 3 == 0) {
+      st->cancel();  // some runs end by cancellation
+    } else {
+      (void)drain(st->output());
+    }
+  }
+  EXPECT_EQ(thread_count(), before);
+}
+
+TEST(StageTest, StrictOrderHoldsUnderRandomDelays) {
+  Queue<int> in(16);
+  auto st = make(
+      in,
+      [](int&& v, const Context&) -> Result<int> {
+        jitter(v);
+        return v;
+      },
+      opts(4, Ordering::kStrict));
+  auto src = feed(in, 400);
+  auto out = drain(st->output());
+  ASSERT_EQ(out.size(), 400u);
+  for (int i = 0; i < 400; ++i) ASSERT_EQ(*out[i], i);
+}
+
+TEST(StageTest, WindowedOrderNeverWritesAnItemWindowOrMorePlacesEarly) {
+  constexpr int kWindow = 3;
+  Queue<int> in(16);
+  auto st = make(
+      in,
+      [](int&& v, const Context&) -> Result<int> {
+        jitter(v);
+        return v;
+      },
+      opts(4, Ordering::kWindowed, kWindow));
+  auto src = feed(in, 400);
+  auto out = drain(st->output());
+  ASSERT_EQ(out.size(), 400u);
+  std::vector<bool> written(400, false);
+  int oldest = 0;
+  bool reordered = false;
+  for (auto& r : out) {
+    const int s = *r;
+    ASSERT_LT(s - oldest, kWindow) << "item " << s << " written while " << oldest << " was pending";
+    reordered |= s != oldest;
+    written[s] = true;
+    while (oldest < 400 && written[oldest]) ++oldest;
+  }
+  EXPECT_TRUE(reordered) << "the window was never used: the test did not exercise it";
+}
+
+TEST(StageTest, PerKeyOrderHoldsWhileKeysRunInParallel) {
+  Queue<int> in(16);
+  StageOptions<int> o = opts(4, Ordering::kPerKey);
+  o.key = [](const int& v) { return static_cast<std::size_t>(v % 5); };
+  auto st = make(
+      in,
+      [](int&& v, const Context&) -> Result<int> {
+        jitter(v);
+        return v;
+      },
+      o);
+  auto src = feed(in, 500);
+  auto out = drain(st->output());
+  ASSERT_EQ(out.size(), 500u);
+  std::map<int, int> last;
+  bool interleaved = false;
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const int v = *out[i];
+    auto it = last.find(v % 5);
+    if (it != last.end()) {
+      ASSERT_GT(v, it->second) << "key " << v % 5;
+    }
+    last[v % 5] = v;
+    if (i > 0 && *out[i - 1] > v) interleaved = true;
+  }
+  EXPECT_TRUE(interleaved) << "keys never ran in parallel";
+}
+
+TEST(StageTest, ContinueOnErrorReportsEveryErrorAsAResult) {
+  Queue<int> in(8);
+  auto st = make(
+      in,
+      [](int&& v, const Context&) -> Result<int> {
+        if (v % 10 == 0) return Status(StatusCode::kIOError, "bad item");
+        return v;
+      },
+      opts(3));
+  auto src = feed(in, 100);
+  auto out = drain(st->output());
+  ASSERT_EQ(out.size(), 100u);  // nothing skipped silently
+  int errors = 0;
+  for (auto& r : out) errors += r.ok() ? 0 : 1;
+  EXPECT_EQ(errors, 10);
+  EXPECT_EQ(st->stats().errors, 10u);
+  EXPECT_TRUE(st->wait().ok());
+}
+
+TEST(StageTest, ThrowingFunctionIsAnErrorResult) {
+  Queue<int> in(8);
+  auto st = make(
+      in,
+      [](int&& v, const Context&) -> Result<int> {
+        if (v == 3) throw std::runtime_error("kaboom");
+        return v;
+      },
+      opts(2));
+  auto src = feed(in, 6);
+  auto out = drain(st->output());
+  ASSERT_EQ(out.size(), 6u);
+  int thrown = 0;
+  for (auto& r : out) {
+    if (!r.ok()) {
+      ++thrown;
+      EXPECT_EQ(r.code(), StatusCode::kInternal);
+      EXPECT_NE(r.status().message().find("kaboom"), std::string_view::npos);
+    }
+  }
+  EXPECT_EQ(thrown, 1);
+}
+
+TEST(StageTest, FailFastStopsOnTheFirstErrorAndReturnsIt) {
+  Queue<int> in(8);
+  StageOptions<int> o = opts(3);
+  o.errors = ErrorMode::kFailFast;
+  auto st = make(
+      in,
+      [](int&& v, const Context&) -> Result<int> {
+        if (v >= 50) return Status(StatusCode::kIOError, "item " + std::to_string(v));
+        return v;
+      },
+      o);
+  std::jthread src([&] {
+    for (int i = 0; i < 1000; ++i) {
+      if (!in.push(int{i}, with_timeout(5s)).ok()) break;
+    }
+    in.close();
+  });
+  auto out = drain(st->output());
+  const Status s = st->wait();
+  EXPECT_EQ(s.code(), StatusCode::kIOError);
+  for (auto& r : out) ASSERT_TRUE(r.ok());  // errors are not written; the first is returned
+  EXPECT_LT(st->stats().items_in, 1000u);   // it stopped early
+  in.close();                               // release the source (it would wait for room)
+}
+
+TEST(StageTest, FirstSuccessWritesOneResultAndStopsTheRest) {
+  Queue<int> in(8);
+  StageOptions<int> o = opts(3);
+  o.errors = ErrorMode::kFirstSuccess;
+  auto st = make(
+      in,
+      [](int&& v, const Context&) -> Result<int> {
+        if (v != 5) return Status(StatusCode::kUnavailable, "replica down");
+        return v * 100;
+      },
+      o);
+  auto src = feed(in, 8);
+  auto out = drain(st->output());
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(*out[0], 500);
+  EXPECT_TRUE(st->wait().ok());
+}
+
+TEST(StageTest, FirstSuccessWithNoSuccessReturnsTheFirstError) {
+  Queue<int> in(8);
+  StageOptions<int> o = opts(2);
+  o.errors = ErrorMode::kFirstSuccess;
+  auto st = make(
+      in,
+      [](int&&, const Context&) -> Result<int> { return Status(StatusCode::kUnavailable, "down"); },
+      o);
+  auto src = feed(in, 4);
+  EXPECT_TRUE(drain(st->output()).empty());
+  EXPECT_EQ(st->wait().code(), StatusCode::kUnavailable);
+}
+
+TEST(StageTest, InvalidOptionsAreClearErrors) {
+  Queue<int> in(4);
+  auto fn = [](int&& v, const Context&) -> Result<int> { return v; };
+  EXPECT_EQ((Stage<int, int>::create(in, fn, opts(0)).code()), StatusCode::kInvalidArgument);
+  EXPECT_EQ((Stage<int, int>::create(in, fn, opts(2, Ordering::kWindowed, 0)).code()),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ((Stage<int, int>::create(in, fn, opts(2, Ordering::kPerKey)).code()),
+            StatusCode::kInvalidArgument);
+}
+
+// source -> 3 stages -> stalled sink: memory stays bounded by the queues.
+TEST(StageTest, ThreeStagePipelineStaysBoundedWhileTheSinkIsStalled) {
+  Queue<int> source(8);
+  StageOptions<int> a = opts(2);
+  a.output_capacity = 4;
+  auto s1 = make(
+      source, [](int&& v, const Context&) -> Result<int> { return v + 1; }, a);
+  StageOptions<Result<int>> b;
+  b.width = 2;
+  b.output_capacity = 4;
+  auto plus = [](int&& v, const Context&) -> Result<int> { return v * 2; };
+  auto s2 = std::move(Stage<Result<int>, int>::create(s1->output(), pass_errors(plus), b)).value();
+  StageOptions<Result<int>> c = b;
+  c.ordering = Ordering::kStrict;
+  auto s3 = std::move(Stage<Result<int>, int>::create(s2->output(), pass_errors(plus), c)).value();
+
+  std::atomic<int> produced{0};
+  std::jthread src([&] {
+    for (int i = 0; i < 10000; ++i) {
+      if (!source.push(int{i}).ok()) return;
+      produced++;
+    }
+    source.close();
+  });
+  // The sink does not read: the source must come to a stop.
+  ASSERT_TRUE(eventually([&] { return source.stats().waiting_pushers == 1; }));
+  const int stalled_at = produced.load();
+  // Bound: every queue full, plus per stage `width` items in hand and
+  // `width` results waiting for room, plus s3's reorder lag (4 x width).
+  const int bound = 8 + 3 * (4 + 2 * 2) + 4 * 2;
+  EXPECT_LE(stalled_at, bound);
+  EXPECT_GT(s3->stats().blocked_on_output_s + s2->stats().blocked_on_output_s, 0.0);
+  // Unstall: everything arrives.
+  int n = 0;
+  for (auto& r : s3->output()) {
+    ASSERT_TRUE(r.ok());
+    ++n;
+  }
+  EXPECT_EQ(n, 10000);
+  EXPECT_TRUE(s3->wait().ok());
+}
+
+}  // namespace
+}  // namespace sluice
