@@ -107,6 +107,31 @@ class Queue {
   // Never waits: kWouldBlock when empty (and not closed).
   Result<T> try_pull() { return pull_one(nullptr); }
 
+  // Like pull, and sets *position to the item's place in the queue's pull
+  // order (0 for the first item ever pulled): consecutive, so a consumer can
+  // restore input order after parallel work. Only for capacity >= 1 and the
+  // Block, DropNewest and Reject policies (evictions and spills have no
+  // place in that order): kInvalidArgument otherwise.
+  Result<T> pull_positioned(std::uint64_t* position, const Context& ctx = {}) {
+    if (!positions_exact()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "pull_positioned: queue evicts, spills or has capacity 0");
+    }
+    return pull_one(&ctx, position);
+  }
+  Result<T> try_pull_positioned(std::uint64_t* position) {
+    if (!positions_exact()) {
+      return Status(StatusCode::kInvalidArgument,
+                    "pull_positioned: queue evicts, spills or has capacity 0");
+    }
+    return pull_one(nullptr, position);
+  }
+  // True if pull_positioned() is available on this queue.
+  bool positions_exact() const noexcept {
+    return !rv_ && (policy_ == OverflowPolicy::kBlock || policy_ == OverflowPolicy::kDropNewest ||
+                    policy_ == OverflowPolicy::kReject);
+  }
+
   // Pushes items in order, several per synchronisation, waiting as push does.
   // Stops at the first item not accepted: the first `count` items were moved
   // from, the rest are untouched; `status` is that item's outcome.
@@ -422,7 +447,7 @@ class Queue {
   }
 
   // ---- pull ----
-  Result<T> pull_one(const Context* ctx) {
+  Result<T> pull_one(const Context* ctx, std::uint64_t* pos = nullptr) {
     if (ctx != nullptr && ctx->stop_requested()) return StatusCode::kCancelled;
     std::optional<T> out;
     StatusCode s = StatusCode::kOk;
@@ -430,10 +455,10 @@ class Queue {
       s = rv_->pull(out, ctx);
     } else {
       auto sink = [&out](T&& v) { out.emplace(std::move(v)); };
-      s = pull_attempt(sink, 1);
+      s = pull_attempt(sink, 1, pos);
       if (s == StatusCode::kWouldBlock && ctx != nullptr) {
         const StatusCode waited = detail::await(not_empty_, *ctx, [&] {
-          s = pull_attempt(sink, 1);
+          s = pull_attempt(sink, 1, pos);
           return s == StatusCode::kWouldBlock ? detail::Attempt::kWouldBlock
                                               : detail::Attempt::kDone;
         });
@@ -479,11 +504,11 @@ class Queue {
 
   // One non-blocking try: memory first, then the spill store.
   template <class Sink>
-  StatusCode pull_attempt(Sink& sink, std::size_t max) {
+  StatusCode pull_attempt(Sink& sink, std::size_t max, std::uint64_t* pos = nullptr) {
     detail::RingOp op = detail::RingOp::kWouldBlock;
     std::size_t n = 0;
     if (max == 1) {
-      op = ring_->try_pop(sink);
+      op = ring_->try_pop(sink, pos);
       n = op == detail::RingOp::kOk ? 1 : 0;
     } else {
       n = ring_->try_pop_many(sink, max, &op);

@@ -28,7 +28,9 @@
 // Width: >= 1; create() rejects 0 (and window 0 for kWindowed) with
 //   kInvalidArgument. For CPU-bound fn, the number of cores.
 // Channels: reads `input` until it is closed and drained, or the stage stops;
-//   never closes `input` (its producer does). The caller must drain output()
+//   never closes `input` (its producer does). The stage must be the input's
+//   only consumer; ordered modes number items by the input's pull order, so
+//   they need an input that never evicts or spills (capacity >= 1). The caller must drain output()
 //   (or stop the stage) so that workers do not wait forever on a full output.
 // Thread safety: every member may be called from any thread. fn runs on up to
 //   `width` threads at once. Ownership: `input` must outlive the stage; the
@@ -111,6 +113,12 @@ class Stage {
       return invalid("per-key ordering needs a key function");
     }
     if (!fn) return invalid("a function is required");
+    const bool ordered =
+        (options.ordering == Ordering::kStrict || options.ordering == Ordering::kWindowed) &&
+        options.errors != ErrorMode::kFirstSuccess;
+    if (ordered && !input.positions_exact()) {
+      return invalid("ordered stages need an input of capacity >= 1 that never evicts or spills");
+    }
     return std::unique_ptr<Stage>(new Stage(input, std::move(fn), std::move(options)));
   }
 
@@ -214,6 +222,7 @@ class Stage {
     if (ordered_) {
       slots_.resize(lag_);
       emitted_.assign(lag_, false);
+      base_ = input_.stats().pulled;  // the stage must be the input's only consumer
     }
     if (opt_.stop.stop_possible()) {
       on_external_stop_.emplace(opt_.stop, ExternalStop{this});
@@ -251,27 +260,32 @@ class Stage {
   // Takes the next item; in ordered modes with its sequence number, waiting
   // while the worker would run more than lag_ items ahead of the output.
   bool take(std::size_t id, const Context& ctx, std::optional<In>& item, std::uint64_t& seq) {
+    WorkerCounters& c = workers_[id];
     Queue<In>& q = opt_.ordering == Ordering::kPerKey ? *parts_[id] : input_;
-    std::unique_lock<std::mutex> pull_lock;
-    if (ordered_) {
-      // Taking an item and numbering it is one step; the holder may wait for
-      // input here, but the writers never need this lock.
-      pull_lock = std::unique_lock(pull_mu_);
-      std::unique_lock lag_lock(lag_mu_);
-      if (!lag_cv_.wait(lag_lock, ctx.token(), [&] {
-            return next_seq_ - oldest_.load(std::memory_order_acquire) < lag_;
-          })) {
-        return false;
-      }
-    }
-    Result<In> r = q.try_pull();
+    std::uint64_t pos = 0;
+    std::uint64_t* want_pos = ordered_ ? &pos : nullptr;
+    // Ordered modes number items by their place in the input's pull order:
+    // no lock between taking an item and numbering it.
+    Result<In> r = ordered_ ? q.try_pull_positioned(want_pos) : q.try_pull();
     if (r.code() == StatusCode::kWouldBlock) {
-      r = timed(workers_[id].blocked_in_ns, workers_[id].in_since, [&] { return q.pull(ctx); });
+      r = timed(c.blocked_in_ns, c.in_since,
+                [&] { return ordered_ ? q.pull_positioned(want_pos, ctx) : q.pull(ctx); });
     }
     if (!r.ok()) return false;
+    c.in.fetch_add(1, std::memory_order_relaxed);
+    if (ordered_) {
+      seq = pos - base_;
+      // Too far ahead of the oldest result not yet written: wait, so that the
+      // reorder buffer stays bounded (lag_ slots).
+      if (seq - oldest_.load(std::memory_order_acquire) >= lag_) {
+        std::unique_lock lock(lag_mu_);
+        if (!lag_cv_.wait(lock, ctx.token(),
+                          [&] { return seq - oldest_.load(std::memory_order_acquire) < lag_; })) {
+          return false;  // stopped: the item is dropped
+        }
+      }
+    }
     item.emplace(std::move(*r));
-    if (ordered_) seq = next_seq_++;
-    workers_[id].in.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 
@@ -424,8 +438,7 @@ class Stage {
   std::atomic<bool> external_stop_{false};
   std::optional<std::stop_callback<ExternalStop>> on_external_stop_;
 
-  std::mutex pull_mu_;          // ordered: taking an item and its number is one step
-  std::uint64_t next_seq_ = 0;  // guarded by pull_mu_
+  std::uint64_t base_ = 0;  // ordered: the input's pull position when the stage started
   std::mutex lag_mu_;
   std::condition_variable_any lag_cv_;
   std::atomic<std::uint64_t> oldest_{0};  // oldest result not yet written; stored under lag_mu_

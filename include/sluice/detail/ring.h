@@ -130,9 +130,10 @@ class Ring {
     }
   }
 
-  // Moves the oldest item into sink(T&&) on kOk.
+  // Moves the oldest item into sink(T&&) on kOk; *pos (if given) is set to
+  // its position in pop order (0 for the first item ever popped).
   template <class Sink>
-  RingOp try_pop(Sink&& sink) {
+  RingOp try_pop(Sink&& sink, std::uint64_t* pos = nullptr) {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     for (;;) {
       Slot& sl = slot(head & (mark_ - 1));
@@ -144,6 +145,7 @@ class Ring {
           sink(std::move(*p));
           p->~T();
           sl.stamp.store(head + one_lap_, std::memory_order_release);
+          if (pos != nullptr) *pos = count_of(head);
           return RingOp::kOk;
         }
       } else if (stamp == head) {

@@ -1,0 +1,192 @@
+// stage_compare: a sluice Stage against oneTBB's parallel_pipeline doing the
+// same work, side by side in one run: serial input -> parallel middle ->
+// serial output (in order for the strict and TBB runs).
+//
+// sluice: a source thread pushes into a Queue (capacity 64), a Stage of width
+// N runs the function, the main thread drains the output. TBB: an input
+// filter (serial_in_order), the function (parallel), an output filter
+// (serial_in_order), 4 x N tokens, max_allowed_parallelism N.
+// Workloads: a trivial function (per-item overhead) and a ~20 us CPU-bound
+// function. Medians over R interleaved runs.
+// Usage: stage_compare [--quick] [--runs R]
+#include <tbb/global_control.h>
+#include <tbb/parallel_pipeline.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/stage.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::uint64_t g_spin_per_us = 100;  // calibrated at start
+
+std::uint64_t burn(std::uint64_t x, std::uint64_t us) {
+  std::uint64_t h = x | 1;
+  for (std::uint64_t i = 0; i < us * g_spin_per_us; ++i)
+    h = h * 6364136223846793005ULL + 1442695040888963407ULL;
+  return h;
+}
+
+void calibrate() {
+  g_spin_per_us = 1000;
+  std::vector<double> per;
+  for (int k = 0; k < 5; ++k) {
+    const auto t0 = Clock::now();
+    volatile std::uint64_t sink = burn(k, 2000);
+    (void)sink;
+    per.push_back(2000.0 * 1000 /
+                  std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+  }
+  std::sort(per.begin(), per.end());
+  g_spin_per_us = static_cast<std::uint64_t>(per[2]);
+}
+
+// items/s through a sluice stage.
+double run_sluice(std::size_t width, sluice::Ordering ord, std::uint64_t items,
+                  std::uint64_t work_us) {
+  sluice::Queue<std::uint64_t> in(64);
+  sluice::StageOptions<std::uint64_t> o;
+  o.width = width;
+  o.ordering = ord;
+  auto st = std::move(sluice::Stage<std::uint64_t, std::uint64_t>::create(
+                          in,
+                          [work_us](std::uint64_t&& v,
+                                    const sluice::Context&) -> sluice::Result<std::uint64_t> {
+                            return work_us ? burn(v, work_us) : v + 1;
+                          },
+                          o))
+                .value();
+  const auto t0 = Clock::now();
+  std::thread src([&] {
+    for (std::uint64_t i = 0; i < items; ++i) (void)in.push(std::uint64_t(i));
+    in.close();
+  });
+  std::uint64_t n = 0, sum = 0;
+  for (auto& r : st->output()) {
+    sum += *r;
+    ++n;
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  src.join();
+  if (n != items) {
+    std::fprintf(stderr, "sluice: lost items (%llu of %llu)\n", static_cast<unsigned long long>(n),
+                 static_cast<unsigned long long>(items));
+    std::exit(2);
+  }
+  (void)sum;
+  return static_cast<double>(items) / secs;
+}
+
+double run_tbb(std::size_t width, std::uint64_t items, std::uint64_t work_us) {
+  tbb::global_control gc(tbb::global_control::max_allowed_parallelism, width);
+  std::uint64_t next = 0, n = 0, sum = 0;
+  const auto t0 = Clock::now();
+  tbb::parallel_pipeline(
+      4 * width,
+      tbb::make_filter<void, std::uint64_t>(tbb::filter_mode::serial_in_order,
+                                            [&](tbb::flow_control& fc) -> std::uint64_t {
+                                              if (next == items) {
+                                                fc.stop();
+                                                return 0;
+                                              }
+                                              return next++;
+                                            }) &
+          tbb::make_filter<std::uint64_t, std::uint64_t>(
+              tbb::filter_mode::parallel,
+              [work_us](std::uint64_t v) { return work_us ? burn(v, work_us) : v + 1; }) &
+          tbb::make_filter<std::uint64_t, void>(tbb::filter_mode::serial_in_order,
+                                                [&](std::uint64_t v) {
+                                                  sum += v;
+                                                  ++n;
+                                                }));
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (n != items) std::exit(2);
+  return static_cast<double>(items) / secs;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 5;
+  std::uint64_t trivial_items = 1'000'000, work_items = 40'000;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      runs = 1;
+      trivial_items = 50'000;
+      work_items = 2'000;
+    } else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
+      runs = std::atoi(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--runs R]\n", argv[0]);
+      return 2;
+    }
+  }
+  calibrate();
+  using sluice::Ordering;
+  std::map<std::string, std::vector<double>> r;
+  for (int k = 0; k < runs; ++k) {
+    for (std::size_t n : {1, 2}) {
+      const std::string w = " N=" + std::to_string(n);
+      r["trivial sluice unordered" + w].push_back(
+          run_sluice(n, Ordering::kUnordered, trivial_items, 0));
+      r["trivial sluice strict" + w].push_back(run_sluice(n, Ordering::kStrict, trivial_items, 0));
+      r["trivial tbb" + w].push_back(run_tbb(n, trivial_items, 0));
+      r["20us sluice unordered" + w].push_back(run_sluice(n, Ordering::kUnordered, work_items, 20));
+      r["20us sluice strict" + w].push_back(run_sluice(n, Ordering::kStrict, work_items, 20));
+      r["20us tbb" + w].push_back(run_tbb(n, work_items, 20));
+    }
+  }
+  auto m = [&](const std::string& k) { return median(r[k]); };
+  std::printf("# stage_compare: %d run(s), medians; trivial: %llu items, 20 us: %llu items\n\n",
+              runs, static_cast<unsigned long long>(trivial_items),
+              static_cast<unsigned long long>(work_items));
+  std::printf(
+      "| work | N | sluice unordered | sluice strict | oneTBB parallel_pipeline (in order) |\n");
+  std::printf("|---|---:|---:|---:|---:|\n");
+  for (const char* work : {"trivial", "20us"}) {
+    for (std::size_t n : {1, 2}) {
+      const std::string w = " N=" + std::to_string(n);
+      const std::string p = std::string(work) + " ";
+      auto cell = [&](const std::string& k) {
+        const double v = m(p + k + w);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "%.0f ns/item (%.2f M/s)", 1e9 / v, v / 1e6);
+        return std::string(buf);
+      };
+      std::printf("| %s | %zu | %s | %s | %s |\n", work, n, cell("sluice unordered").c_str(),
+                  cell("sluice strict").c_str(), cell("tbb").c_str());
+    }
+  }
+  std::printf("\n## Targets\n\n| target | measured | met |\n|---|---:|---|\n");
+  const double triv_ours = m("trivial sluice strict N=2"), triv_tbb = m("trivial tbb N=2");
+  std::printf("| trivial fn, N=2, in order: ns/item <= oneTBB's | %.0f vs %.0f ns | %s |\n",
+              1e9 / triv_ours, 1e9 / triv_tbb, triv_ours >= triv_tbb ? "yes" : "NO");
+  const double s1 = m("20us sluice unordered N=1"), s2 = m("20us sluice unordered N=2");
+  std::printf("| 20 us fn: N=2 >= 1.8x N=1 | %.2fx | %s |\n", s2 / s1,
+              s2 / s1 >= 1.8 ? "yes" : "NO");
+  const double strict2 = m("20us sluice strict N=2"), tbb2 = m("20us tbb N=2");
+  std::printf("| 20 us fn, N=2, in order: within 10%% of oneTBB | %.2fx | %s |\n", strict2 / tbb2,
+              strict2 / tbb2 >= 0.9 ? "yes" : "NO");
+  const double cost = m("20us sluice unordered N=2") / strict2 - 1;
+  std::printf("| strict order costs <= 15%% over unordered (20 us, N=2) | %.1f%% | %s |\n",
+              cost * 100, cost <= 0.15 ? "yes" : "NO");
+  const double tcost = m("trivial sluice unordered N=2") / m("trivial sluice strict N=2") - 1;
+  std::printf("| strict order cost, trivial fn, N=2 (for information) | %.1f%% | |\n", tcost * 100);
+  return 0;
+}
