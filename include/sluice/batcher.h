@@ -1,6 +1,6 @@
 // Batcher<T> groups items into batches for a sink: a flush happens when the
 // batch reaches max_batch_size items or max_batch_bytes bytes, when
-// max_batch_delay has passed since its first item entered it, on flush(),
+// max_batch_delay has passed since its first item was added, on flush(),
 // or on shutdown. Each flush has exactly one reason. Spec: ../shared/seeds/batcher.md.
 //
 // Thread safety: add*, try_add, flush, shutdown and stats may be called from
@@ -143,7 +143,7 @@ class Batcher {
   // Waits for room in the bounded input. kOk (moved in), kClosed after
   // shutdown began (E1), kCancelled / kDeadlineExceeded (item untouched, E2).
   Status add(T&& item, const Context& ctx = {}) {
-    Entry e{std::move(item), nullptr};
+    Entry e{std::move(item), nullptr, clock_.now()};
     Status s = input_.push(std::move(e), ctx);
     if (!s.ok()) item = std::move(e.item);
     return s;
@@ -152,7 +152,7 @@ class Batcher {
   // Never waits: kWouldBlock when the input is full, kClosed after shutdown;
   // both counted in try_add_refused. Item untouched unless kOk.
   Status try_add(T&& item) {
-    Entry e{std::move(item), nullptr};
+    Entry e{std::move(item), nullptr, clock_.now()};
     Status s = input_.try_push(std::move(e));
     if (!s.ok()) {
       item = std::move(e.item);
@@ -170,7 +170,8 @@ class Batcher {
     }
     std::vector<Entry> entries;
     entries.reserve(items.size());
-    for (T& item : items) entries.push_back(Entry{std::move(item), nullptr});
+    const Clock::time_point now = clock_.now();
+    for (T& item : items) entries.push_back(Entry{std::move(item), nullptr, now});
     Status s = input_.push_all(std::span<Entry>(entries), ctx);
     if (!s.ok()) {
       for (std::size_t i = 0; i < items.size(); ++i) items[i] = std::move(entries[i].item);
@@ -184,7 +185,7 @@ class Batcher {
   Result<std::future<Status>> add_with_ack(T&& item, const Context& ctx = {}) {
     auto promise = std::make_unique<std::promise<Status>>();
     std::future<Status> future = promise->get_future();
-    Entry e{std::move(item), std::move(promise)};
+    Entry e{std::move(item), std::move(promise), clock_.now()};
     Status s = input_.push(std::move(e), ctx);
     if (!s.ok()) {
       item = std::move(e.item);
@@ -247,12 +248,13 @@ class Batcher {
   struct Entry {
     T item;
     std::unique_ptr<std::promise<Status>> ack;  // null for plain adds
+    Clock::time_point added;                    // the time trigger counts from the first's
   };
   struct Batch {
     std::vector<T> items;
     std::vector<std::unique_ptr<std::promise<Status>>> acks;
     std::size_t bytes = 0;
-    std::optional<Clock::time_point> first;  // when its first item entered it
+    std::optional<Clock::time_point> first;  // when its first item was added
   };
   struct FlushRequest {
     std::mutex mu;
@@ -361,9 +363,6 @@ class Batcher {
   // Moves pulled entries into the batch, flushing on size and bytes.
   void absorb(Batch& cur, std::vector<Entry>& staging) {
     if (staging.empty()) return;
-    // Read before the items become visible in stats(): an observer that sees
-    // them buffered knows their batch's clock has started.
-    const Clock::time_point now = clock_.now();
     {
       std::lock_guard lock(stats_mu_);
       if (aborted_) {
@@ -380,7 +379,7 @@ class Batcher {
           flush(cur, FlushReason::kBytes);
         cur.bytes += b;
       }
-      if (cur.items.empty()) cur.first = now;
+      if (cur.items.empty()) cur.first = e.added;
       cur.items.push_back(std::move(e.item));
       if (e.ack) cur.acks.push_back(std::move(e.ack));
       if (cur.items.size() >= opt_.max_batch_size) {

@@ -3,38 +3,11 @@
 // Result<Out> per item to the stage's own bounded output queue, which the last
 // worker to exit closes, exactly once.
 //
-// Ordering (StageOptions::ordering):
-//   kUnordered (default): results in completion order.
-//   kStrict: results in input order. Workers run at most `window` items
-//     (default 4 x width) ahead of the oldest result not yet written.
-//   kWindowed: a result is written as soon as it is done if it is fewer than
-//     `window` positions after the oldest result not yet written; otherwise it
-//     waits. So no result is written more than window - 1 places early.
-//     W is separate from the width.
-//   kPerKey: results with equal key(item) keep input order; different keys run
-//     in parallel (items are routed to worker key % width).
-// Errors (StageOptions::errors):
-//   kContinue (default): every item yields a Result: a value or the error.
-//   kFailFast: the first error stops the stage and is returned by wait();
-//     errors after it are counted (errors_after_stop), not lost.
-//   kFirstSuccess: the first success is written and stops the stage; if all
-//     fail, wait() returns the first error. (Ordering does not apply: the one
-//     result is written as soon as it exists.)
-//   A fn that throws yields an error result (kInternal with the message).
-// Cancellation: options.stop, cancel() or the destructor stop the stage: every
-//   blocking call of a worker wakes at once; fn gets a Context with the
-//   stage's stop token and must honour it for the 10 ms bound. Items being
-//   processed are dropped. The output is still closed exactly once.
-// Width: >= 1; create() rejects 0 (and window 0 for kWindowed) with
-//   kInvalidArgument. For CPU-bound fn, the number of cores.
-// Channels: reads `input` until it is closed and drained, or the stage stops;
-//   never closes `input` (its producer does). The stage must be the input's
-//   only consumer; ordered modes number items by the input's pull order, so
-//   they need an input that never evicts or spills (capacity >= 1). The caller must drain output()
-//   (or stop the stage) so that workers do not wait forever on a full output.
-// Thread safety: every member may be called from any thread. fn runs on up to
-//   `width` threads at once. Ownership: `input` must outlive the stage; the
+// Thread safety: every member may be called from any thread; fn runs on up
+//   to `width` threads at once. Ownership: `input` must outlive the stage; the
 //   stage owns its output queue and threads; the destructor stops and joins.
+// The full contract (ordering, errors, cancellation, width, channels) is on
+// create(). See docs/pipeline.md.
 #pragma once
 
 #include <algorithm>
@@ -104,6 +77,32 @@ class Stage {
  public:
   using Fn = std::function<Result<Out>(In&&, const Context&)>;
 
+  // Starts `width` workers reading `input` and applying fn.
+  //
+  // Ordering: kUnordered (default): results in completion order. kStrict:
+  //   input order; workers run at most `window` (default 4 x width) items
+  //   ahead of the oldest result not yet written. kWindowed(W): a result is
+  //   written once done if it is fewer than W places after the oldest result
+  //   not yet written, so none is written W or more places early; W is
+  //   separate from the width. kPerKey: results with equal key(item) keep
+  //   input order; different keys run in parallel (worker key % width).
+  // Errors: kContinue (default): every item yields a Result, value or error.
+  //   kFailFast: the first error stops the stage and wait() returns it; later
+  //   errors are counted (errors_after_stop). kFirstSuccess: the first success
+  //   is written and stops the rest (ordering does not apply); if all fail,
+  //   wait() returns the first error. A fn that throws yields kInternal.
+  // Cancellation: options.stop, cancel() or the destructor: every blocking
+  //   call of a worker wakes at once; fn gets a Context with the stage's stop
+  //   token and must honour it for the 10 ms bound. Items in flight are
+  //   dropped; the output is still closed exactly once.
+  // Width: >= 1. For CPU-bound fn, the number of cores.
+  // Channels: reads `input` until it is closed and drained or the stage
+  //   stops; never closes it (its producer does). The stage must be the
+  //   input's only consumer; ordered modes need an input of capacity >= 1
+  //   that never evicts or spills. The output holds output_capacity results
+  //   (default 2 x width); drain it or stop the stage, or workers wait on it.
+  // Errors from create(): kInvalidArgument for width 0, kWindowed with window
+  //   0, kPerKey without key, no fn, or an ordered mode on an unsuitable input.
   static Result<std::unique_ptr<Stage>> create(Queue<In>& input, Fn fn, StageOptions<In> options) {
     if (options.width == 0) return invalid("width must be >= 1");
     if (options.ordering == Ordering::kWindowed && options.window == 0) {
