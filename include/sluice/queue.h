@@ -184,6 +184,9 @@ class Queue {
   // starting the producers, or clone() from a live one.
   Producer<T> producer();
 
+  // Threads parked in pull now (a cheap read; may change at once).
+  std::uint32_t waiting_pullers() const noexcept { return rv_ ? 0 : not_empty_.waiters(); }
+
   std::size_t capacity() const noexcept { return cap_; }
   OverflowPolicy policy() const noexcept { return policy_; }
 
