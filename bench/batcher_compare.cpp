@@ -93,6 +93,17 @@ class NaiveBatcher {
   std::thread loop_;
 };
 
+// CPU time the hypervisor took from this VM so far (steal, /proc/stat), in ms.
+double steal_ms() {
+  std::FILE* f = std::fopen("/proc/stat", "r");
+  if (f == nullptr) return 0;
+  unsigned long long v[8] = {};
+  const int n = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                            &v[3], &v[4], &v[5], &v[6], &v[7]);
+  std::fclose(f);
+  return n == 8 ? static_cast<double>(v[7]) * 1000.0 / 100.0 : 0;  // USER_HZ = 100
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -268,7 +279,9 @@ int main(int argc, char** argv) {
     // A trickle is a quiet-system scenario: let the host finish the
     // throughput runs' aftermath (freed memory, exiting threads) first.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    const double steal0 = steal_ms();
     const Lateness ls = lateness_sluice(samples), ln = lateness_naive(samples);
+    r["late steal ms"].push_back(steal_ms() - steal0);
     r["late sluice p50"].push_back(ls.p50_us);
     r["late sluice p99"].push_back(ls.p99_us);
     r["late naive p50"].push_back(ln.p50_us);
@@ -302,6 +315,9 @@ int main(int argc, char** argv) {
   std::printf("| batcher | p50 us | p99 us |\n|---|---:|---:|\n");
   std::printf("| sluice::Batcher | %.0f | %.0f |\n| naive | %.0f | %.0f |\n", ls.p50_us, ls.p99_us,
               ln.p50_us, ln.p99_us);
+  std::printf("\nCPU stolen by the hypervisor during the lateness phases, per run (ms):");
+  for (double v : r["late steal ms"]) std::printf(" %.0f", v);
+  std::printf("\n");
 
   std::printf("\n## Targets\n\n| target | measured | met |\n|---|---:|---|\n");
   for (int p : {1, 2}) {
