@@ -49,6 +49,7 @@
 
 #include "sluice/clock.h"
 #include "sluice/context.h"
+#include "sluice/detail/cv_wait.h"
 #include "sluice/metrics.h"
 #include "sluice/queue.h"
 #include "sluice/status.h"
@@ -211,7 +212,7 @@ class Batcher {
       wake_.request_stop();
     }
     std::unique_lock lock(req->mu);
-    if (!wait_until(req->cv, lock, ctx, [&] { return req->done; })) return ctx.err();
+    if (!detail::wait_for(req->cv, lock, ctx, [&] { return req->done; })) return ctx.err();
     return req->status;
   }
 
@@ -227,7 +228,7 @@ class Batcher {
       wake();
     }
     std::unique_lock lock(done_mu_);
-    if (wait_until(done_cv_, lock, ctx, [&] { return finished_; })) return StatusCode::kOk;
+    if (detail::wait_for(done_cv_, lock, ctx, [&] { return finished_; })) return StatusCode::kOk;
     lock.unlock();
     abort();
     return ctx.err();
@@ -285,14 +286,6 @@ class Batcher {
       }
     }
     loop_ = std::thread([this] { run(); });
-  }
-
-  // Waits on cv until pred, the context's stop, or its deadline. True if pred.
-  template <class Pred>
-  static bool wait_until(std::condition_variable_any& cv, std::unique_lock<std::mutex>& lock,
-                         const Context& ctx, Pred pred) {
-    if (ctx.deadline()) return cv.wait_until(lock, ctx.token(), *ctx.deadline(), pred);
-    return cv.wait(lock, ctx.token(), pred);
   }
 
   // The run loop is parked, so it will see this item only after a futex

@@ -29,6 +29,7 @@
 
 #include "sluice/context.h"
 #include "sluice/detail/cpu.h"
+#include "sluice/detail/cv_wait.h"
 #include "sluice/queue.h"
 #include "sluice/status.h"
 
@@ -145,9 +146,7 @@ class Stage {
   // written, else the first error; kCancelled if stopped from outside.
   Status wait(const Context& ctx = {}) {
     std::unique_lock lock(done_mu_);
-    const bool done = ctx.deadline() ? done_cv_.wait_until(lock, ctx.token(), *ctx.deadline(),
-                                                           [&] { return done_; })
-                                     : done_cv_.wait(lock, ctx.token(), [&] { return done_; });
+    const bool done = detail::wait_for(done_cv_, lock, ctx, [&] { return done_; });
     if (!done) return ctx.err();
     return result_;
   }
