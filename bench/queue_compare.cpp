@@ -269,7 +269,8 @@ int main(int argc, char** argv) {
 
   // The targets, as ratios within this run. A target whose peer or
   // workload was filtered out is skipped.
-  std::printf("\n## Targets (ratios within this run)\n\n| target | measured | met |\n|---|---:|---|\n");
+  std::printf(
+      "\n## Targets (ratios within this run)\n\n| target | measured | met |\n|---|---:|---|\n");
   const std::string ours = cands[0].name;
   auto ratio = [&](const std::string& w, const std::string& peer, double want, const char* what) {
     if (!med_rate.count(w) || !med_rate[w].count(peer)) return;
@@ -289,10 +290,12 @@ int main(int argc, char** argv) {
   }
   if (p50.count(cq)) {
     const double r = median(p50[ours]) / median(p50[cq]);
-    std::printf("| round trip p50 <= 1.1x %s | %.2fx | %s |\n", cq.c_str(), r, r <= 1.1 ? "yes" : "NO");
+    std::printf("| round trip p50 <= 1.1x %s | %.2fx | %s |\n", cq.c_str(), r,
+                r <= 1.1 ? "yes" : "NO");
   }
   const double our_p99 = median(p99[ours]);
-  std::printf("| round trip p99 < 2000 ns | %.0f ns | %s |\n", our_p99, our_p99 < 2000 ? "yes" : "NO");
+  std::printf("| round trip p99 < 2000 ns | %.0f ns | %s |\n", our_p99,
+              our_p99 < 2000 ? "yes" : "NO");
   for (const auto& [w, by_queue] : med_cpu) {
     if (!by_queue.count(mutex)) continue;
     const double a = by_queue.at(ours), b = by_queue.at(mutex);

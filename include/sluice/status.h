@@ -57,7 +57,9 @@ class [[nodiscard]] Status {
   Status(Status&&) noexcept = default;
   Status& operator=(Status&&) noexcept = default;
 
-  static Status Ok() noexcept { return {}; }  // NOLINT(readability-identifier-naming): reads as a value
+  static Status Ok() noexcept {
+    return {};
+  }  // NOLINT(readability-identifier-naming): reads as a value
 
   bool ok() const noexcept { return code_ == StatusCode::kOk; }
   explicit operator bool() const noexcept { return ok(); }
