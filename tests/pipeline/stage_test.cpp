@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/batch_stage.h"
 #include "testutil/wait_for.h"
 
 namespace sluice {
@@ -420,6 +421,48 @@ TEST(StageTest, ThreeStagePipelineStaysBoundedWhileTheSinkIsStalled) {
   }
   EXPECT_EQ(n, 10000);
   EXPECT_TRUE(s3->wait().ok());
+}
+
+}  // namespace
+}  // namespace sluice
+
+namespace sluice {
+namespace {
+
+TEST(StageTest, BatcherAsTheLastStageGetsEveryValueAndReportsEveryError) {
+  Queue<int> source(8);
+  StageOptions<int> o;
+  o.width = 3;
+  auto parse = std::move(Stage<int, int>::create(
+                             source,
+                             [](int&& v, const Context&) -> Result<int> {
+                               if (v % 10 == 0) return Status(StatusCode::kInvalidArgument, "bad");
+                               return v;
+                             },
+                             o))
+                   .value();
+  std::mutex mu;
+  std::vector<int> written;
+  BatcherOptions<int> bo;
+  bo.max_batch_size = 16;
+  bo.queue_depth = 8;
+  bo.sink = [&](std::vector<int>&& batch, const Context&) {
+    std::lock_guard lock(mu);
+    written.insert(written.end(), batch.begin(), batch.end());
+    return Status::Ok();
+  };
+  auto batcher = std::move(Batcher<int>::create(std::move(bo))).value();
+  std::jthread src([&] {
+    for (int i = 0; i < 1000; ++i) ASSERT_TRUE(source.push(int{i}).ok());
+    source.close();
+  });
+  int errors = 0;
+  ASSERT_TRUE(feed_batcher<int>(parse->output(), *batcher, [&](const Status&) { ++errors; }).ok());
+  ASSERT_TRUE(batcher->shutdown().ok());
+  EXPECT_EQ(errors, 100);
+  EXPECT_EQ(written.size(), 900u);
+  std::sort(written.begin(), written.end());
+  EXPECT_EQ(std::adjacent_find(written.begin(), written.end()), written.end());  // no duplicates
 }
 
 }  // namespace
