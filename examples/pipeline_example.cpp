@@ -77,6 +77,8 @@ int run(std::stop_token stop) {
 }
 
 int main() {
-  std::stop_source stop;
+  // Static: GCC 12 warns (falsely) that a local stop_source "may be used
+  // uninitialized" once its constructor is inlined into main().
+  static std::stop_source stop;
   return run(stop.get_token());
 }
