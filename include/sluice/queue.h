@@ -458,15 +458,7 @@ class Queue {
       s = rv_->pull(out, ctx);
     } else {
       auto sink = [&out](T&& v) { out.emplace(std::move(v)); };
-      s = pull_attempt(sink, 1, pos);
-      if (s == StatusCode::kWouldBlock && ctx != nullptr) {
-        const StatusCode waited = detail::await(not_empty_, *ctx, [&] {
-          s = pull_attempt(sink, 1, pos);
-          return s == StatusCode::kWouldBlock ? detail::Attempt::kWouldBlock
-                                              : detail::Attempt::kDone;
-        });
-        if (waited != StatusCode::kOk) s = waited;
-      }
+      s = pull_ring_or_wait(sink, 1, pos, ctx);
     }
     if (s != StatusCode::kOk) return s;
     return std::move(*out);
@@ -494,20 +486,46 @@ class Queue {
       }
       return {n, n > 0 ? StatusCode::kOk : s};
     }
-    StatusCode s = pull_attempt(sink, max);
-    if (s == StatusCode::kWouldBlock && ctx != nullptr) {
-      const StatusCode waited = detail::await(not_empty_, *ctx, [&] {
-        s = pull_attempt(sink, max);
-        return s == StatusCode::kWouldBlock ? detail::Attempt::kWouldBlock : detail::Attempt::kDone;
-      });
-      if (waited != StatusCode::kOk) s = waited;
-    }
+    const StatusCode s = pull_ring_or_wait(sink, max, nullptr, ctx);
     return {n, n > 0 ? StatusCode::kOk : s};
+  }
+
+  // Tries once; if the queue would block and ctx allows, waits and retries.
+  template <class Sink>
+  StatusCode pull_ring_or_wait(Sink& sink, std::size_t max, std::uint64_t* pos,
+                               const Context* ctx) {
+    StatusCode s = pull_attempt(sink, max, pos);
+    if (s != StatusCode::kWouldBlock || ctx == nullptr) return s;
+    const StatusCode waited = detail::await(not_empty_, *ctx, [&] {
+      s = pull_attempt(sink, max, pos);
+      return s == StatusCode::kWouldBlock ? detail::Attempt::kWouldBlock : detail::Attempt::kDone;
+    });
+    return waited != StatusCode::kOk ? waited : s;
   }
 
   // One non-blocking try: memory first, then the spill store.
   template <class Sink>
   StatusCode pull_attempt(Sink& sink, std::size_t max, std::uint64_t* pos = nullptr) {
+    const StatusCode s = pull_ring(sink, max, pos);
+    // seq_cst: a waiter's enlist-then-recheck must see a spill (wait_list.h).
+    if (s == StatusCode::kOk || !store_ || !spill_active_.load(std::memory_order_seq_cst)) return s;
+    std::unique_lock lock(spill_mu_);
+    std::optional<T> item;
+    if (store_->size() > 0 && store_->take(item).ok()) {
+      unspilled_.fetch_add(1, std::memory_order_relaxed);
+      lock.unlock();
+      sink(std::move(*item));
+      return StatusCode::kOk;
+    }
+    if (store_->size() == 0) spill_active_.store(false, std::memory_order_release);
+    lock.unlock();
+    // The ring may have taken pushes while we looked: recheck before closing.
+    return pull_ring(sink, max, nullptr);
+  }
+
+  // One non-blocking try on the in-memory ring.
+  template <class Sink>
+  StatusCode pull_ring(Sink& sink, std::size_t max, std::uint64_t* pos) {
     detail::RingOp op = detail::RingOp::kWouldBlock;
     std::size_t n = 0;
     if (max == 1) {
@@ -516,39 +534,13 @@ class Queue {
     } else {
       n = ring_->try_pop_many(sink, max, &op);
     }
-    if (n > 0) {
-      not_full_.publish_and_notify(n);
-      // Waiters that slept on a claimed-but-unpublished slot after close must
-      // learn that the queue is now drained.
-      if (not_empty_.has_waiters() && ring_->closed()) not_empty_.notify_all();
-      return StatusCode::kOk;
-    }
-    // seq_cst: a waiter's enlist-then-recheck must see a spill (wait_list.h).
-    if (store_ && spill_active_.load(std::memory_order_seq_cst)) {
-      std::unique_lock lock(spill_mu_);
-      std::optional<T> item;
-      if (store_->size() > 0 && store_->take(item).ok()) {
-        unspilled_.fetch_add(1, std::memory_order_relaxed);
-        lock.unlock();
-        sink(std::move(*item));
-        return StatusCode::kOk;
-      }
-      if (store_->size() == 0) spill_active_.store(false, std::memory_order_release);
-      // The ring may have taken pushes while we looked: recheck before closing.
-      return pull_attempt_ring_only(sink, max);
-    }
-    return op == detail::RingOp::kClosed ? StatusCode::kClosed : StatusCode::kWouldBlock;
-  }
-
-  template <class Sink>
-  StatusCode pull_attempt_ring_only(Sink& sink, std::size_t max) {
-    detail::RingOp op = detail::RingOp::kWouldBlock;
-    const std::size_t n = ring_->try_pop_many(sink, max, &op);
-    if (n > 0) {
-      not_full_.publish_and_notify(n);
-      return StatusCode::kOk;
-    }
-    return op == detail::RingOp::kClosed ? StatusCode::kClosed : StatusCode::kWouldBlock;
+    if (n == 0)
+      return op == detail::RingOp::kClosed ? StatusCode::kClosed : StatusCode::kWouldBlock;
+    not_full_.publish_and_notify(n);
+    // Waiters that slept on a claimed-but-unpublished slot after close must
+    // learn that the queue is now drained.
+    if (not_empty_.has_waiters() && ring_->closed()) not_empty_.notify_all();
+    return StatusCode::kOk;
   }
 
   std::uint64_t spill_size() const {
