@@ -1,0 +1,159 @@
+// PressureQueue is a handle on one distributed, bounded FIFO queue kept in
+// Redis under the pressure protocol's 12 keys (docs/redis_keys.md). Queues
+// written by sluice are readable by the protocol's other clients and the
+// other way round, on the same Redis.
+//
+// Thread safety: one handle is one Redis connection and must be used by one
+//   thread at a time (like a hiredis redisContext). Make one handle per
+//   thread; handles on the same queue, in any processes, may run
+//   concurrently. A Context's stop may be requested from any thread.
+// Blocking: put/put_many wait while another producer holds the producer role
+//   or the queue is full; get/get_many wait while another consumer holds the
+//   consumer role or the queue is empty; close waits for the producer role;
+//   destroy waits for both roles. Waiting happens on the server (BLMOVE that
+//   moves nothing), in slices of RedisOptions::wait_slice, never inside a
+//   script and never while holding a role: each step runs as one Lua script
+//   that takes the role token, acts and gives it back atomically. try_* never
+//   wait. Every call needs at least one round trip.
+// Ordering: FIFO across all producers and consumers of the queue: messages
+//   are LPUSHed and popped from the right. A batch is enqueued in order,
+//   never past the bound; a partial batch (bound reached) is a prefix.
+// Cancellation: every waiting call takes a Context; a stop or a deadline is
+//   seen within one wait slice (default 50 ms) and returns kCancelled or
+//   kDeadlineExceeded with nothing half-done. A sluice client killed at any
+//   moment leaves no role token taken (nothing is held between round trips).
+// Ownership: put copies the bytes to Redis; the caller keeps its buffers.
+//   get returns owned strings. The handle owns its connection and closes it
+//   in the destructor; it starts no threads.
+// Errors: kNotFound (no such queue), kAlreadyExists, kClosed (put/close on a
+//   closed queue; get on a closed, drained queue), kInUse (try_* while another
+//   client holds the role), kWouldBlock (try_* on a full or empty queue),
+//   kUnavailable (Redis down, or the connection broke: the next call
+//   reconnects), kInvalidArgument, kInternal (an unexpected reply).
+//   A failed put says what became of its messages (PutResult).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/context.h"
+#include "sluice/redis/redis_options.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+// What a put that failed knows about its messages.
+enum class Delivery : std::uint8_t {
+  kEnqueued,     // in the queue
+  kNotEnqueued,  // not in the queue: the caller may retry
+  kUnknown,      // the connection broke after the request was sent: it may be either
+};
+
+struct [[nodiscard]] PutResult {
+  Status status;             // kOk when every message was enqueued
+  std::size_t enqueued = 0;  // how many leading messages are certainly enqueued
+  std::size_t in_doubt = 0;  // how many after those may or may not be (kUnknown)
+
+  bool ok() const noexcept { return status.ok(); }
+  StatusCode code() const noexcept { return status.code(); }
+  // The fate of message i of the call.
+  Delivery delivery(std::size_t i = 0) const noexcept {
+    if (i < enqueued) return Delivery::kEnqueued;
+    if (i < enqueued + in_doubt) return Delivery::kUnknown;
+    return Delivery::kNotEnqueued;
+  }
+};
+
+// A consistent snapshot of a queue's keys (read by one script).
+struct PressureStats {
+  std::uint64_t bound = 0;  // 0: unbounded
+  std::uint64_t length = 0;
+  bool closed = false;
+  std::uint64_t produced_messages = 0;
+  std::uint64_t produced_bytes = 0;
+  std::uint64_t consumed_messages = 0;
+  std::uint64_t consumed_bytes = 0;
+  std::string producer;        // last client that acted as producer ("" if none yet)
+  std::string consumer;        // last client that acted as consumer
+  bool producer_free = false;  // the producer role is not held right now
+  bool consumer_free = false;
+  bool not_full = false;  // the :not_full token is present
+};
+
+// What repair() did and what it left alone, one human-readable line each.
+struct RepairReport {
+  std::vector<std::string> repaired;
+  std::vector<std::string> left_alone;
+};
+
+class PressureQueue {
+ public:
+  // Does not connect: the first call does, and every call after a failure.
+  PressureQueue(RedisOptions options, std::string name);
+  ~PressureQueue();
+  PressureQueue(PressureQueue&&) noexcept;
+  PressureQueue& operator=(PressureQueue&&) noexcept;
+  PressureQueue(const PressureQueue&) = delete;
+  PressureQueue& operator=(const PressureQueue&) = delete;
+
+  // Create with `bound` (0: unbounded). kAlreadyExists if the queue exists,
+  // or if keys of a half-deleted queue remain (the message names them).
+  Status create(std::uint64_t bound = 0);
+  Result<bool> exists();
+  // kNotFound if the queue does not exist (the protocol's rule).
+  Result<std::uint64_t> length();
+  Result<bool> closed();
+  Result<PressureStats> stats();
+
+  // Enqueue one message (any bytes), waiting for the role and for room.
+  PutResult put(std::string_view message, const Context& ctx = {});
+  // Enqueue without waiting: kInUse or kWouldBlock (full) instead.
+  PutResult try_put(std::string_view message);
+  // Enqueue all, in order, as room allows: one round trip per batch of up to
+  // 1024 messages when there is room. Never passes the bound.
+  PutResult put_many(std::span<const std::string> messages, const Context& ctx = {});
+  // Enqueue the prefix that fits now; kOk if all did, else kWouldBlock/kInUse
+  // with `enqueued` telling how many did.
+  PutResult try_put_many(std::span<const std::string> messages);
+
+  // Dequeue one message, waiting for the role and for data. kClosed once the
+  // queue is closed and empty.
+  Result<std::string> get(const Context& ctx = {});
+  Result<std::string> try_get();
+  // Append 1..max messages to `out` in FIFO order, waiting for at least one.
+  Status get_many(std::vector<std::string>& out, std::size_t max, const Context& ctx = {});
+  Status try_get_many(std::vector<std::string>& out, std::size_t max);
+
+  // Close for good (as producer): puts fail from now on, gets drain.
+  // kClosed if it was already closed.
+  Status close(const Context& ctx = {});
+  // The protocol's Delete (as consumer): closes the queue, wakes blocked
+  // clients, waits until no one holds a role, then removes all 12 keys in one
+  // step. Returns how many messages were still queued and are now gone.
+  Result<std::uint64_t> destroy(const Context& ctx = {});
+
+  // Restores role tokens left taken by clients that died, only when the
+  // recorded holder is provably gone (same host: its process is gone; any
+  // host: no connection carries its name). `force` restores them anyway.
+  // Also restores a missing :not_full token when there is room, and trims
+  // duplicated tokens. Never touches the data.
+  Result<RepairReport> repair(bool force = false);
+
+  const std::string& name() const noexcept;
+  // This handle's id for the calling thread: "<hostname>_pid<pid>_tid<tid>".
+  std::string client_id() const;
+  // Round trips this handle has made (for tests and benchmarks).
+  std::uint64_t round_trips() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice

@@ -1,0 +1,68 @@
+// Connection: one blocking hiredis connection with lazy (re)connect, AUTH,
+// SELECT and script loading, and calls that say whether a failed request
+// reached the server. Private to the redis module; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/redis/redis_options.h"
+#include "sluice/status.h"
+
+struct redisContext;
+struct redisReply;
+
+namespace sluice::redis {
+
+struct ReplyDeleter {
+  void operator()(redisReply* r) const noexcept;
+};
+using Reply = std::unique_ptr<redisReply, ReplyDeleter>;
+
+// A failed call: its status, and whether the request may have been executed
+// (false: the request was not fully written, so Redis never ran it).
+struct CallError {
+  Status status;
+  bool maybe_ran = false;
+};
+
+class Connection {
+ public:
+  // `name` is sent as CLIENT SETNAME (so repair can tell a live client).
+  Connection(RedisOptions options, std::string name);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs one command and returns its reply (which may be a Redis error reply).
+  // On failure the connection is dropped; the next call reconnects.
+  Reply call(std::span<const std::string_view> argv, CallError& err);
+  // Runs the pressure script: EVALSHA, falling back to EVAL on NOSCRIPT.
+  Reply eval_script(std::span<const std::string_view> keys, std::span<const std::string_view> args,
+                    CallError& err);
+
+  const RedisOptions& options() const noexcept { return options_; }
+  std::uint64_t round_trips() const noexcept { return round_trips_; }
+
+ private:
+  Status ensure();
+  void drop() noexcept;
+  Reply roundtrip(std::span<const std::string_view> argv, CallError& err);
+
+  RedisOptions options_;
+  std::string name_;
+  redisContext* ctx_ = nullptr;
+  std::string sha_;  // of the pressure script, from SCRIPT LOAD
+  std::vector<const char*> argv_;
+  std::vector<std::size_t> lens_;
+  std::uint64_t round_trips_ = 0;
+};
+
+// The pressure script's text (src/redis/pressure.lua, embedded at build time).
+std::string_view pressure_script();
+
+}  // namespace sluice::redis

@@ -1,0 +1,188 @@
+-- sluice's pressure-protocol steps, one server-side script (docs/redis_keys.md).
+-- Each call is one protocol operation done atomically: it takes the role token,
+-- acts and gives the token back before any other client can run, so a client
+-- that dies never leaves a token taken. Scripts never block; the caller waits
+-- outside (BLMOVE key key RIGHT RIGHT, which moves nothing) and calls again.
+--
+-- KEYS: 1 data, 2 :bound, 3 :producer, 4 :consumer, 5 :producer_free,
+--       6 :consumer_free, 7 :stats:produced_messages, 8 :stats:produced_bytes,
+--       9 :stats:consumed_messages, 10 :stats:consumed_bytes, 11 :not_full,
+--       12 :closed
+-- ARGV: 1 operation, 2 client id, 3.. operation arguments.
+-- Reply: { status, ... } where status is OK, NOQUEUE, INUSE, CLOSED, FULL,
+--        EMPTY, EXISTS, REMNANTS or BUSY.
+
+local DATA, BOUND, PRODUCER, CONSUMER = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local PFREE, CFREE = KEYS[5], KEYS[6]
+local PMSG, PBYTES, CMSG, CBYTES = KEYS[7], KEYS[8], KEYS[9], KEYS[10]
+local NOTFULL, CLOSED = KEYS[11], KEYS[12]
+local op, id = ARGV[1], ARGV[2]
+
+local function exists(k) return redis.call('EXISTS', k) == 1 end
+local function bound() return tonumber(redis.call('GET', BOUND)) or 0 end
+
+-- :not_full holds one element iff there is room (bound 0: never touched).
+local function set_not_full(b, len)
+  if b == 0 then return end
+  if len < b then
+    redis.call('LPUSH', NOTFULL, '0')
+    redis.call('LTRIM', NOTFULL, 0, 0)
+  else
+    redis.call('DEL', NOTFULL)
+  end
+end
+
+if op == 'put' then
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  if not redis.call('RPOP', PFREE) then return {'INUSE'} end
+  redis.call('SET', PRODUCER, id)
+  local reply
+  if exists(CLOSED) then
+    reply = {'CLOSED'}
+  else
+    local b = bound()
+    local len = redis.call('LLEN', DATA)
+    local n = #ARGV - 2
+    -- The atomic re-check: never past the bound, whatever :not_full says.
+    if b > 0 and n > b - len then n = math.max(b - len, 0) end
+    if n == 0 then
+      set_not_full(b, len)
+      reply = {'FULL', len}
+    else
+      local bytes = 0
+      local i = 3
+      while i <= n + 2 do
+        local j = math.min(i + 199, n + 2)  -- unpack() has a stack limit
+        len = redis.call('LPUSH', DATA, unpack(ARGV, i, j))
+        for k = i, j do bytes = bytes + #ARGV[k] end
+        i = j + 1
+      end
+      redis.call('INCRBY', PMSG, n)
+      redis.call('INCRBY', PBYTES, bytes)
+      set_not_full(b, len)
+      reply = {'OK', n, len}
+    end
+  end
+  redis.call('LPUSH', PFREE, '0')
+  return reply
+
+elseif op == 'get' then
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  if not redis.call('RPOP', CFREE) then return {'INUSE'} end
+  redis.call('SET', CONSUMER, id)
+  local reply
+  local len = redis.call('LLEN', DATA)
+  if len == 0 then
+    if exists(CLOSED) then reply = {'CLOSED'} else reply = {'EMPTY'} end
+  else
+    local n = math.min(tonumber(ARGV[3]), len)
+    local items = redis.call('RPOP', DATA, n)
+    local bytes = 0
+    for k = 1, #items do bytes = bytes + #items[k] end
+    redis.call('INCRBY', CMSG, #items)
+    redis.call('INCRBY', CBYTES, bytes)
+    local b = bound()
+    -- Refill only when there is room: an over-filled queue stays blocked.
+    if b > 0 and len - #items < b then set_not_full(b, len - #items) end
+    reply = {'OK', len - #items}
+    for k = 1, #items do reply[k + 2] = items[k] end
+  end
+  redis.call('LPUSH', CFREE, '0')
+  return reply
+
+elseif op == 'close' then
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  if not redis.call('RPOP', PFREE) then return {'INUSE'} end
+  redis.call('SET', PRODUCER, id)
+  local reply = {'CLOSED'}
+  if not exists(CLOSED) then
+    redis.call('LPUSH', CLOSED, '0', '0')
+    reply = {'OK'}
+  end
+  redis.call('LPUSH', PFREE, '0')
+  return reply
+
+elseif op == 'create' then
+  if exists(BOUND) then return {'EXISTS'} end
+  local left = {}
+  for k = 1, 12 do
+    if k ~= 2 and exists(KEYS[k]) then left[#left + 1] = KEYS[k] end
+  end
+  if #left > 0 then return {'REMNANTS', unpack(left)} end
+  redis.call('SET', BOUND, ARGV[3])
+  redis.call('LPUSH', PFREE, '0')
+  redis.call('LPUSH', CFREE, '0')
+  redis.call('LPUSH', NOTFULL, '0')
+  return {'OK'}
+
+elseif op == 'delete' then
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  local pfree = redis.call('LLEN', PFREE)
+  local cfree = redis.call('LLEN', CFREE)
+  if pfree > 0 and cfree > 0 then
+    local gone = redis.call('LLEN', DATA)
+    redis.call('DEL', unpack(KEYS))
+    return {'OK', gone}
+  end
+  -- Someone is inside an operation (another client's blocking put or get):
+  -- close and open the gates, as the protocol's Delete does, so it finishes.
+  if not exists(CLOSED) then redis.call('LPUSH', CLOSED, '0', '0') end
+  if bound() > 0 then
+    redis.call('LPUSH', NOTFULL, '0')
+    redis.call('LTRIM', NOTFULL, 0, 0)
+  end
+  return {'BUSY', pfree, cfree}
+
+elseif op == 'length' then
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  return {'OK', redis.call('LLEN', DATA)}
+
+elseif op == 'exists' then
+  return {'OK', redis.call('EXISTS', BOUND)}
+
+elseif op == 'closed' then
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  return {'OK', redis.call('EXISTS', CLOSED)}
+
+elseif op == 'stats' then
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  local function num(k) return tonumber(redis.call('GET', k)) or 0 end
+  return {'OK', bound(), redis.call('LLEN', DATA), redis.call('EXISTS', CLOSED),
+          num(PMSG), num(PBYTES), num(CMSG), num(CBYTES),
+          redis.call('GET', PRODUCER) or '', redis.call('GET', CONSUMER) or '',
+          redis.call('LLEN', PFREE), redis.call('LLEN', CFREE),
+          redis.call('LLEN', NOTFULL)}
+
+elseif op == 'restore_token' then
+  -- ARGV[3]: 'producer' or 'consumer'; ARGV[4]: the holder repair judged gone.
+  -- Restores only if nothing changed since it looked.
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  local free, holder = PFREE, PRODUCER
+  if ARGV[3] == 'consumer' then free, holder = CFREE, CONSUMER end
+  if redis.call('LLEN', free) ~= 0 or (redis.call('GET', holder) or '') ~= ARGV[4] then
+    return {'CHANGED'}
+  end
+  redis.call('LPUSH', free, '0')
+  return {'OK'}
+
+elseif op == 'tidy' then
+  -- Trim duplicated tokens; restore :not_full when there is room and no role
+  -- is held (so no client is between its pop and its refill).
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  local done = {}
+  for _, k in ipairs({PFREE, CFREE, NOTFULL}) do
+    if redis.call('LLEN', k) > 1 then
+      redis.call('LTRIM', k, 0, 0)
+      done[#done + 1] = 'trimmed duplicated tokens in ' .. k
+    end
+  end
+  local b = bound()
+  if b > 0 and redis.call('LLEN', NOTFULL) == 0 and redis.call('LLEN', DATA) < b
+     and redis.call('LLEN', PFREE) == 1 and redis.call('LLEN', CFREE) == 1 then
+    redis.call('LPUSH', NOTFULL, '0')
+    done[#done + 1] = 'restored ' .. NOTFULL .. ' (the queue has room)'
+  end
+  return {'OK', unpack(done)}
+end
+
+return redis.error_reply('sluice pressure script: unknown operation ' .. tostring(op))

@@ -1,0 +1,490 @@
+#include "sluice/redis/pressure_queue.h"
+
+#include <hiredis/hiredis.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "redis/connection.h"
+
+namespace sluice {
+namespace {
+
+using redis::CallError;
+using redis::Reply;
+
+// Key order shared with pressure.lua.
+enum Key : std::size_t {
+  kData,
+  kBound,
+  kProducer,
+  kConsumer,
+  kProducerFree,
+  kConsumerFree,
+  kProducedMessages,
+  kProducedBytes,
+  kConsumedMessages,
+  kConsumedBytes,
+  kNotFull,
+  kClosedKey,
+  kKeyCount
+};
+constexpr std::array<std::string_view, kKeyCount> kSuffix = {"",
+                                                             ":bound",
+                                                             ":producer",
+                                                             ":consumer",
+                                                             ":producer_free",
+                                                             ":consumer_free",
+                                                             ":stats:produced_messages",
+                                                             ":stats:produced_bytes",
+                                                             ":stats:consumed_messages",
+                                                             ":stats:consumed_bytes",
+                                                             ":not_full",
+                                                             ":closed"};
+
+// A batch put is cut into scripts of at most this many messages / bytes, so
+// one script never stalls the server for long.
+constexpr std::size_t kChunkMessages = 1024;
+constexpr std::size_t kChunkBytes = std::size_t{8} << 20;
+
+const std::string& hostname() {
+  static const std::string name = [] {
+    std::array<char, 256> buf{};
+    if (gethostname(buf.data(), buf.size() - 1) != 0) return std::string("unknown");
+    return std::string(buf.data());
+  }();
+  return name;
+}
+
+std::string process_id() { return hostname() + "_pid" + std::to_string(getpid()); }
+
+std::string_view text(const redisReply* r) {
+  return r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
+                 r->type == REDIS_REPLY_ERROR
+             ? std::string_view(r->str, r->len)
+             : std::string_view();
+}
+
+std::uint64_t integer(const redisReply* r) {
+  if (r->type == REDIS_REPLY_INTEGER) return static_cast<std::uint64_t>(std::max(r->integer, 0LL));
+  std::uint64_t v = 0;
+  std::string_view s = text(r);
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+// The script's reply: an array whose first element is a status word.
+struct Answer {
+  Reply reply;
+  std::string_view word;
+  std::size_t size() const { return reply->elements; }
+  const redisReply* at(std::size_t i) const { return reply->element[i]; }
+};
+
+Status unexpected(const redisReply* r) {
+  if (r->type == REDIS_REPLY_ERROR) {
+    return {StatusCode::kInternal, "redis error: " + std::string(text(r))};
+  }
+  return {StatusCode::kInternal, "redis: unexpected reply to the pressure script"};
+}
+
+}  // namespace
+
+struct PressureQueue::Impl {
+  Impl(RedisOptions o, std::string n) : name(std::move(n)), conn(std::move(o), process_id()) {
+    const std::string base = conn.options().prefix + ":" + name;
+    for (std::size_t i = 0; i < kKeyCount; ++i) keys[i] = base + std::string(kSuffix[i]);
+    for (std::size_t i = 0; i < kKeyCount; ++i) key_views[i] = keys[i];
+  }
+
+  std::string name;
+  redis::Connection conn;
+  std::array<std::string, kKeyCount> keys;
+  std::array<std::string_view, kKeyCount> key_views;
+  std::vector<std::string_view> args;
+
+  static std::string client_id() {
+    thread_local const std::string id =
+        process_id() + "_tid" + std::to_string(static_cast<long>(syscall(SYS_gettid)));
+    return id;
+  }
+
+  // Runs the script with ARGV = op, client id, extra...; fills `answer` or
+  // returns the failure (err.maybe_ran says whether it may have run).
+  Status run(std::string_view op, std::span<const std::string_view> extra, Answer& answer,
+             CallError& err) {
+    const std::string id = client_id();
+    args.clear();
+    args.push_back(op);
+    args.push_back(id);
+    args.insert(args.end(), extra.begin(), extra.end());
+    answer.reply = conn.eval_script(key_views, args, err);
+    if (!answer.reply) return err.status;
+    const redisReply* r = answer.reply.get();
+    if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return unexpected(r);
+    answer.word = text(r->element[0]);
+    if (answer.word == "NOQUEUE") {
+      return {StatusCode::kNotFound, "pressure queue '" + name + "' does not exist"};
+    }
+    return Status::Ok();
+  }
+
+  Status run(std::string_view op, Answer& answer) {
+    CallError err;
+    return run(op, {}, answer, err);
+  }
+
+  // Waits on the server until `key` holds an element (it moves nothing), for
+  // at most one slice. kOk means "look again", not "something is there".
+  Status wait_on(Key key, const Context& ctx) {
+    if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
+    auto slice = std::chrono::duration_cast<std::chrono::microseconds>(conn.options().wait_slice);
+    if (const auto& d = ctx.deadline()) {
+      slice = std::min(
+          slice, std::chrono::duration_cast<std::chrono::microseconds>(*d - Context::Clock::now()));
+    }
+    slice = std::max(slice, std::chrono::microseconds(1000));  // 0 would mean "forever"
+    std::array<char, 32> secs{};
+    std::snprintf(secs.data(), secs.size(), "%.3f", static_cast<double>(slice.count()) / 1e6);
+    const std::array<std::string_view, 6> argv = {"BLMOVE", keys[key], keys[key],
+                                                  "RIGHT",  "RIGHT",   secs.data()};
+    CallError err;
+    Reply r = conn.call(argv, err);
+    if (!r) return err.status;  // nothing was moved, so nothing is in doubt
+    if (r->type == REDIS_REPLY_ERROR) return unexpected(r.get());
+    return ctx.err();
+  }
+
+  PutResult put(std::span<const std::string_view> msgs, const Context& ctx, bool wait) {
+    PutResult res;
+    std::size_t i = 0;
+    if (ctx.stop_requested()) {
+      res.status = StatusCode::kCancelled;
+      return res;
+    }
+    while (i < msgs.size()) {
+      std::size_t n = 0;
+      std::size_t bytes = 0;
+      while (i + n < msgs.size() && n < kChunkMessages &&
+             (n == 0 || bytes + msgs[i + n].size() <= kChunkBytes)) {
+        bytes += msgs[i + n].size();
+        ++n;
+      }
+      Answer a;
+      CallError err;
+      if (Status s = run("put", msgs.subspan(i, n), a, err); !s.ok()) {
+        if (err.maybe_ran) res.in_doubt = n;
+        res.status = std::move(s);
+        return res;
+      }
+      if (a.word == "OK") {
+        const std::uint64_t done = integer(a.at(1));
+        i += done;
+        res.enqueued += done;
+        continue;
+      }
+      Status why;
+      Key gate = kProducerFree;
+      if (a.word == "FULL") {
+        why = {StatusCode::kWouldBlock, "pressure queue '" + name + "' is full"};
+        gate = kNotFull;
+      } else if (a.word == "INUSE") {
+        why = {StatusCode::kInUse, "another producer is using pressure queue '" + name + "'"};
+      } else if (a.word == "CLOSED") {
+        res.status = {StatusCode::kClosed, "pressure queue '" + name + "' is closed"};
+        return res;
+      } else {
+        res.status = unexpected(a.reply.get());
+        return res;
+      }
+      if (!wait) {
+        res.status = std::move(why);
+        return res;
+      }
+      if (Status s = wait_on(gate, ctx); !s.ok()) {
+        res.status = std::move(s);
+        return res;
+      }
+    }
+    return res;
+  }
+
+  Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx, bool wait) {
+    if (max == 0) return {StatusCode::kInvalidArgument, "get_many: max must be at least 1"};
+    if (ctx.stop_requested()) return StatusCode::kCancelled;
+    const std::string count = std::to_string(max);
+    const std::array<std::string_view, 1> extra = {count};
+    for (;;) {
+      Answer a;
+      CallError err;
+      if (Status s = run("get", extra, a, err); !s.ok()) {
+        if (err.maybe_ran) {
+          return {StatusCode::kUnavailable,
+                  std::string(s.message()) + "; up to " + count +
+                      " message(s) may have been taken from the queue by this get and lost"};
+        }
+        return s;
+      }
+      Key gate = kConsumerFree;
+      Status why;
+      if (a.word == "OK") {
+        for (std::size_t k = 2; k < a.size(); ++k) out.emplace_back(text(a.at(k)));
+        return Status::Ok();
+      }
+      if (a.word == "EMPTY") {
+        why = {StatusCode::kWouldBlock, "pressure queue '" + name + "' is empty"};
+        gate = kData;
+      } else if (a.word == "INUSE") {
+        why = {StatusCode::kInUse, "another consumer is using pressure queue '" + name + "'"};
+      } else if (a.word == "CLOSED") {
+        return {StatusCode::kClosed, "pressure queue '" + name + "' is closed and drained"};
+      } else {
+        return unexpected(a.reply.get());
+      }
+      if (!wait) return why;
+      // Waiting on the data key does not see a close: the slice bounds that.
+      if (Status s = wait_on(gate, ctx); !s.ok()) return s;
+    }
+  }
+};
+
+PressureQueue::PressureQueue(RedisOptions options, std::string name)
+    : impl_(std::make_unique<Impl>(std::move(options), std::move(name))) {}
+PressureQueue::~PressureQueue() = default;
+PressureQueue::PressureQueue(PressureQueue&&) noexcept = default;
+PressureQueue& PressureQueue::operator=(PressureQueue&&) noexcept = default;
+
+const std::string& PressureQueue::name() const noexcept { return impl_->name; }
+std::string PressureQueue::client_id() const { return Impl::client_id(); }
+std::uint64_t PressureQueue::round_trips() const noexcept { return impl_->conn.round_trips(); }
+
+Status PressureQueue::create(std::uint64_t bound) {
+  const std::string b = std::to_string(bound);
+  const std::array<std::string_view, 1> extra = {b};
+  Answer a;
+  CallError err;
+  if (Status s = impl_->run("create", extra, a, err); !s.ok()) {
+    if (err.maybe_ran) {
+      return {StatusCode::kUnavailable,
+              std::string(s.message()) + "; whether the queue was created is unknown"};
+    }
+    return s;
+  }
+  if (a.word == "OK") return Status::Ok();
+  if (a.word == "EXISTS") {
+    return {StatusCode::kAlreadyExists, "pressure queue '" + impl_->name + "' already exists"};
+  }
+  if (a.word == "REMNANTS") {
+    std::string keys;
+    for (std::size_t k = 1; k < a.size(); ++k) keys += " " + std::string(text(a.at(k)));
+    return {StatusCode::kAlreadyExists,
+            "keys of a half-deleted pressure queue '" + impl_->name +
+                "' remain (a delete is still running, or a client died in one):" + keys};
+  }
+  return unexpected(a.reply.get());
+}
+
+Result<bool> PressureQueue::exists() {
+  Answer a;
+  if (Status s = impl_->run("exists", a); !s.ok()) return s;
+  if (a.word != "OK") return unexpected(a.reply.get());
+  return integer(a.at(1)) == 1;
+}
+
+Result<std::uint64_t> PressureQueue::length() {
+  Answer a;
+  if (Status s = impl_->run("length", a); !s.ok()) return s;
+  if (a.word != "OK") return unexpected(a.reply.get());
+  return integer(a.at(1));
+}
+
+Result<bool> PressureQueue::closed() {
+  Answer a;
+  if (Status s = impl_->run("closed", a); !s.ok()) return s;
+  if (a.word != "OK") return unexpected(a.reply.get());
+  return integer(a.at(1)) == 1;
+}
+
+Result<PressureStats> PressureQueue::stats() {
+  Answer a;
+  if (Status s = impl_->run("stats", a); !s.ok()) return s;
+  if (a.word != "OK" || a.size() != 13) return unexpected(a.reply.get());
+  PressureStats st;
+  st.bound = integer(a.at(1));
+  st.length = integer(a.at(2));
+  st.closed = integer(a.at(3)) == 1;
+  st.produced_messages = integer(a.at(4));
+  st.produced_bytes = integer(a.at(5));
+  st.consumed_messages = integer(a.at(6));
+  st.consumed_bytes = integer(a.at(7));
+  st.producer = std::string(text(a.at(8)));
+  st.consumer = std::string(text(a.at(9)));
+  st.producer_free = integer(a.at(10)) > 0;
+  st.consumer_free = integer(a.at(11)) > 0;
+  st.not_full = integer(a.at(12)) > 0;
+  return st;
+}
+
+PutResult PressureQueue::put(std::string_view message, const Context& ctx) {
+  return impl_->put(std::span<const std::string_view>(&message, 1), ctx, true);
+}
+
+PutResult PressureQueue::try_put(std::string_view message) {
+  return impl_->put(std::span<const std::string_view>(&message, 1), Context(), false);
+}
+
+PutResult PressureQueue::put_many(std::span<const std::string> messages, const Context& ctx) {
+  std::vector<std::string_view> views(messages.begin(), messages.end());
+  return impl_->put(views, ctx, true);
+}
+
+PutResult PressureQueue::try_put_many(std::span<const std::string> messages) {
+  std::vector<std::string_view> views(messages.begin(), messages.end());
+  return impl_->put(views, Context(), false);
+}
+
+Result<std::string> PressureQueue::get(const Context& ctx) {
+  std::vector<std::string> out;
+  if (Status s = impl_->get(out, 1, ctx, true); !s.ok()) return s;
+  return std::move(out.front());
+}
+
+Result<std::string> PressureQueue::try_get() {
+  std::vector<std::string> out;
+  if (Status s = impl_->get(out, 1, Context(), false); !s.ok()) return s;
+  return std::move(out.front());
+}
+
+Status PressureQueue::get_many(std::vector<std::string>& out, std::size_t max, const Context& ctx) {
+  return impl_->get(out, max, ctx, true);
+}
+
+Status PressureQueue::try_get_many(std::vector<std::string>& out, std::size_t max) {
+  return impl_->get(out, max, Context(), false);
+}
+
+Status PressureQueue::close(const Context& ctx) {
+  if (ctx.stop_requested()) return StatusCode::kCancelled;
+  for (;;) {
+    Answer a;
+    CallError err;
+    if (Status s = impl_->run("close", {}, a, err); !s.ok()) {
+      if (err.maybe_ran) {
+        return {StatusCode::kUnavailable,
+                std::string(s.message()) + "; whether the queue was closed is unknown"};
+      }
+      return s;
+    }
+    if (a.word == "OK") return Status::Ok();
+    if (a.word == "CLOSED") {
+      return {StatusCode::kClosed, "pressure queue '" + impl_->name + "' was already closed"};
+    }
+    if (a.word != "INUSE") return unexpected(a.reply.get());
+    if (Status s = impl_->wait_on(kProducerFree, ctx); !s.ok()) return s;
+  }
+}
+
+Result<std::uint64_t> PressureQueue::destroy(const Context& ctx) {
+  if (ctx.stop_requested()) return StatusCode::kCancelled;
+  for (;;) {
+    Answer a;
+    CallError err;
+    if (Status s = impl_->run("delete", {}, a, err); !s.ok()) {
+      if (err.maybe_ran) {
+        return Status(StatusCode::kUnavailable,
+                      std::string(s.message()) + "; whether the queue was deleted is unknown");
+      }
+      return s;
+    }
+    if (a.word == "OK") return integer(a.at(1));
+    if (a.word != "BUSY" || a.size() != 3) return unexpected(a.reply.get());
+    // Closed and woken; wait for whoever holds a role to give it back.
+    const Key gate = integer(a.at(1)) == 0 ? kProducerFree : kConsumerFree;
+    if (Status s = impl_->wait_on(gate, ctx); !s.ok()) return s;
+  }
+}
+
+namespace {
+
+// Whether the client that recorded `holder` ("<host>_pid<N>[_tid<M>]") is
+// gone: true/false when provable, nullopt when it cannot be told.
+std::optional<bool> holder_gone(std::string_view holder, std::string_view client_list) {
+  const auto at = holder.rfind("_pid");
+  if (holder.empty() || at == std::string_view::npos) return std::nullopt;
+  std::string_view host = holder.substr(0, at);
+  std::string_view rest = holder.substr(at + 4);
+  long pid = 0;
+  auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+  if (ec != std::errc() || pid <= 0) return std::nullopt;
+  const std::string proc = std::string(host) + "_pid" + std::to_string(pid);
+  if (client_list.find("name=" + proc + " ") != std::string_view::npos) return false;
+  if (host == hostname()) {
+    return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  }
+  return std::nullopt;  // another host, and its client does not name its connections
+}
+
+}  // namespace
+
+Result<RepairReport> PressureQueue::repair(bool force) {
+  RepairReport report;
+  auto st = stats();
+  if (!st.ok()) return st.status();
+  std::string clients;
+  {
+    const std::array<std::string_view, 2> argv = {"CLIENT", "LIST"};
+    CallError err;
+    Reply r = impl_->conn.call(argv, err);
+    if (!r) return err.status;
+    clients = std::string(text(r.get()));
+  }
+  struct Role {
+    const char* name;
+    bool free;
+    const std::string& holder;
+  };
+  const std::array<Role, 2> roles = {Role{"producer", st->producer_free, st->producer},
+                                     Role{"consumer", st->consumer_free, st->consumer}};
+  for (const Role& role : roles) {
+    if (role.free) continue;
+    const std::string who = role.holder.empty() ? std::string("nobody recorded") : role.holder;
+    const std::optional<bool> gone = holder_gone(role.holder, clients);
+    if (gone == std::optional<bool>(false)) {
+      report.left_alone.push_back(std::string(role.name) + " role is held by " + who +
+                                  ", which is alive");
+      continue;
+    }
+    if (!gone && !force) {
+      report.left_alone.push_back(std::string(role.name) + " role is held by " + who +
+                                  ", which cannot be checked from here (use force)");
+      continue;
+    }
+    const std::array<std::string_view, 2> extra = {role.name, role.holder};
+    Answer a;
+    CallError err;
+    if (Status s = impl_->run("restore_token", extra, a, err); !s.ok()) return s;
+    if (a.word == "OK") {
+      report.repaired.push_back("restored the " + std::string(role.name) + " token held by " + who +
+                                (gone ? " (gone)" : " (forced)"));
+    } else {
+      report.left_alone.push_back(std::string(role.name) +
+                                  " role changed hands while checking; nothing done");
+    }
+  }
+  Answer a;
+  if (Status s = impl_->run("tidy", a); !s.ok()) return s;
+  if (a.word != "OK") return unexpected(a.reply.get());
+  for (std::size_t k = 1; k < a.size(); ++k) report.repaired.emplace_back(text(a.at(k)));
+  return report;
+}
+
+}  // namespace sluice

@@ -1,0 +1,91 @@
+#include "sluice/redis/redis_options.h"
+
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+namespace sluice {
+namespace {
+
+bool parse_int(std::string_view s, int& out) {
+  if (s.empty()) return false;
+  const auto* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, out);
+  return ec == std::errc() && p == end;
+}
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);  // NOLINT(concurrency-mt-unsafe): read-only use
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+}  // namespace
+
+std::string RedisOptions::endpoint() const {
+  return host + ":" + std::to_string(port) + "/" + std::to_string(db);
+}
+
+Result<RedisOptions> RedisOptions::from_url(std::string_view url, RedisOptions base) {
+  const auto bad = [&](std::string_view why) {
+    return Status(StatusCode::kInvalidArgument,
+                  "bad redis URL '" + std::string(url) + "': " + std::string(why));
+  };
+  constexpr std::string_view kScheme = "redis://";
+  if (!url.starts_with(kScheme)) return bad("expected redis://[[user]:password@]host[:port][/db]");
+  std::string_view rest = url.substr(kScheme.size());
+  if (auto at = rest.rfind('@'); at != std::string_view::npos) {
+    std::string_view cred = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    if (auto colon = cred.find(':'); colon != std::string_view::npos) {
+      base.user = std::string(cred.substr(0, colon));
+      base.password = std::string(cred.substr(colon + 1));
+    } else {
+      base.password = std::string(cred);
+    }
+  }
+  std::string_view hostport = rest;
+  if (auto slash = rest.find('/'); slash != std::string_view::npos) {
+    hostport = rest.substr(0, slash);
+    std::string_view db = rest.substr(slash + 1);
+    if (!db.empty() && (!parse_int(db, base.db) || base.db < 0)) return bad("db is not a number");
+  }
+  if (auto colon = hostport.rfind(':'); colon != std::string_view::npos) {
+    if (!parse_int(hostport.substr(colon + 1), base.port) || base.port <= 0 || base.port > 65535) {
+      return bad("port is not a number in 1..65535");
+    }
+    hostport = hostport.substr(0, colon);
+  }
+  if (hostport.empty()) return bad("no host");
+  base.host = std::string(hostport);
+  return base;
+}
+
+Result<RedisOptions> RedisOptions::from_env(RedisOptions base) {
+  if (const char* url = env("REDIS_URL")) {
+    auto r = from_url(url, std::move(base));
+    if (!r.ok()) return r.status();
+    base = std::move(*r);
+  }
+  if (const char* v = env("REDIS_SERVER")) base.host = v;
+  if (const char* v = env("REDIS_PORT")) {
+    if (!parse_int(v, base.port) || base.port <= 0 || base.port > 65535) {
+      return Status(StatusCode::kInvalidArgument,
+                    std::string("REDIS_PORT='") + v + "' is not a port number");
+    }
+  }
+  if (const char* v = env("REDIS_DB")) {
+    if (!parse_int(v, base.db) || base.db < 0) {
+      return Status(StatusCode::kInvalidArgument,
+                    std::string("REDIS_DB='") + v + "' is not a database number");
+    }
+  }
+  if (const char* v = env("PRESSURE_PREFIX")) base.prefix = v;
+  return base;
+}
+
+Result<RedisOptions> RedisOptions::from_env() { return from_env(RedisOptions()); }
+Result<RedisOptions> RedisOptions::from_url(std::string_view url) {
+  return from_url(url, RedisOptions());
+}
+
+}  // namespace sluice

@@ -1,0 +1,533 @@
+// PressureQueue against a real redis-server started for each test.
+#include "sluice/redis/pressure_queue.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testutil/redis_server.h"
+#include "testutil/wait_for.h"
+
+namespace sluice {
+namespace {
+
+using namespace std::chrono_literals;
+using testutil::RawRedis;
+using testutil::RedisServer;
+
+class PressureQueueTest : public ::testing::Test {
+ protected:
+  PressureQueue queue(const std::string& name = "q") { return {server_.options(), name}; }
+  std::string key(const std::string& suffix = "", const std::string& name = "q") {
+    return "__pressure__:" + name + suffix;
+  }
+  // Clients blocked in a command on the server (e.g. a waiting get).
+  long long blocked_clients() {
+    auto r = raw_.cmd({"INFO", "clients"});
+    std::string info(r->str, r->len);
+    auto at = info.find("blocked_clients:");
+    return std::stoll(info.substr(at + 16));
+  }
+
+  RedisServer server_;
+  RawRedis raw_{server_.port()};
+};
+
+TEST_F(PressureQueueTest, CreateThenExistsLengthClosed) {
+  auto q = queue();
+  EXPECT_EQ(*q.exists(), false);
+  EXPECT_EQ(q.length().code(), StatusCode::kNotFound);  // the protocol's rule
+  EXPECT_EQ(q.closed().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(q.create(5).ok());
+  EXPECT_EQ(*q.exists(), true);
+  EXPECT_EQ(*q.length(), 0U);
+  EXPECT_EQ(*q.closed(), false);
+  Status again = q.create(5);
+  EXPECT_EQ(again.code(), StatusCode::kAlreadyExists);
+}
+
+TEST_F(PressureQueueTest, CreateWritesTheProtocolKeys) {
+  ASSERT_TRUE(queue().create(5).ok());
+  const std::vector<std::string> want = {":bound string 5", ":consumer_free list [0]",
+                                         ":not_full list [0]", ":producer_free list [0]"};
+  EXPECT_EQ(raw_.dump(key("*"), key()), want);
+}
+
+TEST_F(PressureQueueTest, CreateRefusesRemnantsOfAHalfDeletedQueue) {
+  raw_.cmd({"LPUSH", key(":closed"), "0", "0"});  // what a dead deleter leaves
+  Status s = queue().create(0);
+  EXPECT_EQ(s.code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(s.message().find(":closed"), std::string_view::npos) << s;
+}
+
+TEST_F(PressureQueueTest, PutGetKeepsFifoBytesAndStats) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  std::vector<std::string> sent;
+  std::uint64_t bytes = 0;
+  for (int i = 0; i < 50; ++i) {
+    std::string m = "m" + std::to_string(i);
+    m.push_back('\0');  // binary payloads survive (hazard 11)
+    m += std::string(static_cast<std::size_t>(i), 'x');
+    bytes += m.size();
+    ASSERT_TRUE(q.put(m).ok());
+    sent.push_back(m);
+  }
+  // LPUSH: the newest is on the left.
+  auto stored = raw_.lrange(key());
+  ASSERT_EQ(stored.size(), 50U);
+  EXPECT_EQ(stored.front(), sent.back());
+  for (const auto& m : sent) {
+    auto got = q.get();
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(*got, m);
+  }
+  auto st = q.stats();
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->produced_messages, 50U);
+  EXPECT_EQ(st->consumed_messages, 50U);
+  EXPECT_EQ(st->produced_bytes, bytes);
+  EXPECT_EQ(st->consumed_bytes, bytes);
+  EXPECT_EQ(st->length, 0U);
+  EXPECT_EQ(st->producer, q.client_id());
+  EXPECT_EQ(st->consumer, q.client_id());
+  EXPECT_TRUE(st->producer_free && st->consumer_free);
+  EXPECT_EQ(raw_.get(key(":stats:produced_bytes")), std::to_string(bytes));
+}
+
+TEST_F(PressureQueueTest, OneRoundTripPerOperation) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(100).ok());  // connects
+  auto before = q.round_trips();
+  ASSERT_TRUE(q.put("a").ok());
+  EXPECT_EQ(q.round_trips() - before, 1U);
+  std::vector<std::string> batch(64, "b");
+  before = q.round_trips();
+  ASSERT_TRUE(q.put_many(batch).ok());
+  EXPECT_EQ(q.round_trips() - before, 1U);
+  before = q.round_trips();
+  ASSERT_TRUE(q.get().ok());
+  EXPECT_EQ(q.round_trips() - before, 1U);
+  std::vector<std::string> out;
+  before = q.round_trips();
+  ASSERT_TRUE(q.get_many(out, 64).ok());
+  EXPECT_EQ(q.round_trips() - before, 1U);
+  EXPECT_EQ(out.size(), 64U);
+}
+
+TEST_F(PressureQueueTest, TryPutOnFullAndTryGetOnEmpty) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(2).ok());
+  auto e = q.try_get();
+  EXPECT_EQ(e.code(), StatusCode::kWouldBlock);
+  ASSERT_TRUE(q.try_put("1").ok());
+  ASSERT_TRUE(q.try_put("2").ok());
+  EXPECT_EQ(raw_.integer({"EXISTS", key(":not_full")}), 0);  // full: no token
+  auto full = q.try_put("3");
+  EXPECT_EQ(full.code(), StatusCode::kWouldBlock);
+  EXPECT_EQ(full.delivery(), Delivery::kNotEnqueued);
+  EXPECT_EQ(*q.length(), 2U);
+  EXPECT_EQ(*q.try_get(), "1");
+  EXPECT_EQ(raw_.lrange(key(":not_full")), std::vector<std::string>{"0"});
+  EXPECT_TRUE(q.try_put("3").ok());
+}
+
+TEST_F(PressureQueueTest, BatchPutStopsAtTheBoundAndKeepsOrder) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(5).ok());
+  std::vector<std::string> batch;
+  for (int i = 0; i < 8; ++i) batch.push_back(std::to_string(i));
+  auto r = q.try_put_many(batch);
+  EXPECT_EQ(r.code(), StatusCode::kWouldBlock);
+  EXPECT_EQ(r.enqueued, 5U);
+  EXPECT_EQ(r.delivery(4), Delivery::kEnqueued);
+  EXPECT_EQ(r.delivery(5), Delivery::kNotEnqueued);
+  std::vector<std::string> out;
+  ASSERT_TRUE(q.get_many(out, 100).ok());
+  EXPECT_EQ(out, std::vector<std::string>(batch.begin(), batch.begin() + 5));
+}
+
+TEST_F(PressureQueueTest, BlockingBatchPutLargerThanTheBoundCompletesAsAConsumerDrains) {
+  auto p = queue();
+  ASSERT_TRUE(p.create(4).ok());
+  std::vector<std::string> batch;
+  for (int i = 0; i < 40; ++i) batch.push_back(std::to_string(i));
+  std::atomic<std::uint64_t> max_len{0};
+  std::jthread consumer([&] {
+    auto c = queue();
+    RawRedis watch(server_.port());
+    std::vector<std::string> got;
+    while (got.size() < batch.size()) {
+      auto len = static_cast<std::uint64_t>(watch.integer({"LLEN", key()}));
+      if (len > max_len) max_len = len;
+      ASSERT_TRUE(c.get_many(got, 3).ok());
+    }
+    EXPECT_EQ(got, batch);
+  });
+  auto r = p.put_many(batch);
+  EXPECT_TRUE(r.ok()) << r.status;
+  EXPECT_EQ(r.enqueued, batch.size());
+  consumer.join();
+  EXPECT_LE(max_len.load(), 4U);
+}
+
+TEST_F(PressureQueueTest, BlockingPutIsReleasedByAGet) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(1).ok());
+  ASSERT_TRUE(q.put("first").ok());
+  auto blocked = std::async(std::launch::async, [&] { return queue().put("second"); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  EXPECT_EQ(*q.length(), 1U);  // the waiting put did not pass the bound
+  EXPECT_EQ(*q.get(), "first");
+  EXPECT_TRUE(blocked.get().ok());
+  EXPECT_EQ(*q.get(), "second");
+}
+
+TEST_F(PressureQueueTest, BlockingGetIsReleasedByAPut) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  auto blocked = std::async(std::launch::async, [&] { return queue().get(); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(q.put("hello").ok());
+  auto got = blocked.get();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "hello");
+}
+
+TEST_F(PressureQueueTest, BlockingGetIsReleasedByAClose) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  auto blocked = std::async(std::launch::async, [&] { return queue().get(); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(q.close().ok());
+  EXPECT_EQ(blocked.get().code(), StatusCode::kClosed);
+}
+
+TEST_F(PressureQueueTest, CloseThenDrain) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  for (const char* m : {"a", "b", "c"}) ASSERT_TRUE(q.put(m).ok());
+  ASSERT_TRUE(q.close().ok());
+  EXPECT_EQ(raw_.lrange(key(":closed")), (std::vector<std::string>{"0", "0"}));
+  EXPECT_EQ(*q.closed(), true);
+  auto late = q.put("d");
+  EXPECT_EQ(late.code(), StatusCode::kClosed);
+  EXPECT_EQ(late.delivery(), Delivery::kNotEnqueued);
+  EXPECT_EQ(q.close().code(), StatusCode::kClosed);
+  EXPECT_EQ(*q.get(), "a");
+  EXPECT_EQ(*q.get(), "b");
+  EXPECT_EQ(*q.get(), "c");
+  EXPECT_EQ(q.get().code(), StatusCode::kClosed);
+  EXPECT_EQ(*q.closed(), true);  // draining never consumes the close (hazard 6)
+  auto st = q.stats();
+  EXPECT_EQ(st->consumed_messages, 3U);  // counted while draining (hazard 5)
+}
+
+TEST_F(PressureQueueTest, CancelledGetReturnsPromptly) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  std::stop_source stop;
+  auto blocked =
+      std::async(std::launch::async, [&] { return queue().get(Context(stop.get_token())); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  stop.request_stop();
+  EXPECT_EQ(blocked.get().code(), StatusCode::kCancelled);
+  EXPECT_EQ(*q.length(), 0U);
+  auto st = q.stats();
+  EXPECT_TRUE(st->consumer_free);
+}
+
+TEST_F(PressureQueueTest, CancelledPutEnqueuesNothing) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(1).ok());
+  ASSERT_TRUE(q.put("x").ok());
+  std::stop_source stop;
+  auto blocked =
+      std::async(std::launch::async, [&] { return queue().put("y", Context(stop.get_token())); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  stop.request_stop();
+  auto r = blocked.get();
+  EXPECT_EQ(r.code(), StatusCode::kCancelled);
+  EXPECT_EQ(r.delivery(), Delivery::kNotEnqueued);
+  EXPECT_EQ(raw_.lrange(key()), std::vector<std::string>{"x"});
+  EXPECT_TRUE(q.stats()->producer_free);
+}
+
+TEST_F(PressureQueueTest, DeadlineBoundsTheWait) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  EXPECT_EQ(q.get(with_timeout(30ms)).code(), StatusCode::kDeadlineExceeded);
+  // A call that can complete at once does, whatever the deadline.
+  ASSERT_TRUE(q.put("now").ok());
+  EXPECT_EQ(*q.get(with_timeout(0ms)), "now");
+}
+
+TEST_F(PressureQueueTest, StopBeforeTheCallTouchesNothing) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  std::stop_source stop;
+  stop.request_stop();
+  const auto before = q.round_trips();
+  EXPECT_EQ(q.put("x", Context(stop.get_token())).code(), StatusCode::kCancelled);
+  EXPECT_EQ(q.get(Context(stop.get_token())).code(), StatusCode::kCancelled);
+  EXPECT_EQ(q.round_trips(), before);
+}
+
+TEST_F(PressureQueueTest, OperationsOnAMissingQueueAreNotFound) {
+  auto q = queue("missing");
+  EXPECT_EQ(q.put("x").code(), StatusCode::kNotFound);
+  EXPECT_EQ(q.get().code(), StatusCode::kNotFound);
+  EXPECT_EQ(q.close().code(), StatusCode::kNotFound);
+  EXPECT_EQ(q.destroy().code(), StatusCode::kNotFound);
+  EXPECT_EQ(q.stats().code(), StatusCode::kNotFound);
+  EXPECT_TRUE(raw_.dump(key("*", "missing"), "").empty());  // and created nothing
+}
+
+TEST_F(PressureQueueTest, DestroyRemovesEveryKeyAndCountsWhatItDiscards) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(3).ok());
+  ASSERT_TRUE(q.put("a").ok());
+  ASSERT_TRUE(q.put("b").ok());
+  ASSERT_TRUE(q.get().ok());
+  auto gone = q.destroy();
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(*gone, 1U);
+  EXPECT_TRUE(raw_.dump(key("*"), "").empty());
+  EXPECT_EQ(*q.exists(), false);
+}
+
+TEST_F(PressureQueueTest, DestroyWithABlockedProducerLosesNothingSilently) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(1).ok());
+  ASSERT_TRUE(q.put("in").ok());
+  auto producer = std::async(std::launch::async, [&] { return queue().put("waiting"); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  auto gone = q.destroy();
+  ASSERT_TRUE(gone.ok());
+  EXPECT_EQ(*gone, 1U);  // "in" was discarded, and said so
+  auto r = producer.get();
+  EXPECT_EQ(r.code(), StatusCode::kNotFound);  // "waiting" was never enqueued
+  EXPECT_EQ(r.delivery(), Delivery::kNotEnqueued);
+  EXPECT_TRUE(raw_.dump(key("*"), "").empty());
+}
+
+TEST_F(PressureQueueTest, DestroyWithABlockedConsumer) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(1).ok());
+  auto consumer = std::async(std::launch::async, [&] { return queue().get(); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(q.destroy().ok());
+  const StatusCode c = consumer.get().code();
+  EXPECT_TRUE(c == StatusCode::kNotFound || c == StatusCode::kClosed) << c;
+}
+
+TEST_F(PressureQueueTest, BoundNeverExceededUnderAFastProducerAndConsumer) {
+  constexpr int kBound = 8;
+  constexpr int kMessages = 4000;
+  auto q = queue();
+  ASSERT_TRUE(q.create(kBound).ok());
+  std::atomic<bool> done{false};
+  std::atomic<long long> max_seen{0};
+  std::atomic<long long> samples{0};
+  std::jthread sampler([&] {
+    RawRedis watch(server_.port());
+    while (!done) {
+      const long long len = watch.integer({"LLEN", key()});
+      if (len > max_seen) max_seen = len;
+      ++samples;
+    }
+  });
+  std::jthread producer([&] {
+    auto p = queue();
+    for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(p.put(std::to_string(i)).ok());
+  });
+  auto c = queue();
+  for (int i = 0; i < kMessages; ++i) {
+    auto m = c.get();
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_EQ(*m, std::to_string(i));
+  }
+  producer.join();
+  done = true;
+  sampler.join();
+  EXPECT_LE(max_seen.load(), kBound);
+  EXPECT_GT(samples.load(), 100);
+  auto st = q.stats();
+  EXPECT_EQ(st->produced_messages, static_cast<std::uint64_t>(kMessages));
+  EXPECT_EQ(st->consumed_messages, static_cast<std::uint64_t>(kMessages));
+}
+
+TEST_F(PressureQueueTest, RedisNotRunningIsAClearErrorAndNothingIsEnqueued) {
+  RedisOptions o = server_.options();
+  server_.stop();
+  o.connect_timeout = 500ms;
+  PressureQueue q(o, "q");
+  auto r = q.put("x");
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.delivery(), Delivery::kNotEnqueued);
+  EXPECT_NE(r.status.message().find("unreachable"), std::string_view::npos) << r.status;
+  EXPECT_EQ(q.get().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(q.create(0).code(), StatusCode::kUnavailable);
+  EXPECT_EQ(q.length().code(), StatusCode::kUnavailable);
+}
+
+TEST_F(PressureQueueTest, ReconnectsAfterTheServerRestarts) {
+  RedisServer durable(/*persistent=*/true);
+  PressureQueue q(durable.options(), "q");
+  ASSERT_TRUE(q.create(0).ok());
+  ASSERT_TRUE(q.put("before").ok());
+  durable.restart();
+  // The first call finds the old connection dead: it fails clearly, saying
+  // whether the message went in; a later call reconnects.
+  std::vector<std::string> maybe;
+  std::vector<std::string> sure = {"before"};
+  for (int i = 0; i < 3; ++i) {
+    const std::string m = "after" + std::to_string(i);
+    auto r = q.put(m);
+    if (r.ok()) {
+      sure.push_back(m);
+    } else {
+      EXPECT_EQ(r.code(), StatusCode::kUnavailable);
+      if (r.delivery() == Delivery::kUnknown) maybe.push_back(m);
+    }
+  }
+  ASSERT_GE(sure.size(), 3U);  // it reconnected
+  std::vector<std::string> got;
+  for (;;) {
+    auto m = q.try_get();
+    if (!m.ok()) {
+      ASSERT_EQ(m.code(), StatusCode::kWouldBlock) << m.status();
+      break;
+    }
+    got.push_back(*m);
+  }
+  // Every sure message once, in order; in-doubt ones at most once.
+  std::vector<std::string> filtered;
+  for (const auto& m : got) {
+    if (std::find(maybe.begin(), maybe.end(), m) == maybe.end()) filtered.push_back(m);
+  }
+  EXPECT_EQ(filtered, sure);
+}
+
+TEST_F(PressureQueueTest, ScriptCacheFlushIsRecovered) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  raw_.cmd({"SCRIPT", "FLUSH"});
+  const auto before = q.round_trips();
+  ASSERT_TRUE(q.put("x").ok());  // NOSCRIPT, then EVAL: the script runs once
+  EXPECT_EQ(q.round_trips() - before, 2U);
+  EXPECT_EQ(*q.length(), 1U);
+}
+
+TEST_F(PressureQueueTest, RepairRestoresATokenOfADeadHolderOnly) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  // A holder on this host whose process is gone.
+  pid_t dead = fork();
+  if (dead == 0) _exit(0);
+  int st = 0;
+  waitpid(dead, &st, 0);
+  std::array<char, 256> host{};
+  gethostname(host.data(), host.size() - 1);
+  const std::string dead_id = std::string(host.data()) + "_pid" + std::to_string(dead);
+  raw_.cmd({"RPOP", key(":producer_free")});
+  raw_.cmd({"SET", key(":producer"), dead_id});
+  // An alive holder (this process) for the consumer role.
+  const std::string live_id = std::string(host.data()) + "_pid" + std::to_string(getpid());
+  raw_.cmd({"RPOP", key(":consumer_free")});
+  raw_.cmd({"SET", key(":consumer"), live_id});
+
+  EXPECT_EQ(q.try_put("x").code(), StatusCode::kInUse);
+  auto report = q.repair();
+  ASSERT_TRUE(report.ok()) << report.status();
+  ASSERT_EQ(report->repaired.size(), 1U);
+  EXPECT_NE(report->repaired[0].find(dead_id), std::string::npos);
+  ASSERT_EQ(report->left_alone.size(), 1U);
+  EXPECT_NE(report->left_alone[0].find("alive"), std::string::npos);
+  EXPECT_EQ(raw_.lrange(key(":producer_free")), std::vector<std::string>{"0"});
+  EXPECT_TRUE(raw_.lrange(key(":consumer_free")).empty());
+  EXPECT_TRUE(q.try_put("x").ok());
+}
+
+TEST_F(PressureQueueTest, RepairLeavesAnUncheckableHolderUnlessForced) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  raw_.cmd({"RPOP", key(":producer_free")});
+  raw_.cmd({"SET", key(":producer"), "elsewhere.example_pid42"});
+  auto report = q.repair();
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->repaired.empty());
+  ASSERT_EQ(report->left_alone.size(), 1U);
+  EXPECT_NE(report->left_alone[0].find("force"), std::string::npos);
+  report = q.repair(/*force=*/true);
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->repaired.size(), 1U);
+  EXPECT_TRUE(q.try_put("x").ok());
+}
+
+TEST_F(PressureQueueTest, RepairTrimsDuplicatedTokensAndRestoresNotFull) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(3).ok());
+  raw_.cmd({"LPUSH", key(":consumer_free"), "0"});  // two consumers could enter
+  raw_.cmd({"DEL", key(":not_full")});              // a consumer died between pop and refill
+  auto report = q.repair();
+  ASSERT_TRUE(report.ok());
+  EXPECT_EQ(report->repaired.size(), 2U);
+  EXPECT_EQ(raw_.lrange(key(":consumer_free")), std::vector<std::string>{"0"});
+  EXPECT_EQ(raw_.lrange(key(":not_full")), std::vector<std::string>{"0"});
+}
+
+TEST(RedisOptionsTest, ParsesUrls) {
+  auto o = RedisOptions::from_url("redis://alice:s3cret@db.example:6380/2");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->host, "db.example");
+  EXPECT_EQ(o->port, 6380);
+  EXPECT_EQ(o->db, 2);
+  EXPECT_EQ(o->user, "alice");
+  EXPECT_EQ(o->password, "s3cret");
+  auto p = RedisOptions::from_url("redis://:pw@h");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->user, "");
+  EXPECT_EQ(p->password, "pw");
+  EXPECT_EQ(p->port, 6379);
+  EXPECT_EQ(RedisOptions::from_url("http://h").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(RedisOptions::from_url("redis://h:99999").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(RedisOptions::from_url("redis://h/x").code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RedisOptionsTest, ReadsTheProtocolsEnvironment) {
+  setenv("REDIS_SERVER", "10.0.0.9", 1);  // NOLINT(concurrency-mt-unsafe): single-threaded test
+  setenv("REDIS_PORT", "7000", 1);        // NOLINT(concurrency-mt-unsafe)
+  setenv("REDIS_DB", "3", 1);             // NOLINT(concurrency-mt-unsafe)
+  setenv("PRESSURE_PREFIX", "pp", 1);     // NOLINT(concurrency-mt-unsafe)
+  auto o = RedisOptions::from_env();
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->host, "10.0.0.9");
+  EXPECT_EQ(o->port, 7000);
+  EXPECT_EQ(o->db, 3);
+  EXPECT_EQ(o->prefix, "pp");
+  setenv("REDIS_PORT", "seven", 1);  // NOLINT(concurrency-mt-unsafe)
+  auto bad = RedisOptions::from_env();
+  EXPECT_EQ(bad.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("REDIS_PORT"), std::string_view::npos);
+}
+
+TEST_F(PressureQueueTest, DatabaseAndPrefixAreHonoured) {
+  RedisOptions o = server_.options();
+  o.db = 4;
+  o.prefix = "custom";
+  PressureQueue q(o, "q");
+  ASSERT_TRUE(q.create(0).ok());
+  ASSERT_TRUE(q.put("x").ok());
+  raw_.cmd({"SELECT", "4"});
+  EXPECT_EQ(raw_.lrange("custom:q"), std::vector<std::string>{"x"});
+}
+
+}  // namespace
+}  // namespace sluice
