@@ -1,0 +1,255 @@
+// sluice and a client that speaks the protocol step by step as the existing
+// clients do (reference_client.h), on the same queues of one real Redis.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis/reference_client.h"
+#include "sluice/redis/pressure_queue.h"
+#include "testutil/redis_server.h"
+#include "testutil/wait_for.h"
+
+namespace sluice {
+namespace {
+
+using namespace std::chrono_literals;
+using testutil::RawRedis;
+using testutil::RedisServer;
+using testutil::ReferenceClient;
+
+class PressureInteropTest : public ::testing::Test {
+ protected:
+  PressureQueue sluice_q(const std::string& name = "q") { return {server_.options(), name}; }
+  ReferenceClient reference(const std::string& name = "q") { return {server_.port(), name}; }
+  long long blocked_clients() {
+    auto r = raw_.cmd({"INFO", "clients"});
+    std::string info(r->str, r->len);
+    return std::stoll(info.substr(info.find("blocked_clients:") + 16));
+  }
+  // The queue's keys and values, with client ids masked (they differ by design).
+  std::vector<std::string> state(const std::string& name) {
+    const std::string base = "__pressure__:" + name;
+    auto lines = raw_.dump(base + "*", base);
+    for (auto& l : lines) {
+      if (l.starts_with(":producer string") || l.starts_with(":consumer string")) {
+        l = l.substr(0, l.find(" string") + 7) + " <id>";
+      }
+    }
+    return lines;
+  }
+
+  RedisServer server_;
+  RawRedis raw_{server_.port()};
+};
+
+std::vector<std::string> messages(int n, const std::string& tag) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) out.push_back(tag + std::to_string(i) + std::string(i % 7, '.'));
+  return out;
+}
+
+TEST_F(PressureInteropTest, ReferenceProducesSluiceConsumes) {
+  auto ref = reference();
+  ref.create(16);
+  const auto sent = messages(300, "r");
+  std::jthread producer([&] {
+    auto p = reference();
+    for (const auto& m : sent) p.put(m);
+    p.close();
+  });
+  auto q = sluice_q();
+  std::vector<std::string> got;
+  for (;;) {
+    auto m = q.get();
+    if (m.code() == StatusCode::kClosed) break;
+    ASSERT_TRUE(m.ok()) << m.status();
+    got.push_back(*m);
+  }
+  producer.join();
+  EXPECT_EQ(got, sent);
+  auto st = q.stats();
+  EXPECT_EQ(st->produced_messages, 300U);
+  EXPECT_EQ(st->consumed_messages, 300U);
+  EXPECT_EQ(st->produced_bytes, st->consumed_bytes);
+}
+
+TEST_F(PressureInteropTest, SluiceProducesReferenceConsumes) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(16).ok());
+  const auto sent = messages(300, "s");
+  std::jthread producer([&] {
+    auto p = sluice_q();
+    for (std::size_t i = 0; i < sent.size(); i += 10) {
+      // Batches and singles mixed.
+      if (i % 20 == 0) {
+        std::vector<std::string> batch(sent.begin() + static_cast<long>(i),
+                                       sent.begin() + static_cast<long>(i + 10));
+        ASSERT_TRUE(p.put_many(batch).ok());
+      } else {
+        for (std::size_t k = i; k < i + 10; ++k) ASSERT_TRUE(p.put(sent[k]).ok());
+      }
+    }
+    ASSERT_TRUE(p.close().ok());
+  });
+  auto ref = reference();
+  std::vector<std::string> got;
+  for (;;) {
+    try {
+      got.push_back(ref.get());
+    } catch (const ReferenceClient::Error& e) {
+      ASSERT_STREQ(e.what(), "QueueClosed");
+      break;
+    }
+  }
+  producer.join();
+  EXPECT_EQ(got, sent);
+  auto st = q.stats();
+  EXPECT_EQ(st->produced_messages, 300U);
+  EXPECT_EQ(st->consumed_messages, 300U);
+}
+
+TEST_F(PressureInteropTest, InterleavedClientsKeepOneFifo) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(0).ok());
+  auto ref = reference();
+  std::vector<std::string> sent;
+  for (int i = 0; i < 40; ++i) {
+    const std::string m = std::to_string(i);
+    if (i % 3 == 0) {
+      ref.put(m);
+    } else {
+      ASSERT_TRUE(q.put(m).ok());
+    }
+    sent.push_back(m);
+  }
+  std::vector<std::string> got;
+  for (int i = 0; i < 40; ++i) got.push_back(i % 2 == 0 ? ref.get() : *q.get());
+  EXPECT_EQ(got, sent);
+}
+
+// The same operations through each client leave the same keys and values.
+TEST_F(PressureInteropTest, SameKeysAndValuesAsTheReferenceClient) {
+  for (long long bound : {0LL, 3LL}) {
+    const std::string a = "ref" + std::to_string(bound);
+    const std::string b = "slc" + std::to_string(bound);
+    auto ref = reference(a);
+    auto q = sluice_q(b);
+    ref.create(bound);
+    ASSERT_TRUE(q.create(static_cast<std::uint64_t>(bound)).ok());
+    EXPECT_EQ(state(a), state(b)) << "after create, bound " << bound;
+    for (const char* m : {"one", "two!", "three"}) {
+      ref.put(m);
+      ASSERT_TRUE(q.put(m).ok());
+    }
+    EXPECT_EQ(state(a), state(b)) << "after puts, bound " << bound;
+    EXPECT_EQ(ref.get(), *q.get());
+    EXPECT_EQ(state(a), state(b)) << "after a get, bound " << bound;
+    ref.close();
+    ASSERT_TRUE(q.close().ok());
+    EXPECT_EQ(ref.get(), *q.get());
+    EXPECT_EQ(ref.get(), *q.get());
+    EXPECT_EQ(state(a), state(b)) << "after close and drain, bound " << bound;
+    ref.del();
+    ASSERT_TRUE(q.destroy().ok());
+    EXPECT_TRUE(state(a).empty());
+    EXPECT_TRUE(state(b).empty());
+  }
+}
+
+TEST_F(PressureInteropTest, ReferenceProducerInsideAPutExcludesSluice) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(1).ok());
+  ASSERT_TRUE(q.put("first").ok());
+  // The reference producer blocks on the full queue holding the role.
+  auto ref_put = std::async(std::launch::async, [&] { reference().put("second"); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  auto tried = q.try_put("third");
+  EXPECT_EQ(tried.code(), StatusCode::kInUse);
+  EXPECT_EQ(q.put("third", with_timeout(100ms)).code(), StatusCode::kDeadlineExceeded);
+  auto waiting = std::async(std::launch::async, [&] { return sluice_q().put("third"); });
+  EXPECT_EQ(*q.get(), "first");
+  ref_put.get();
+  EXPECT_EQ(*q.get(), "second");
+  EXPECT_TRUE(waiting.get().ok());
+  EXPECT_EQ(*q.get(), "third");
+}
+
+TEST_F(PressureInteropTest, ReferenceConsumerInsideAGetExcludesSluice) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(0).ok());
+  auto ref_get = std::async(std::launch::async, [&] { return reference().get(); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  EXPECT_EQ(q.try_get().code(), StatusCode::kInUse);
+  ASSERT_TRUE(q.put("for the reference").ok());
+  EXPECT_EQ(ref_get.get(), "for the reference");
+  EXPECT_EQ(q.try_get().code(), StatusCode::kWouldBlock);  // role free again
+}
+
+TEST_F(PressureInteropTest, SluiceCloseWakesABlockedReferenceConsumer) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(0).ok());
+  auto ref_get = std::async(std::launch::async, [&] {
+    try {
+      reference().get();
+      return std::string("got a message");
+    } catch (const ReferenceClient::Error& e) {
+      return std::string(e.what());
+    }
+  });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(q.close().ok());
+  EXPECT_EQ(ref_get.get(), "QueueClosed");
+  EXPECT_EQ(*q.closed(), true);
+}
+
+// Hazard 8: a reference producer blocked on a full queue when the queue is
+// deleted pushes its message into the dying queue. sluice's destroy counts it.
+TEST_F(PressureInteropTest, DestroyReportsWhatABlockedReferenceProducerPushed) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(1).ok());
+  ASSERT_TRUE(q.put("queued").ok());
+  auto ref_put = std::async(std::launch::async, [&] { reference().put("late"); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  auto gone = q.destroy(with_timeout(10s));
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  ref_put.get();
+  EXPECT_EQ(*gone, 2U);  // "queued" and "late": both reported, none silently
+  EXPECT_TRUE(state("q").empty());
+}
+
+// Hazard 3: a reference consumer refills :not_full after its pop, which can
+// land after the queue filled again. sluice's producer re-checks the length
+// atomically, so it never passes the bound.
+TEST_F(PressureInteropTest, SluiceProducerNeverPassesTheBoundAgainstAReferenceConsumer) {
+  constexpr int kBound = 4;
+  constexpr int kMessages = 1500;
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(kBound).ok());
+  std::atomic<bool> done{false};
+  std::atomic<long long> max_seen{0};
+  std::jthread sampler([&] {
+    RawRedis watch(server_.port());
+    while (!done) {
+      const long long len = watch.integer({"LLEN", "__pressure__:q"});
+      if (len > max_seen) max_seen = len;
+    }
+  });
+  std::jthread producer([&] {
+    auto p = sluice_q();
+    for (int i = 0; i < kMessages; ++i) ASSERT_TRUE(p.put(std::to_string(i)).ok());
+  });
+  auto ref = reference();
+  for (int i = 0; i < kMessages; ++i) ASSERT_EQ(ref.get(), std::to_string(i));
+  producer.join();
+  done = true;
+  sampler.join();
+  EXPECT_LE(max_seen.load(), kBound);
+}
+
+}  // namespace
+}  // namespace sluice

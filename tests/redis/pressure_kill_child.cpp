@@ -1,0 +1,36 @@
+// Child process for pressure_kill_test: a sluice producer or consumer that
+// runs until it is killed. Usage: pressure_kill_child <port> producer|consumer <generation>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "sluice/redis/pressure_queue.h"
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr, "usage: %s <port> producer|consumer <generation>\n", argv[0]);
+    return 2;
+  }
+  sluice::RedisOptions o;
+  o.port = std::atoi(argv[1]);
+  sluice::PressureQueue q(o, "victim");
+  const std::string role = argv[2];
+  const std::string gen = argv[3];
+  for (unsigned long seq = 0;; ++seq) {
+    if (role == "producer") {
+      // Alternate single and batch puts so kills land in both.
+      if (seq % 2 == 0) {
+        (void)q.put(gen + ":" + std::to_string(seq));
+      } else {
+        const std::string a = gen + ":" + std::to_string(seq);
+        ++seq;
+        const std::string b = gen + ":" + std::to_string(seq);
+        std::string batch[] = {a, b};
+        (void)q.put_many(batch);
+      }
+    } else {
+      std::vector<std::string> out;
+      (void)q.get_many(out, seq % 3 + 1);
+    }
+  }
+}
