@@ -18,79 +18,86 @@ local PMSG, PBYTES, CMSG, CBYTES = KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local NOTFULL, CLOSED = KEYS[11], KEYS[12]
 local op, id = ARGV[1], ARGV[2]
 
+-- The hot paths (put, get) avoid closures and redundant calls: each
+-- redis.call costs about a microsecond of server time. The role token is
+-- checked rather than popped and pushed back (inside one atomic script the
+-- two are indistinguishable from outside), and :producer/:consumer are
+-- written only when they change (a write costs twice a read).
+
+if op == 'put' then
+  local b = redis.call('GET', BOUND)
+  if not b then return {'NOQUEUE'} end
+  -- One call answers both "is the role free" and "is it closed": 2*free + closed.
+  local gate = redis.call('EXISTS', PFREE, PFREE, CLOSED)
+  if gate < 2 then return {'INUSE'} end
+  if redis.call('GET', PRODUCER) ~= id then redis.call('SET', PRODUCER, id) end
+  if gate == 3 then return {'CLOSED'} end
+  b = tonumber(b) or 0
+  local n = #ARGV - 2
+  local len
+  if b > 0 then
+    -- The atomic re-check: never past the bound, whatever :not_full says.
+    len = redis.call('LLEN', DATA)
+    if n > b - len then n = math.max(b - len, 0) end
+    if n == 0 then
+      redis.call('DEL', NOTFULL)  -- full: no token (a stale refill is undone)
+      return {'FULL', len}
+    end
+  end
+  local bytes = 0
+  local i = 3
+  while i <= n + 2 do
+    local j = math.min(i + 199, n + 2)  -- unpack() has a stack limit
+    len = redis.call('LPUSH', DATA, unpack(ARGV, i, j))
+    for k = i, j do bytes = bytes + #ARGV[k] end
+    i = j + 1
+  end
+  redis.call('INCRBY', PMSG, n)
+  redis.call('INCRBY', PBYTES, bytes)
+  if b > 0 then
+    -- :not_full holds one element iff there is room (bound 0: never touched).
+    local nf = redis.call('LLEN', NOTFULL)
+    if len < b then
+      if nf == 0 then redis.call('LPUSH', NOTFULL, '0')
+      elseif nf > 1 then redis.call('LTRIM', NOTFULL, 0, 0) end
+    elseif nf > 0 then
+      redis.call('DEL', NOTFULL)
+    end
+  end
+  return {'OK', n, len}
+
+elseif op == 'get' then
+  local b = redis.call('GET', BOUND)
+  if not b then return {'NOQUEUE'} end
+  if redis.call('EXISTS', CFREE) == 0 then return {'INUSE'} end
+  if redis.call('GET', CONSUMER) ~= id then redis.call('SET', CONSUMER, id) end
+  local items = redis.call('RPOP', DATA, tonumber(ARGV[3]))
+  if not items then
+    if redis.call('EXISTS', CLOSED) == 1 then return {'CLOSED'} end
+    return {'EMPTY'}
+  end
+  local bytes = 0
+  for k = 1, #items do bytes = bytes + #items[k] end
+  redis.call('INCRBY', CMSG, #items)
+  redis.call('INCRBY', CBYTES, bytes)
+  local len = redis.call('LLEN', DATA)
+  b = tonumber(b) or 0
+  -- Refill only when there is room: an over-filled queue stays blocked.
+  if b > 0 and len < b then
+    local nf = redis.call('LLEN', NOTFULL)
+    if nf == 0 then redis.call('LPUSH', NOTFULL, '0')
+    elseif nf > 1 then redis.call('LTRIM', NOTFULL, 0, 0) end
+  end
+  local reply = {'OK', len}
+  for k = 1, #items do reply[k + 2] = items[k] end
+  return reply
+end
+
+-- Cold paths.
 local function exists(k) return redis.call('EXISTS', k) == 1 end
 local function bound() return tonumber(redis.call('GET', BOUND)) or 0 end
 
--- :not_full holds one element iff there is room (bound 0: never touched).
-local function set_not_full(b, len)
-  if b == 0 then return end
-  if len < b then
-    redis.call('LPUSH', NOTFULL, '0')
-    redis.call('LTRIM', NOTFULL, 0, 0)
-  else
-    redis.call('DEL', NOTFULL)
-  end
-end
-
-if op == 'put' then
-  if not exists(BOUND) then return {'NOQUEUE'} end
-  if not redis.call('RPOP', PFREE) then return {'INUSE'} end
-  redis.call('SET', PRODUCER, id)
-  local reply
-  if exists(CLOSED) then
-    reply = {'CLOSED'}
-  else
-    local b = bound()
-    local len = redis.call('LLEN', DATA)
-    local n = #ARGV - 2
-    -- The atomic re-check: never past the bound, whatever :not_full says.
-    if b > 0 and n > b - len then n = math.max(b - len, 0) end
-    if n == 0 then
-      set_not_full(b, len)
-      reply = {'FULL', len}
-    else
-      local bytes = 0
-      local i = 3
-      while i <= n + 2 do
-        local j = math.min(i + 199, n + 2)  -- unpack() has a stack limit
-        len = redis.call('LPUSH', DATA, unpack(ARGV, i, j))
-        for k = i, j do bytes = bytes + #ARGV[k] end
-        i = j + 1
-      end
-      redis.call('INCRBY', PMSG, n)
-      redis.call('INCRBY', PBYTES, bytes)
-      set_not_full(b, len)
-      reply = {'OK', n, len}
-    end
-  end
-  redis.call('LPUSH', PFREE, '0')
-  return reply
-
-elseif op == 'get' then
-  if not exists(BOUND) then return {'NOQUEUE'} end
-  if not redis.call('RPOP', CFREE) then return {'INUSE'} end
-  redis.call('SET', CONSUMER, id)
-  local reply
-  local len = redis.call('LLEN', DATA)
-  if len == 0 then
-    if exists(CLOSED) then reply = {'CLOSED'} else reply = {'EMPTY'} end
-  else
-    local n = math.min(tonumber(ARGV[3]), len)
-    local items = redis.call('RPOP', DATA, n)
-    local bytes = 0
-    for k = 1, #items do bytes = bytes + #items[k] end
-    redis.call('INCRBY', CMSG, #items)
-    redis.call('INCRBY', CBYTES, bytes)
-    local b = bound()
-    -- Refill only when there is room: an over-filled queue stays blocked.
-    if b > 0 and len - #items < b then set_not_full(b, len - #items) end
-    reply = {'OK', len - #items}
-    for k = 1, #items do reply[k + 2] = items[k] end
-  end
-  redis.call('LPUSH', CFREE, '0')
-  return reply
-
-elseif op == 'close' then
+if op == 'close' then
   if not exists(BOUND) then return {'NOQUEUE'} end
   if not redis.call('RPOP', PFREE) then return {'INUSE'} end
   redis.call('SET', PRODUCER, id)
