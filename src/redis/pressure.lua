@@ -7,7 +7,9 @@
 -- KEYS: 1 data, 2 :bound, 3 :producer, 4 :consumer, 5 :producer_free,
 --       6 :consumer_free, 7 :stats:produced_messages, 8 :stats:produced_bytes,
 --       9 :stats:consumed_messages, 10 :stats:consumed_bytes, 11 :not_full,
---       12 :closed
+--       12 :closed, and for reliable gets 13 the consumer's in-flight list
+--       (${prefix}:${name}:inflight:${consumer}, registered in the set
+--       ${prefix}:${name}:inflight; neither is one of the protocol's keys)
 -- ARGV: 1 operation, 2 client id, 3.. operation arguments.
 -- Reply: { status, ... } where status is OK, NOQUEUE, INUSE, CLOSED, FULL,
 --        EMPTY, EXISTS, REMNANTS or BUSY.
@@ -76,10 +78,19 @@ elseif op == 'get' then
     if redis.call('EXISTS', CLOSED) == 1 then return {'CLOSED'} end
     return {'EMPTY'}
   end
-  local bytes = 0
-  for k = 1, #items do bytes = bytes + #items[k] end
-  redis.call('INCRBY', CMSG, #items)
-  redis.call('INCRBY', CBYTES, bytes)
+  if KEYS[13] then
+    -- Reliable get: the items move to this consumer's in-flight list in the
+    -- same step, and count as consumed only when acknowledged.
+    if redis.call('LPUSH', KEYS[13], unpack(items)) == #items then
+      -- A new in-flight list: register its consumer so delete can find it.
+      redis.call('SADD', DATA .. ':inflight', ARGV[4])
+    end
+  else
+    local bytes = 0
+    for k = 1, #items do bytes = bytes + #items[k] end
+    redis.call('INCRBY', CMSG, #items)
+    redis.call('INCRBY', CBYTES, bytes)
+  end
   local len = redis.call('LLEN', DATA)
   b = tonumber(b) or 0
   -- Refill only when there is room: an over-filled queue stays blocked.
@@ -128,7 +139,14 @@ elseif op == 'delete' then
   local cfree = redis.call('LLEN', CFREE)
   if pfree > 0 and cfree > 0 then
     local gone = redis.call('LLEN', DATA)
-    redis.call('DEL', unpack(KEYS))
+    redis.call('DEL', unpack(KEYS, 1, 12))
+    -- In-flight lists of reliable consumers (see 'get').
+    local reg = DATA .. ':inflight'
+    for _, c in ipairs(redis.call('SMEMBERS', reg)) do
+      gone = gone + redis.call('LLEN', reg .. ':' .. c)
+      redis.call('DEL', reg .. ':' .. c)
+    end
+    redis.call('DEL', reg)
     return {'OK', gone}
   end
   -- Someone is inside an operation (another client's blocking put or get):
@@ -139,6 +157,27 @@ elseif op == 'delete' then
     redis.call('LTRIM', NOTFULL, 0, 0)
   end
   return {'BUSY', pfree, cfree}
+
+elseif op == 'ack' then
+  -- KEYS[13]: the in-flight list. Acknowledges its ARGV[3] oldest items.
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  local items = redis.call('RPOP', KEYS[13], tonumber(ARGV[3]))
+  if not items then return {'NONE'} end
+  local bytes = 0
+  for k = 1, #items do bytes = bytes + #items[k] end
+  redis.call('INCRBY', CMSG, #items)
+  redis.call('INCRBY', CBYTES, bytes)
+  return {'OK', #items}
+
+elseif op == 'requeue' then
+  -- Puts every in-flight item back at the head of the queue, oldest first
+  -- out. May leave the queue over its bound: nothing is dropped.
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  local n = 0
+  while redis.call('LMOVE', KEYS[13], DATA, 'LEFT', 'RIGHT') do n = n + 1 end
+  local b = bound()
+  if n > 0 and b > 0 and redis.call('LLEN', DATA) >= b then redis.call('DEL', NOTFULL) end
+  return {'OK', n}
 
 elseif op == 'length' then
   if not exists(BOUND) then return {'NOQUEUE'} end
@@ -152,13 +191,18 @@ elseif op == 'closed' then
   return {'OK', redis.call('EXISTS', CLOSED)}
 
 elseif op == 'stats' then
+  local function inflight_total()
+    local reg, n = DATA .. ':inflight', 0
+    for _, c in ipairs(redis.call('SMEMBERS', reg)) do n = n + redis.call('LLEN', reg .. ':' .. c) end
+    return n
+  end
   if not exists(BOUND) then return {'NOQUEUE'} end
   local function num(k) return tonumber(redis.call('GET', k)) or 0 end
   return {'OK', bound(), redis.call('LLEN', DATA), redis.call('EXISTS', CLOSED),
           num(PMSG), num(PBYTES), num(CMSG), num(CBYTES),
           redis.call('GET', PRODUCER) or '', redis.call('GET', CONSUMER) or '',
           redis.call('LLEN', PFREE), redis.call('LLEN', CFREE),
-          redis.call('LLEN', NOTFULL)}
+          redis.call('LLEN', NOTFULL), inflight_total()}
 
 elseif op == 'restore_token' then
   -- ARGV[3]: 'producer' or 'consumer'; ARGV[4]: the holder repair judged gone.

@@ -109,7 +109,8 @@ struct PressureQueue::Impl {
   std::string name;
   redis::Connection conn;
   std::array<std::string, kKeyCount> keys;
-  std::array<std::string_view, kKeyCount> key_views;
+  std::array<std::string_view, kKeyCount + 1> key_views;
+  std::string inflight_key;  // set for one run() by the reliable calls
   std::vector<std::string_view> args;
 
   static std::string client_id() {
@@ -127,7 +128,10 @@ struct PressureQueue::Impl {
     args.push_back(op);
     args.push_back(id);
     args.insert(args.end(), extra.begin(), extra.end());
-    answer.reply = conn.eval_script(key_views, args, err);
+    std::span<const std::string_view> ks(key_views.data(), inflight_key.empty() ? 12 : 13);
+    if (!inflight_key.empty()) key_views[12] = inflight_key;
+    answer.reply = conn.eval_script(ks, args, err);
+    inflight_key.clear();
     if (!answer.reply) return err.status;
     const redisReply* r = answer.reply.get();
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return unexpected(r);
@@ -218,15 +222,28 @@ struct PressureQueue::Impl {
     return res;
   }
 
-  Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx, bool wait) {
+  std::string inflight_of(std::string_view consumer) const {
+    return keys[kData] + ":inflight:" + std::string(consumer);
+  }
+
+  // `consumer` non-empty: a reliable get into its in-flight list.
+  Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx, bool wait,
+             std::string_view consumer = {}) {
     if (max == 0) return {StatusCode::kInvalidArgument, "get_many: max must be at least 1"};
     if (ctx.stop_requested()) return StatusCode::kCancelled;
-    const std::string count = std::to_string(max);
-    const std::array<std::string_view, 1> extra = {count};
+    const std::string count = std::to_string(std::min(max, kChunkMessages));
+    const std::array<std::string_view, 2> extra_args = {count, consumer};
+    const std::span<const std::string_view> extra(extra_args.data(), consumer.empty() ? 1 : 2);
     for (;;) {
       Answer a;
       CallError err;
+      if (!consumer.empty()) inflight_key = inflight_of(consumer);
       if (Status s = run("get", extra, a, err); !s.ok()) {
+        if (err.maybe_ran && !consumer.empty()) {
+          return {StatusCode::kUnavailable, std::string(s.message()) +
+                                                "; messages this get may have taken are in " +
+                                                inflight_of(consumer) + " (see inflight())"};
+        }
         if (err.maybe_ran) {
           return {StatusCode::kUnavailable,
                   std::string(s.message()) + "; up to " + count +
@@ -317,7 +334,7 @@ Result<bool> PressureQueue::closed() {
 Result<PressureStats> PressureQueue::stats() {
   Answer a;
   if (Status s = impl_->run("stats", a); !s.ok()) return s;
-  if (a.word != "OK" || a.size() != 13) return unexpected(a.reply.get());
+  if (a.word != "OK" || a.size() != 14) return unexpected(a.reply.get());
   PressureStats st;
   st.bound = integer(a.at(1));
   st.length = integer(a.at(2));
@@ -331,6 +348,7 @@ Result<PressureStats> PressureQueue::stats() {
   st.producer_free = integer(a.at(10)) > 0;
   st.consumer_free = integer(a.at(11)) > 0;
   st.not_full = integer(a.at(12)) > 0;
+  st.in_flight = integer(a.at(13));
   return st;
 }
 
@@ -370,6 +388,58 @@ Status PressureQueue::get_many(std::vector<std::string>& out, std::size_t max, c
 
 Status PressureQueue::try_get_many(std::vector<std::string>& out, std::size_t max) {
   return impl_->get(out, max, Context(), false);
+}
+
+Result<std::string> PressureQueue::get_reliable(std::string_view consumer, const Context& ctx) {
+  std::vector<std::string> out;
+  if (Status s = get_many_reliable(consumer, out, 1, ctx); !s.ok()) return s;
+  return std::move(out.front());
+}
+
+Status PressureQueue::get_many_reliable(std::string_view consumer, std::vector<std::string>& out,
+                                        std::size_t max, const Context& ctx) {
+  if (consumer.empty())
+    return {StatusCode::kInvalidArgument, "a reliable get needs a consumer name"};
+  return impl_->get(out, max, ctx, true, consumer);
+}
+
+Status PressureQueue::ack(std::string_view consumer, std::size_t n) {
+  if (consumer.empty() || n == 0) {
+    return {StatusCode::kInvalidArgument, "ack needs a consumer name and n >= 1"};
+  }
+  const std::string count = std::to_string(n);
+  const std::array<std::string_view, 1> extra = {count};
+  impl_->inflight_key = impl_->inflight_of(consumer);
+  Answer a;
+  CallError err;
+  if (Status s = impl_->run("ack", extra, a, err); !s.ok()) return s;
+  if (a.word == "NONE") {
+    return {StatusCode::kNotFound,
+            "consumer '" + std::string(consumer) + "' has nothing in flight"};
+  }
+  if (a.word != "OK") return unexpected(a.reply.get());
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> PressureQueue::inflight(std::string_view consumer) {
+  const std::string key = impl_->inflight_of(consumer);
+  const std::array<std::string_view, 4> argv = {"LRANGE", key, "0", "-1"};
+  CallError err;
+  Reply r = impl_->conn.call(argv, err);
+  if (!r) return err.status;
+  if (r->type != REDIS_REPLY_ARRAY) return unexpected(r.get());
+  std::vector<std::string> out;
+  for (std::size_t i = r->elements; i-- > 0;) out.emplace_back(text(r->element[i]));
+  return out;
+}
+
+Result<std::uint64_t> PressureQueue::requeue_inflight(std::string_view consumer) {
+  impl_->inflight_key = impl_->inflight_of(consumer);
+  Answer a;
+  CallError err;
+  if (Status s = impl_->run("requeue", {}, a, err); !s.ok()) return s;
+  if (a.word != "OK") return unexpected(a.reply.get());
+  return integer(a.at(1));
 }
 
 Status PressureQueue::close(const Context& ctx) {

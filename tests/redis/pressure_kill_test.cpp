@@ -47,7 +47,7 @@ int iterations() {
   return v != nullptr ? std::max(1, std::atoi(v)) : 60;
 }
 
-TEST(PressureKillTest, KilledClientsNeverLeaveTheQueueStuck) {
+void kill_loop(const char* consumer_role) {
   constexpr std::uint64_t kBound = 8;
   testutil::RedisServer server;
   PressureQueue observer(server.options(), "victim");
@@ -56,7 +56,15 @@ TEST(PressureKillTest, KilledClientsNeverLeaveTheQueueStuck) {
   std::uniform_int_distribution<int> delay_us(0, 20000);
   int generation = 0;
   pid_t producer = spawn_child(server.port(), "producer", generation++);
-  pid_t consumer = spawn_child(server.port(), "consumer", generation++);
+  pid_t consumer = spawn_child(server.port(), consumer_role, generation++);
+  struct Reaper {  // a failed ASSERT returns early: still reap the children
+    pid_t& p;
+    pid_t& c;
+    ~Reaper() {
+      if (p > 0) kill_and_reap(p);
+      if (c > 0) kill_and_reap(c);
+    }
+  } reaper{producer, consumer};
   ASSERT_GT(producer, 0);
   ASSERT_GT(consumer, 0);
   const int n = iterations();
@@ -80,14 +88,17 @@ TEST(PressureKillTest, KilledClientsNeverLeaveTheQueueStuck) {
     ASSERT_TRUE(st.ok()) << st.status();
     ASSERT_TRUE(st->producer_free) << "iteration " << i;
     ASSERT_TRUE(st->consumer_free) << "iteration " << i;
-    ASSERT_EQ(st->produced_messages - st->consumed_messages, st->length) << "iteration " << i;
+    // Nothing lost: every message produced is consumed, queued or in flight.
+    ASSERT_EQ(st->produced_messages - st->consumed_messages, st->length + st->in_flight)
+        << "iteration " << i;
     ASSERT_LE(st->length, kBound);
     ASSERT_EQ(st->not_full, st->length < kBound) << "iteration " << i;
     if (which != 1) producer = spawn_child(server.port(), "producer", generation++);
-    if (which != 0) consumer = spawn_child(server.port(), "consumer", generation++);
+    if (which != 0) consumer = spawn_child(server.port(), consumer_role, generation++);
   }
   kill_and_reap(producer);
   kill_and_reap(consumer);
+  producer = consumer = 0;
   EXPECT_GE(producer_kills, n * 2 / 3);
   // The children did real work between kills (else the kills prove nothing).
   auto worked = observer.stats();
@@ -99,6 +110,7 @@ TEST(PressureKillTest, KilledClientsNeverLeaveTheQueueStuck) {
               static_cast<unsigned long long>(worked->consumed_messages));
   EXPECT_GE(consumer_kills, n * 2 / 3);
 
+  ASSERT_TRUE(observer.requeue_inflight("w").ok());
   // Still usable: drain, check FIFO per producer generation, then a fresh
   // put/get/destroy each complete.
   std::map<std::string, long> last;
@@ -122,6 +134,12 @@ TEST(PressureKillTest, KilledClientsNeverLeaveTheQueueStuck) {
   EXPECT_EQ(st->produced_messages, st->consumed_messages);
   EXPECT_TRUE(observer.destroy(with_timeout(5s)).ok());
 }
+
+TEST(PressureKillTest, KilledClientsNeverLeaveTheQueueStuck) { kill_loop("consumer"); }
+
+// With reliable gets, a killed consumer loses nothing: what it had taken is
+// in flight, and the next one requeues it.
+TEST(PressureKillTest, KilledReliableConsumersLoseNothing) { kill_loop("reliable"); }
 
 }  // namespace
 }  // namespace sluice

@@ -415,6 +415,34 @@ TEST_F(PressureQueueTest, ReconnectsAfterTheServerRestarts) {
   EXPECT_EQ(filtered, sure);
 }
 
+TEST_F(PressureQueueTest, AServerDyingUnderABlockedGetFailsItCleanly) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  auto blocked = std::async(std::launch::async, [&] { return queue().get(); });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  server_.kill();
+  auto r = blocked.get();
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r.status();
+}
+
+// A hung server: the reply never comes within io_timeout, so the put cannot
+// know whether it ran: it says kUnknown. Once the server resumes, the script
+// it had received runs, which is why "not enqueued" would have been a lie.
+TEST_F(PressureQueueTest, AHungServerMakesThePutsFateUnknown) {
+  RedisOptions o = server_.options();
+  o.io_timeout = 200ms;
+  PressureQueue q(o, "q");
+  ASSERT_TRUE(q.create(0).ok());
+  server_.pause();
+  auto r = q.put("in doubt");
+  server_.resume();
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.delivery(), Delivery::kUnknown);
+  EXPECT_EQ(r.in_doubt, 1U);
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.integer({"LLEN", key()}) == 1; }));
+  EXPECT_TRUE(q.put("next").ok());  // reconnected
+}
+
 TEST_F(PressureQueueTest, ScriptCacheFlushIsRecovered) {
   auto q = queue();
   ASSERT_TRUE(q.create(0).ok());
@@ -481,6 +509,64 @@ TEST_F(PressureQueueTest, RepairTrimsDuplicatedTokensAndRestoresNotFull) {
   EXPECT_EQ(report->repaired.size(), 2U);
   EXPECT_EQ(raw_.lrange(key(":consumer_free")), std::vector<std::string>{"0"});
   EXPECT_EQ(raw_.lrange(key(":not_full")), std::vector<std::string>{"0"});
+}
+
+TEST_F(PressureQueueTest, ReliableGetKeepsMessagesInFlightUntilAcked) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(2).ok());
+  ASSERT_TRUE(q.put("a").ok());
+  ASSERT_TRUE(q.put("b").ok());
+  EXPECT_EQ(*q.get_reliable("worker-1"), "a");
+  EXPECT_EQ(*q.get_reliable("worker-1"), "b");
+  EXPECT_EQ(*q.length(), 0U);
+  EXPECT_TRUE(q.try_put("c").ok());  // in-flight messages do not hold the bound
+  EXPECT_EQ(*q.inflight("worker-1"), (std::vector<std::string>{"a", "b"}));
+  auto st = q.stats();
+  EXPECT_EQ(st->consumed_messages, 0U);  // counted when acked
+  EXPECT_EQ(st->in_flight, 2U);
+  ASSERT_TRUE(q.ack("worker-1").ok());
+  EXPECT_EQ(*q.inflight("worker-1"), std::vector<std::string>{"b"});
+  st = q.stats();
+  EXPECT_EQ(st->consumed_messages, 1U);
+  EXPECT_EQ(st->consumed_bytes, 1U);
+  EXPECT_EQ(q.ack("worker-2").code(), StatusCode::kNotFound);
+}
+
+TEST_F(PressureQueueTest, ARestartedReliableConsumerRequeuesWhatItHadTaken) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  for (const char* m : {"1", "2", "3", "4"}) ASSERT_TRUE(q.put(m).ok());
+  {
+    auto crashed = queue();
+    std::vector<std::string> got;
+    ASSERT_TRUE(crashed.get_many_reliable("w", got, 3).ok());
+    EXPECT_EQ(got, (std::vector<std::string>{"1", "2", "3"}));
+    ASSERT_TRUE(crashed.ack("w").ok());  // "1" done; dies holding "2" and "3"
+  }
+  auto restarted = queue();
+  EXPECT_EQ(*restarted.inflight("w"), (std::vector<std::string>{"2", "3"}));
+  EXPECT_EQ(*restarted.requeue_inflight("w"), 2U);
+  std::vector<std::string> rest;
+  ASSERT_TRUE(restarted.get_many(rest, 10).ok());
+  EXPECT_EQ(rest, (std::vector<std::string>{"2", "3", "4"}));
+  auto st = restarted.stats();
+  EXPECT_EQ(st->consumed_messages, st->produced_messages);
+}
+
+TEST_F(PressureQueueTest, DestroyAlsoRemovesInFlightListsButNotAQueueNamedLikeOne) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  ASSERT_TRUE(q.put("x").ok());
+  ASSERT_TRUE(q.put("y").ok());
+  ASSERT_TRUE(q.get_reliable("w").ok());
+  auto lookalike = queue("q:inflight:z");
+  ASSERT_TRUE(lookalike.create(0).ok());
+  ASSERT_TRUE(lookalike.put("keep me").ok());
+  auto gone = q.destroy();
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_EQ(*gone, 2U);  // "y" queued and "x" in flight
+  EXPECT_EQ(raw_.integer({"EXISTS", key(":inflight:w")}), 0);
+  EXPECT_EQ(*lookalike.get(), "keep me");
 }
 
 TEST(RedisOptionsTest, ParsesUrls) {

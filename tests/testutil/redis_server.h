@@ -145,6 +145,9 @@ class RedisServer {
     if (!start_once()) throw std::runtime_error("redis-server did not restart");
   }
   bool running() const { return pid_ > 0; }
+  // Freeze and thaw the server process (a hung server).
+  void pause() { ::kill(pid_, SIGSTOP); }
+  void resume() { ::kill(pid_, SIGCONT); }
 
  private:
   static int free_port() {

@@ -84,6 +84,9 @@ struct PressureStats {
   bool producer_free = false;  // the producer role is not held right now
   bool consumer_free = false;
   bool not_full = false;  // the :not_full token is present
+  // Taken by reliable gets and not yet acknowledged (sluice's own keys).
+  // produced_messages == consumed_messages + length + in_flight.
+  std::uint64_t in_flight = 0;
 };
 
 // What repair() did and what it left alone, one human-readable line each.
@@ -130,12 +133,32 @@ class PressureQueue {
   Status get_many(std::vector<std::string>& out, std::size_t max, const Context& ctx = {});
   Status try_get_many(std::vector<std::string>& out, std::size_t max);
 
+  // Reliable consumption, for a consumer named `consumer` (stable across
+  // restarts, unlike the client id). get_reliable moves the message into
+  // ${prefix}:${name}:inflight:${consumer} in the same atomic step, so a
+  // consumer that dies before ack() loses nothing: on restart, inflight()
+  // shows what it had taken and requeue_inflight() puts it back at the head
+  // of the queue in order. A message counts as consumed (stats) when acked.
+  // The in-flight list is a 13th key, outside the protocol: other clients
+  // never see it, and see a taken message as gone from the queue.
+  Result<std::string> get_reliable(std::string_view consumer, const Context& ctx = {});
+  Status get_many_reliable(std::string_view consumer, std::vector<std::string>& out,
+                           std::size_t max, const Context& ctx = {});
+  // Acknowledge the `n` oldest in-flight messages. kNotFound if none.
+  Status ack(std::string_view consumer, std::size_t n = 1);
+  // The consumer's in-flight messages, oldest first.
+  Result<std::vector<std::string>> inflight(std::string_view consumer);
+  // Put them back at the head of the queue (they will be delivered first,
+  // in their order); returns how many. May exceed the bound; drops nothing.
+  Result<std::uint64_t> requeue_inflight(std::string_view consumer);
+
   // Close for good (as producer): puts fail from now on, gets drain.
   // kClosed if it was already closed.
   Status close(const Context& ctx = {});
   // The protocol's Delete (as consumer): closes the queue, wakes blocked
   // clients, waits until no one holds a role, then removes all 12 keys in one
-  // step. Returns how many messages were still queued and are now gone.
+  // step, then the queue's in-flight lists. Returns how many messages were
+  // still queued or in flight and are now gone.
   Result<std::uint64_t> destroy(const Context& ctx = {});
 
   // Restores role tokens left taken by clients that died, only when the
