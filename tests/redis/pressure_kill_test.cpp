@@ -48,6 +48,7 @@ int iterations() {
 }
 
 void kill_loop(const char* consumer_role) {
+  const bool reliable = std::string(consumer_role) == "reliable";
   constexpr std::uint64_t kBound = 8;
   testutil::RedisServer server;
   PressureQueue observer(server.options(), "victim");
@@ -91,7 +92,9 @@ void kill_loop(const char* consumer_role) {
     // Nothing lost: every message produced is consumed, queued or in flight.
     ASSERT_EQ(st->produced_messages - st->consumed_messages, st->length + st->in_flight)
         << "iteration " << i;
-    ASSERT_LE(st->length, kBound);
+    // A requeue puts back what a killed reliable consumer held (at most 3,
+    // its largest get) even past the bound: those bytes were in Redis anyway.
+    ASSERT_LE(st->length, kBound + (reliable ? 3 : 0)) << "iteration " << i;
     ASSERT_EQ(st->not_full, st->length < kBound) << "iteration " << i;
     if (which != 1) producer = spawn_child(server.port(), "producer", generation++);
     if (which != 0) consumer = spawn_child(server.port(), consumer_role, generation++);
