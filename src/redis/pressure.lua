@@ -27,12 +27,13 @@ local op, id = ARGV[1], ARGV[2]
 -- written only when they change (a write costs twice a read).
 
 if op == 'put' then
-  local b = redis.call('GET', BOUND)
+  local got = redis.call('MGET', BOUND, PRODUCER)
+  local b = got[1]
   if not b then return {'NOQUEUE'} end
   -- One call answers both "is the role free" and "is it closed": 2*free + closed.
   local gate = redis.call('EXISTS', PFREE, PFREE, CLOSED)
   if gate < 2 then return {'INUSE'} end
-  if redis.call('GET', PRODUCER) ~= id then redis.call('SET', PRODUCER, id) end
+  if got[2] ~= id then redis.call('SET', PRODUCER, id) end
   if gate == 3 then return {'CLOSED'} end
   b = tonumber(b) or 0
   local n = #ARGV - 2
@@ -56,23 +57,18 @@ if op == 'put' then
   end
   redis.call('INCRBY', PMSG, n)
   redis.call('INCRBY', PBYTES, bytes)
-  if b > 0 then
-    -- :not_full holds one element iff there is room (bound 0: never touched).
-    local nf = redis.call('LLEN', NOTFULL)
-    if len < b then
-      if nf == 0 then redis.call('LPUSH', NOTFULL, '0')
-      elseif nf > 1 then redis.call('LTRIM', NOTFULL, 0, 0) end
-    elseif nf > 0 then
-      redis.call('DEL', NOTFULL)
-    end
-  end
+  -- :not_full holds one element iff there is room (bound 0: never touched).
+  -- Below the bound it is already there (every client refills it when a
+  -- get makes room), so only reaching the bound needs a call.
+  if b > 0 and len >= b then redis.call('DEL', NOTFULL) end
   return {'OK', n, len}
 
 elseif op == 'get' then
-  local b = redis.call('GET', BOUND)
+  local got = redis.call('MGET', BOUND, CONSUMER)
+  local b = got[1]
   if not b then return {'NOQUEUE'} end
   if redis.call('EXISTS', CFREE) == 0 then return {'INUSE'} end
-  if redis.call('GET', CONSUMER) ~= id then redis.call('SET', CONSUMER, id) end
+  if got[2] ~= id then redis.call('SET', CONSUMER, id) end
   local items = redis.call('RPOP', DATA, tonumber(ARGV[3]))
   if not items then
     if redis.call('EXISTS', CLOSED) == 1 then return {'CLOSED'} end
@@ -93,8 +89,10 @@ elseif op == 'get' then
   end
   local len = redis.call('LLEN', DATA)
   b = tonumber(b) or 0
-  -- Refill only when there is room: an over-filled queue stays blocked.
-  if b > 0 and len < b then
+  -- Refill when this get made room (the queue was at or over the bound and
+  -- is now below it); an over-filled queue stays blocked. Otherwise the
+  -- token is already there.
+  if b > 0 and len < b and len + #items >= b then
     local nf = redis.call('LLEN', NOTFULL)
     if nf == 0 then redis.call('LPUSH', NOTFULL, '0')
     elseif nf > 1 then redis.call('LTRIM', NOTFULL, 0, 0) end
