@@ -154,6 +154,7 @@ int main(int argc, char** argv) {
   const sluice::RedisOptions o = server.options();
   std::map<std::string, std::vector<double>> rate;
   std::map<std::string, std::vector<double>> rts;
+  std::map<std::string, std::vector<double>> ratio;  // within each run: drift-proof
   for (int r = 0; r < runs; ++r) {
     for (const auto& [k, v] : redis_benchmark(server.port(), 1, n)) rate["rb P1 " + k].push_back(v);
     Sample s = run_sluice(o, "bench1", n, 1);
@@ -165,6 +166,8 @@ int main(int argc, char** argv) {
     s = run_sluice(o, "bench64", n * 10, 64);
     rate["sluice batch 64"].push_back(s.rate);
     rts["sluice batch 64"].push_back(s.round_trips);
+    ratio["single"].push_back(rate["sluice single"].back() / rate["rb P1 LPUSH"].back());
+    ratio["batch"].push_back(rate["sluice batch 64"].back() / rate["rb P16 LPUSH"].back());
     s = run_reference(server.port(), std::min(n, 3000L));
     rate["reference client"].push_back(s.rate);
     std::fprintf(stderr, "run %d/%d done\n", r + 1, runs);
@@ -187,11 +190,13 @@ int main(int argc, char** argv) {
               median(rts["sluice batch 64"]), batch / lpush16);
   std::printf("| reference client (existing clients' steps) | %.0f | ~21 | %.2fx (P1) |\n",
               median(rate["reference client"]), median(rate["reference client"]) / lpush1);
-  const bool ok1 = single >= 0.6 * lpush1;
-  const bool ok2 = batch >= 0.5 * lpush16;
-  std::printf(
-      "\ntargets: single >= 0.6x LPUSH P1: %s (%.2fx); batch 64 >= 0.5x LPUSH P16: %s "
-      "(%.2fx)\n",
-      ok1 ? "met" : "MISSED", single / lpush1, ok2 ? "met" : "MISSED", batch / lpush16);
+  // Targets judged on the median of the per-run ratios (each run measures
+  // sluice and redis-benchmark back to back, so machine drift cancels).
+  const double r1 = median(ratio["single"]);
+  const double r2 = median(ratio["batch"]);
+  std::printf("\nper-run ratios (median): single %.2fx LPUSH P1, batch 64 %.2fx LPUSH P16\n", r1,
+              r2);
+  std::printf("targets: single >= 0.6x LPUSH P1: %s; batch 64 >= 0.5x LPUSH P16: %s\n",
+              r1 >= 0.6 ? "met" : "MISSED", r2 >= 0.5 ? "met" : "MISSED");
   return 0;
 }
