@@ -18,9 +18,8 @@ int main() {
     std::fprintf(stderr, "bad settings: %s\n", options.status().to_string().c_str());
     return 2;
   }
-  const std::string name = "example-" + std::to_string(std::chrono::steady_clock::now()
-                                                           .time_since_epoch()
-                                                           .count());
+  const std::string name =
+      "example-" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count());
   sluice::PressureQueue admin(*options, name);
   if (sluice::Status s = admin.create(/*bound=*/16); !s.ok()) {
     std::fprintf(stderr, "create: %s\n", s.to_string().c_str());
