@@ -147,6 +147,19 @@ struct PressureQueue::Impl {
     return run(op, {}, answer, err);
   }
 
+  // run() for an operation that changes the queue: a failure after the
+  // request was sent says that its effect (`done`, e.g. "created") is unknown.
+  Status change(std::string_view op, std::span<const std::string_view> extra, Answer& answer,
+                std::string_view done) {
+    CallError err;
+    Status s = run(op, extra, answer, err);
+    if (!s.ok() && err.maybe_ran) {
+      return {StatusCode::kUnavailable, std::string(s.message()) + "; whether the queue was " +
+                                            std::string(done) + " is unknown"};
+    }
+    return s;
+  }
+
   // Waits on the server until `key` holds an element (it moves nothing), for
   // at most one slice. kOk means "look again", not "something is there".
   Status wait_on(Key key, const Context& ctx) {
@@ -288,14 +301,7 @@ Status PressureQueue::create(std::uint64_t bound) {
   const std::string b = std::to_string(bound);
   const std::array<std::string_view, 1> extra = {b};
   Answer a;
-  CallError err;
-  if (Status s = impl_->run("create", extra, a, err); !s.ok()) {
-    if (err.maybe_ran) {
-      return {StatusCode::kUnavailable,
-              std::string(s.message()) + "; whether the queue was created is unknown"};
-    }
-    return s;
-  }
+  if (Status s = impl_->change("create", extra, a, "created"); !s.ok()) return s;
   if (a.word == "OK") return Status::Ok();
   if (a.word == "EXISTS") {
     return {StatusCode::kAlreadyExists, "pressure queue '" + impl_->name + "' already exists"};
@@ -446,14 +452,7 @@ Status PressureQueue::close(const Context& ctx) {
   if (ctx.stop_requested()) return StatusCode::kCancelled;
   for (;;) {
     Answer a;
-    CallError err;
-    if (Status s = impl_->run("close", {}, a, err); !s.ok()) {
-      if (err.maybe_ran) {
-        return {StatusCode::kUnavailable,
-                std::string(s.message()) + "; whether the queue was closed is unknown"};
-      }
-      return s;
-    }
+    if (Status s = impl_->change("close", {}, a, "closed"); !s.ok()) return s;
     if (a.word == "OK") return Status::Ok();
     if (a.word == "CLOSED") {
       return {StatusCode::kClosed, "pressure queue '" + impl_->name + "' was already closed"};
@@ -467,14 +466,7 @@ Result<std::uint64_t> PressureQueue::destroy(const Context& ctx) {
   if (ctx.stop_requested()) return StatusCode::kCancelled;
   for (;;) {
     Answer a;
-    CallError err;
-    if (Status s = impl_->run("delete", {}, a, err); !s.ok()) {
-      if (err.maybe_ran) {
-        return Status(StatusCode::kUnavailable,
-                      std::string(s.message()) + "; whether the queue was deleted is unknown");
-      }
-      return s;
-    }
+    if (Status s = impl_->change("delete", {}, a, "deleted"); !s.ok()) return s;
     if (a.word == "OK") return integer(a.at(1));
     if (a.word != "BUSY" || a.size() != 3) return unexpected(a.reply.get());
     // Closed and woken; wait for whoever holds a role to give it back.

@@ -26,11 +26,6 @@ class PressureInteropTest : public ::testing::Test {
  protected:
   PressureQueue sluice_q(const std::string& name = "q") { return {server_.options(), name}; }
   ReferenceClient reference(const std::string& name = "q") { return {server_.port(), name}; }
-  long long blocked_clients() {
-    auto r = raw_.cmd({"INFO", "clients"});
-    std::string info(r->str, r->len);
-    return std::stoll(info.substr(info.find("blocked_clients:") + 16));
-  }
   // The queue's keys and values, with client ids masked (they differ by design).
   std::vector<std::string> state(const std::string& name) {
     const std::string base = "__pressure__:" + name;
@@ -167,7 +162,7 @@ TEST_F(PressureInteropTest, ReferenceProducerInsideAPutExcludesSluice) {
   ASSERT_TRUE(q.put("first").ok());
   // The reference producer blocks on the full queue holding the role.
   auto ref_put = std::async(std::launch::async, [&] { reference().put("second"); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   auto tried = q.try_put("third");
   EXPECT_EQ(tried.code(), StatusCode::kInUse);
   EXPECT_EQ(q.put("third", with_timeout(100ms)).code(), StatusCode::kDeadlineExceeded);
@@ -183,7 +178,7 @@ TEST_F(PressureInteropTest, ReferenceConsumerInsideAGetExcludesSluice) {
   auto q = sluice_q();
   ASSERT_TRUE(q.create(0).ok());
   auto ref_get = std::async(std::launch::async, [&] { return reference().get(); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   EXPECT_EQ(q.try_get().code(), StatusCode::kInUse);
   ASSERT_TRUE(q.put("for the reference").ok());
   EXPECT_EQ(ref_get.get(), "for the reference");
@@ -201,7 +196,7 @@ TEST_F(PressureInteropTest, SluiceCloseWakesABlockedReferenceConsumer) {
       return std::string(e.what());
     }
   });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   ASSERT_TRUE(q.close().ok());
   EXPECT_EQ(ref_get.get(), "QueueClosed");
   EXPECT_EQ(*q.closed(), true);
@@ -214,7 +209,7 @@ TEST_F(PressureInteropTest, DestroyReportsWhatABlockedReferenceProducerPushed) {
   ASSERT_TRUE(q.create(1).ok());
   ASSERT_TRUE(q.put("queued").ok());
   auto ref_put = std::async(std::launch::async, [&] { reference().put("late"); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   auto gone = q.destroy(with_timeout(10s));
   ASSERT_TRUE(gone.ok()) << gone.status();
   ref_put.get();

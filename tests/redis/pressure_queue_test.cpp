@@ -27,13 +27,6 @@ class PressureQueueTest : public ::testing::Test {
   std::string key(const std::string& suffix = "", const std::string& name = "q") {
     return "__pressure__:" + name + suffix;
   }
-  // Clients blocked in a command on the server (e.g. a waiting get).
-  long long blocked_clients() {
-    auto r = raw_.cmd({"INFO", "clients"});
-    std::string info(r->str, r->len);
-    auto at = info.find("blocked_clients:");
-    return std::stoll(info.substr(at + 16));
-  }
 
   RedisServer server_;
   RawRedis raw_{server_.port()};
@@ -182,7 +175,7 @@ TEST_F(PressureQueueTest, BlockingPutIsReleasedByAGet) {
   ASSERT_TRUE(q.create(1).ok());
   ASSERT_TRUE(q.put("first").ok());
   auto blocked = std::async(std::launch::async, [&] { return queue().put("second"); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   EXPECT_EQ(*q.length(), 1U);  // the waiting put did not pass the bound
   EXPECT_EQ(*q.get(), "first");
   EXPECT_TRUE(blocked.get().ok());
@@ -193,7 +186,7 @@ TEST_F(PressureQueueTest, BlockingGetIsReleasedByAPut) {
   auto q = queue();
   ASSERT_TRUE(q.create(0).ok());
   auto blocked = std::async(std::launch::async, [&] { return queue().get(); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   ASSERT_TRUE(q.put("hello").ok());
   auto got = blocked.get();
   ASSERT_TRUE(got.ok()) << got.status();
@@ -204,7 +197,7 @@ TEST_F(PressureQueueTest, BlockingGetIsReleasedByAClose) {
   auto q = queue();
   ASSERT_TRUE(q.create(0).ok());
   auto blocked = std::async(std::launch::async, [&] { return queue().get(); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   ASSERT_TRUE(q.close().ok());
   EXPECT_EQ(blocked.get().code(), StatusCode::kClosed);
 }
@@ -235,7 +228,7 @@ TEST_F(PressureQueueTest, CancelledGetReturnsPromptly) {
   std::stop_source stop;
   auto blocked =
       std::async(std::launch::async, [&] { return queue().get(Context(stop.get_token())); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   stop.request_stop();
   EXPECT_EQ(blocked.get().code(), StatusCode::kCancelled);
   EXPECT_EQ(*q.length(), 0U);
@@ -250,7 +243,7 @@ TEST_F(PressureQueueTest, CancelledPutEnqueuesNothing) {
   std::stop_source stop;
   auto blocked =
       std::async(std::launch::async, [&] { return queue().put("y", Context(stop.get_token())); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   stop.request_stop();
   auto r = blocked.get();
   EXPECT_EQ(r.code(), StatusCode::kCancelled);
@@ -307,7 +300,7 @@ TEST_F(PressureQueueTest, DestroyWithABlockedProducerLosesNothingSilently) {
   ASSERT_TRUE(q.create(1).ok());
   ASSERT_TRUE(q.put("in").ok());
   auto producer = std::async(std::launch::async, [&] { return queue().put("waiting"); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   auto gone = q.destroy();
   ASSERT_TRUE(gone.ok());
   EXPECT_EQ(*gone, 1U);  // "in" was discarded, and said so
@@ -321,7 +314,7 @@ TEST_F(PressureQueueTest, DestroyWithABlockedConsumer) {
   auto q = queue();
   ASSERT_TRUE(q.create(1).ok());
   auto consumer = std::async(std::launch::async, [&] { return queue().get(); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   ASSERT_TRUE(q.destroy().ok());
   const StatusCode c = consumer.get().code();
   EXPECT_TRUE(c == StatusCode::kNotFound || c == StatusCode::kClosed) << c;
@@ -419,7 +412,7 @@ TEST_F(PressureQueueTest, AServerDyingUnderABlockedGetFailsItCleanly) {
   auto q = queue();
   ASSERT_TRUE(q.create(0).ok());
   auto blocked = std::async(std::launch::async, [&] { return queue().get(); });
-  ASSERT_TRUE(testutil::eventually([&] { return blocked_clients() == 1; }));
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
   server_.kill();
   auto r = blocked.get();
   EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r.status();

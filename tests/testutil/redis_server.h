@@ -82,6 +82,12 @@ class RawRedis {
     }
     return out;
   }
+  // Clients blocked in a command on the server (e.g. a waiting get).
+  long long blocked_clients() {
+    auto r = cmd({"INFO", "clients"});
+    const std::string info(r->str, r->len);
+    return std::stoll(info.substr(info.find("blocked_clients:") + 16));
+  }
   // Every key under `pattern` with its type and value, one line each, sorted.
   std::vector<std::string> dump(const std::string& pattern, const std::string& strip) {
     auto keys = cmd({"KEYS", pattern});
