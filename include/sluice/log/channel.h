@@ -1,0 +1,80 @@
+// Channel is one named reader of a Topic with its own persisted position:
+// at-least-once delivery. Messages are delivered in seq order; a position
+// moves (durably) only when the consumer acknowledges.
+//
+// Thread safety: one thread at a time per Channel (it is a cursor); different
+//   channels, and the topic's appenders, run concurrently.
+// Blocking: next/next_batch/consume wait for new records (a condition
+//   variable signalled by appends: no polling, no CPU while idle); ack waits
+//   for the position's fdatasync.
+// Ordering: seq order; after nack() or a reopen, delivery restarts at the
+//   oldest unacknowledged message.
+// Cancellation: waiting calls take a Context and return kCancelled or
+//   kDeadlineExceeded; nothing is acknowledged by a cancelled call.
+// Ownership: the Topic must outlive the Channel. Messages are copied out.
+// Errors: kIOError (position file), kCorruption is never returned for a
+//   record: damaged ranges are skipped and counted (skipped_corrupt()).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sluice/context.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+class Topic;
+
+enum class StartFrom : std::uint8_t {
+  kBeginning,  // a new channel starts at the oldest retained record
+  kTail,       // a new channel starts at the next record appended
+};
+
+struct ChannelOptions {
+  StartFrom start = StartFrom::kBeginning;  // for a channel that does not exist yet
+};
+
+struct LogMessage {
+  std::uint64_t seq = 0;
+  std::string payload;
+};
+
+class Channel {
+ public:
+  ~Channel();
+  Channel(const Channel&) = delete;
+  Channel& operator=(const Channel&) = delete;
+
+  // The next undelivered message, waiting for one.
+  Result<LogMessage> next(const Context& ctx = {});
+  // Appends 1..max messages to out, waiting for at least one.
+  Status next_batch(std::vector<LogMessage>& out, std::size_t max, const Context& ctx = {});
+  // Acknowledges every message up to and including seq (delivered ones
+  // only); returns once the new position is durable.
+  Status ack(std::uint64_t seq);
+  // Forget deliveries not acknowledged: they are delivered again.
+  void nack();
+  // Loop: take a batch, run handler on each message in order, ack the batch
+  // after the last success. A handler error stops the loop: messages from
+  // the failed one on are redelivered (nack) and the error is returned.
+  // Returns when ctx ends (kCancelled/kDeadlineExceeded).
+  Status consume(const std::function<Status(const LogMessage&)>& handler, const Context& ctx,
+                 std::size_t batch = 256);
+
+  const std::string& name() const;
+  std::uint64_t acked() const;            // first seq not durably acknowledged
+  std::uint64_t delivered() const;        // first seq not yet delivered
+  std::uint64_t skipped_corrupt() const;  // records lost to corruption, skipped
+
+  struct Impl;
+  explicit Channel(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sluice

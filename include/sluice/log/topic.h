@@ -1,0 +1,111 @@
+// Topic is an embedded durable log: a directory of append-only segment files
+// (docs/log_format.md) with named consumer channels, each with its own
+// persisted position (channel.h). No server: open the directory.
+//
+// Thread safety: every member may be called concurrently from any number of
+//   threads. Appends are serialized in one order (the seq order).
+// Blocking: append blocks on the disk according to the durability mode (see
+//   Durability); nothing else waits for readers: a slow or absent channel
+//   never blocks the publisher.
+// Ordering: seqs are consecutive across the topic's life; every channel
+//   sees records in seq order. An append returns after its record is
+//   visible to channels in this process.
+// Cancellation: append takes a Context: a stop requested before the call
+//   returns kCancelled with nothing written. Once written, a record stays
+//   written; waiting for its sync is not cancellable (its durability is the
+//   point of the call).
+// Ownership: the Topic owns its files and a flusher thread (kInterval). It
+//   must outlive its channels. Records are copied in.
+// Errors: kInvalidArgument (message too large, bad options), kIOError with
+//   the errno text (disk full included: the failed record is cut off again,
+//   so the log stays consistent), kNotFound/kAlreadyExists for channels.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/context.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+class Channel;
+struct ChannelOptions;
+
+// What an append's return promises (docs/durability.md):
+enum class Durability : std::uint8_t {
+  kNone,         // written to the OS page cache: survives a process crash, not power loss
+  kInterval,     // as kNone, plus an fdatasync at most every sync_interval (power loss
+                 // loses at most the last interval)
+  kPerAppend,    // fdatasync before each append returns: durable on return
+  kGroupCommit,  // durable on return; concurrent appenders share one fdatasync
+};
+
+struct TopicOptions {
+  std::uint64_t segment_bytes = std::uint64_t{64} << 20;  // roll after this size
+  std::uint32_t max_message_bytes = 16U << 20;            // larger appends: kInvalidArgument
+  Durability durability = Durability::kGroupCommit;
+  std::chrono::milliseconds sync_interval{100};  // kInterval only
+};
+
+// One damaged range found by recovery or verify_topic().
+struct LogDamage {
+  std::string file;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  std::string what;  // e.g. "corrupt: seqs 17..20 lost", "torn tail truncated"
+};
+
+struct RecoveryReport {
+  std::vector<LogDamage> corrupt;    // skipped, never delivered
+  std::vector<LogDamage> truncated;  // torn tails cut off (open only)
+  std::vector<std::string> removed;  // leftover files deleted (.tmp, empty segment)
+  bool clean() const { return corrupt.empty() && truncated.empty() && removed.empty(); }
+};
+
+class Topic {
+ public:
+  // Opens (creating if missing) the topic in `dir`, recovering it: a torn
+  // tail is truncated, corruption is reported (recovery()) and skipped.
+  static Result<std::unique_ptr<Topic>> open(const std::string& dir, TopicOptions options = {});
+  ~Topic();
+  Topic(const Topic&) = delete;
+  Topic& operator=(const Topic&) = delete;
+
+  // Appends one record; returns its seq once the mode's promise holds.
+  Result<std::uint64_t> append(std::string_view payload, const Context& ctx = {});
+  // Appends all records (consecutive seqs) with one write and, in the durable
+  // modes, one sync; returns the first seq. All or none.
+  Result<std::uint64_t> append_batch(std::span<const std::string_view> payloads,
+                                     const Context& ctx = {});
+  // Makes everything appended so far durable.
+  Status sync();
+
+  std::uint64_t next_seq() const;   // the seq the next append gets
+  std::uint64_t first_seq() const;  // the oldest retained seq
+  const RecoveryReport& recovery() const;
+  const std::string& dir() const;
+  const TopicOptions& options() const;
+
+  // Channels: named readers with persisted positions (channel.h).
+  Result<std::unique_ptr<Channel>> channel(std::string_view name, const ChannelOptions& options);
+  Result<std::unique_ptr<Channel>> channel(std::string_view name);
+  Result<std::vector<std::string>> channels() const;
+  Status delete_channel(std::string_view name);
+
+  struct Impl;
+
+ private:
+  explicit Topic(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Checks every segment of the topic in `dir` without changing anything.
+Result<RecoveryReport> verify_topic(const std::string& dir, TopicOptions options = {});
+
+}  // namespace sluice

@@ -1,0 +1,284 @@
+#include "sluice/log/channel.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "log/topic_impl.h"
+#include "sluice/detail/cv_wait.h"
+#include "sluice/log/topic.h"
+
+namespace sluice {
+
+using log::kPositionSlotSize;
+using log::kRecordHeaderSize;
+using log::kSegmentHeaderSize;
+
+struct Channel::Impl {
+  Topic::Impl* topic = nullptr;
+  std::string name;
+  std::string path;
+  int fd = -1;
+  std::uint64_t generation = 0;
+  std::uint64_t acked = 0;  // durable: first seq not acknowledged
+
+  // Read cursor: the record at (seg, off) has seq next_seq.
+  std::shared_ptr<log::Segment> seg;
+  std::uint64_t off = kSegmentHeaderSize;
+  std::uint64_t next_seq = 0;
+  std::uint64_t skipped = 0;
+
+  std::string buf;  // bytes of buf_seg from buf_off
+  std::shared_ptr<log::Segment> buf_seg;
+  std::uint64_t buf_off = 0;
+
+  ~Impl() {
+    if (fd >= 0) ::close(fd);
+    std::lock_guard lk(topic->mu);
+    topic->open_channels.erase(name);
+  }
+
+  void seek(std::uint64_t seq) {
+    seg = topic->segment_for(seq);
+    off = kSegmentHeaderSize;
+    next_seq = seg->base_seq;
+    LogMessage m;
+    while (next_seq < seq) {
+      bool have = false;
+      if (!read_one(m, have).ok() || !have) break;
+    }
+  }
+
+  // Makes [at, at + n) of seg available in buf (n <= end - at).
+  Status fill(std::uint64_t at, std::size_t n) {
+    if (buf_seg == seg && at >= buf_off && at + n <= buf_off + buf.size()) return Status::Ok();
+    const std::uint64_t end = seg->end.load(std::memory_order_acquire);
+    const std::size_t want = static_cast<std::size_t>(
+        std::min<std::uint64_t>(std::max<std::size_t>(n, 256 * 1024), end - at));
+    buf.resize(want);
+    auto got = log::pread_some(seg->fd, buf.data(), want, at, seg->path);
+    if (!got.ok()) return got.status();
+    buf.resize(*got);
+    buf_seg = seg;
+    buf_off = at;
+    if (*got < n) return {StatusCode::kIOError, "short read in " + seg->path};
+    return Status::Ok();
+  }
+
+  // Reads the record at the cursor into m and advances (have = true), or
+  // finds nothing new yet (have = false).
+  Status read_one(LogMessage& m, bool& have) {
+    have = false;
+    for (;;) {
+      for (const log::Skip& s : seg->skips) {
+        if (off == s.from) {  // recovery found this range corrupt: never delivered
+          off = s.to;
+          next_seq += s.lost;
+          skipped += s.lost;
+        }
+      }
+      const std::uint64_t end = seg->end.load(std::memory_order_acquire);
+      if (off >= end) {
+        auto next = topic->segment_after(seg.get());
+        if (!next || seg->end.load(std::memory_order_acquire) > off) return Status::Ok();
+        if (next->base_seq > next_seq) skipped += next->base_seq - next_seq;
+        seg = std::move(next);
+        off = kSegmentHeaderSize;
+        next_seq = seg->base_seq;
+        continue;
+      }
+      if (Status s = fill(off, kRecordHeaderSize); !s.ok()) return s;
+      const std::size_t len = log::get32(buf.data() + (off - buf_off));
+      const std::size_t size = kRecordHeaderSize + std::min<std::size_t>(len, end - off);
+      if (off + size > end) return {StatusCode::kCorruption, "record past the end in " + seg->path};
+      if (Status s = fill(off, size); !s.ok()) return s;
+      const log::RecordView v = log::decode_record(buf.data() + (off - buf_off), end - off,
+                                                   topic->opt.max_message_bytes, next_seq);
+      if (v.kind != log::RecordView::kValid) {
+        // Damaged after recovery (another writer, the disk): stop this
+        // segment here rather than deliver it.
+        return {StatusCode::kCorruption, "damaged record at " + seg->path + " offset " +
+                                             std::to_string(off) + " (seq " +
+                                             std::to_string(next_seq) + ")"};
+      }
+      m.seq = v.seq;
+      m.payload.assign(v.payload);
+      off += v.size;
+      ++next_seq;
+      have = true;
+      return Status::Ok();
+    }
+  }
+
+  Status write_position(std::uint64_t seq) {
+    char slot[kPositionSlotSize];
+    const std::uint64_t gen = generation + 1;
+    log::encode_position_slot(slot, {gen, seq});
+    if (Status s = log::pwrite_all(fd, slot, sizeof slot, (gen % 2) * kPositionSlotSize, path);
+        !s.ok()) {
+      return s;
+    }
+    if (::fdatasync(fd) != 0) return log::io_error("sync", path, errno);
+    generation = gen;
+    acked = seq;
+    return Status::Ok();
+  }
+};
+
+Channel::Channel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Channel::~Channel() = default;
+
+const std::string& Channel::name() const { return impl_->name; }
+std::uint64_t Channel::acked() const { return impl_->acked; }
+std::uint64_t Channel::delivered() const { return impl_->next_seq; }
+std::uint64_t Channel::skipped_corrupt() const { return impl_->skipped; }
+
+Status Channel::next_batch(std::vector<LogMessage>& out, std::size_t max, const Context& ctx) {
+  if (max == 0) return {StatusCode::kInvalidArgument, "next_batch: max must be at least 1"};
+  if (ctx.stop_requested()) return StatusCode::kCancelled;
+  Impl& c = *impl_;
+  for (;;) {
+    std::size_t got = 0;
+    while (got < max) {
+      LogMessage m;
+      bool have = false;
+      if (Status s = c.read_one(m, have); !s.ok()) return s;
+      if (!have) break;
+      out.push_back(std::move(m));
+      ++got;
+    }
+    if (got > 0) return Status::Ok();
+    // Nothing new: sleep until an append signals (no polling).
+    std::unique_lock lk(c.topic->mu);
+    const std::uint64_t seen = c.next_seq;
+    if (!detail::wait_for(c.topic->data_cv, lk, ctx, [&] { return c.topic->next_seq > seen; })) {
+      return ctx.err() != StatusCode::kOk ? ctx.err() : StatusCode::kCancelled;
+    }
+  }
+}
+
+Result<LogMessage> Channel::next(const Context& ctx) {
+  std::vector<LogMessage> out;
+  if (Status s = next_batch(out, 1, ctx); !s.ok()) return s;
+  return std::move(out.front());
+}
+
+Status Channel::ack(std::uint64_t seq) {
+  Impl& c = *impl_;
+  if (seq >= c.next_seq) {
+    return {StatusCode::kInvalidArgument, "ack of seq " + std::to_string(seq) +
+                                              ", which was not delivered (next is " +
+                                              std::to_string(c.next_seq) + ")"};
+  }
+  if (seq + 1 <= c.acked) return Status::Ok();
+  return c.write_position(seq + 1);
+}
+
+void Channel::nack() { impl_->seek(impl_->acked); }
+
+Status Channel::consume(const std::function<Status(const LogMessage&)>& handler, const Context& ctx,
+                        std::size_t batch) {
+  std::vector<LogMessage> msgs;
+  for (;;) {
+    msgs.clear();
+    if (Status s = next_batch(msgs, batch, ctx); !s.ok()) return s;
+    for (std::size_t i = 0; i < msgs.size(); ++i) {
+      Status st;
+      try {
+        st = handler(msgs[i]);
+      } catch (const std::exception& e) {
+        st = Status(StatusCode::kInternal, std::string("handler threw: ") + e.what());
+      }
+      if (!st.ok()) {
+        if (i > 0) {
+          if (Status s = ack(msgs[i - 1].seq); !s.ok()) return s;
+        }
+        nack();
+        return st;
+      }
+    }
+    if (Status s = ack(msgs.back().seq); !s.ok()) return s;
+  }
+}
+
+namespace {
+
+bool valid_name(std::string_view n) {
+  if (n.empty() || n.size() > 200 || n[0] == '.') return false;
+  return std::all_of(n.begin(), n.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '-' || ch == '_' || ch == '.';
+  });
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
+                                                const ChannelOptions& options) {
+  Impl& t = *impl_;
+  if (!valid_name(name)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "channel name '" + std::string(name) +
+                      "': use 1-200 of [A-Za-z0-9._-], not starting with '.'");
+  }
+  {
+    std::lock_guard lk(t.mu);
+    if (!t.open_channels.insert(std::string(name)).second) {
+      return Status(StatusCode::kInUse,
+                    "channel '" + std::string(name) + "' is already open in this process");
+    }
+  }
+  auto c = std::make_unique<Channel::Impl>();
+  c->topic = &t;
+  c->name = std::string(name);
+  c->path = t.channel_path(name);
+  c->fd = ::open(c->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (c->fd < 0) return log::io_error("open", c->path, errno);
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (::fcntl(c->fd, F_SETLK, &fl) != 0) {
+    struct flock who {};
+    who.l_type = F_WRLCK;
+    who.l_whence = SEEK_SET;
+    ::fcntl(c->fd, F_GETLK, &who);
+    return Status(StatusCode::kInUse, "channel '" + std::string(name) + "' is in use by PID " +
+                                          std::to_string(who.l_pid));
+  }
+  char slots[2 * kPositionSlotSize] = {};
+  auto got = log::pread_some(c->fd, slots, sizeof slots, 0, c->path);
+  if (!got.ok()) return got.status();
+  std::uint64_t start = 0;
+  if (*got == 0) {  // a new channel
+    start = options.start == StartFrom::kTail ? next_seq() : first_seq();
+    if (Status s = c->write_position(start); !s.ok()) return s;
+    const std::string dir = t.dir + "/channels";
+    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+  } else {
+    auto a = *got >= kPositionSlotSize ? log::decode_position_slot(slots) : std::nullopt;
+    auto b = *got >= 2 * kPositionSlotSize ? log::decode_position_slot(slots + kPositionSlotSize)
+                                           : std::nullopt;
+    if (!a && !b) {
+      return Status(StatusCode::kCorruption,
+                    "position file " + c->path +
+                        " is damaged (both slots invalid); delete_channel() and recreate it");
+    }
+    const log::PositionSlot& p = !b || (a && a->generation > b->generation) ? *a : *b;
+    c->generation = p.generation;
+    // A log that lost its tail (crash without sync) cannot have the position
+    // past its end; a retention cap may have removed what is before first_seq.
+    start = std::clamp(p.next_seq, first_seq(), next_seq());
+    c->acked = start;
+  }
+  c->seek(start);
+  return std::make_unique<Channel>(std::move(c));
+}
+
+}  // namespace sluice

@@ -1,0 +1,72 @@
+// The durable log's on-disk format: constants, encoders, decoders.
+// Normative description: docs/log_format.md. Private to the log module.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sluice::log {
+
+constexpr std::string_view kSegmentMagic = "SLUICESG";
+constexpr std::string_view kPositionMagic = "SLUICEPS";
+constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::size_t kSegmentHeaderSize = 32;
+constexpr std::size_t kRecordHeaderSize = 16;
+constexpr std::size_t kPositionSlotSize = 32;
+constexpr std::string_view kSegmentSuffix = ".seg";
+
+// CRC-32C of data, continuing from `crc` (0 for a fresh one).
+std::uint32_t crc32c(const void* data, std::size_t n, std::uint32_t crc = 0);
+
+inline void put32(char* p, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+inline void put64(char* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>(v >> (8 * i));
+}
+inline std::uint32_t get32(const char* p) {
+  std::uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+inline std::uint64_t get64(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+// Segment file name for base_seq: 20 decimal digits + ".seg".
+std::string segment_name(std::uint64_t base_seq);
+// base_seq from a segment file name, or nullopt if the name is not one.
+std::optional<std::uint64_t> parse_segment_name(std::string_view name);
+
+void encode_segment_header(char* out, std::uint64_t base_seq);
+// base_seq if the 32 bytes are a valid header.
+std::optional<std::uint64_t> decode_segment_header(const char* in);
+
+// Writes the 16-byte record header for `payload` at `out`.
+void encode_record_header(char* out, std::uint64_t seq, std::string_view payload);
+
+// The result of looking at bytes [p, p + avail) as one record.
+struct RecordView {
+  enum Kind { kValid, kIncomplete, kInvalid } kind = kInvalid;
+  std::uint64_t seq = 0;
+  std::string_view payload;
+  std::size_t size = 0;  // header + payload, when valid
+};
+// `expected_seq` nullopt: any seq is accepted (resync search checks it after).
+RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_payload,
+                         std::optional<std::uint64_t> expected_seq);
+
+struct PositionSlot {
+  std::uint64_t generation = 0;
+  std::uint64_t next_seq = 0;
+};
+void encode_position_slot(char* out, const PositionSlot& slot);
+std::optional<PositionSlot> decode_position_slot(const char* in);
+
+}  // namespace sluice::log

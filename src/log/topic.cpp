@@ -1,0 +1,524 @@
+#include "sluice/log/topic.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "log/topic_impl.h"
+#include "sluice/log/channel.h"
+
+namespace sluice::log {
+
+Segment::~Segment() {
+  if (fd >= 0) ::close(fd);
+}
+
+Status io_error(const std::string& op, const std::string& path, int err) {
+  return {StatusCode::kIOError, op + " " + path + ": " + std::strerror(err)};
+}
+
+Status pwrite_all(int fd, const char* buf, std::size_t n, std::uint64_t off,
+                  const std::string& path) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, buf, n, static_cast<off_t>(off));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return io_error("write", path, errno);
+    }
+    buf += w;
+    n -= static_cast<std::size_t>(w);
+    off += static_cast<std::uint64_t>(w);
+  }
+  return Status::Ok();
+}
+
+Result<std::size_t> pread_some(int fd, char* buf, std::size_t n, std::uint64_t off,
+                               const std::string& path) {
+  std::size_t got = 0;
+  while (got < n) {
+    const ssize_t r = ::pread(fd, buf + got, n - got, static_cast<off_t>(off + got));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      return io_error("read", path, errno);
+    }
+    if (r == 0) break;
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
+namespace {
+
+Status fsync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return io_error("open", dir, errno);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? Status::Ok() : io_error("fsync", dir, err);
+}
+
+Result<std::string> read_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return io_error("open", path, errno);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return io_error("stat", path, err);
+  }
+  std::string data(static_cast<std::size_t>(st.st_size), '\0');
+  auto got = pread_some(fd, data.data(), data.size(), 0, path);
+  ::close(fd);
+  if (!got.ok()) return got.status();
+  data.resize(*got);
+  return data;
+}
+
+// One segment as recovery found it.
+struct Scanned {
+  std::uint64_t base_seq = 0;
+  std::string path;
+  std::uint64_t end = 0;       // valid bytes (truncate here if torn)
+  std::uint64_t next_seq = 0;  // after the last valid record
+  std::vector<Skip> skips;
+  bool torn = false;
+  std::uint64_t file_size = 0;
+};
+
+std::string seq_range(std::uint64_t from, std::uint64_t count) {
+  if (count == 0) return "no whole record lost";
+  return "seqs " + std::to_string(from) + ".." + std::to_string(from + count - 1) + " lost";
+}
+
+// Scans one segment's bytes (docs/log_format.md, "Recovery on open").
+void scan_segment(const std::string& data, std::uint32_t max_payload, bool last, Scanned& s,
+                  RecoveryReport& report) {
+  std::uint64_t expected = s.base_seq;
+  std::size_t off = kSegmentHeaderSize;
+  const std::size_t size = data.size();
+  while (off < size) {
+    RecordView v = decode_record(data.data() + off, size - off, max_payload, expected);
+    if (v.kind == RecordView::kValid) {
+      off += v.size;
+      ++expected;
+      continue;
+    }
+    // Search for the next valid record with a larger seq.
+    std::size_t found = size;
+    std::uint64_t found_seq = 0;
+    for (std::size_t o = off + 1; o + kRecordHeaderSize <= size; ++o) {
+      const std::uint64_t seq = get64(data.data() + o + 8);
+      if (seq <= expected || seq > expected + (size - off) / kRecordHeaderSize) continue;
+      RecordView w = decode_record(data.data() + o, size - o, max_payload, seq);
+      if (w.kind == RecordView::kValid) {
+        found = o;
+        found_seq = seq;
+        break;
+      }
+    }
+    if (found < size) {
+      const std::uint64_t lost = found_seq - expected;
+      s.skips.push_back({off, found, lost});
+      report.corrupt.push_back({s.path, off, found - off, "corrupt: " + seq_range(expected, lost)});
+      off = found;
+      expected = found_seq;
+      continue;
+    }
+    if (last) {
+      s.torn = true;
+      report.truncated.push_back({s.path, off, size - off, "torn tail"});
+    } else {
+      s.skips.push_back({off, size, 0});
+      report.corrupt.push_back({s.path, off, size - off,
+                                "corrupt to the end of the segment: later seqs of this segment "
+                                "lost"});
+    }
+    break;
+  }
+  s.end = s.torn ? off : size;
+  s.next_seq = expected;
+  s.file_size = size;
+}
+
+// Recovery shared by open() and verify_topic(). `modify`: delete leftovers.
+Result<std::vector<Scanned>> scan_topic(const std::string& dir, const TopicOptions& opt,
+                                        bool modify, RecoveryReport& report) {
+  std::error_code ec;
+  std::map<std::uint64_t, std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with(".tmp")) {
+      report.removed.push_back(e.path().string());
+      if (modify) std::filesystem::remove(e.path(), ec);
+      continue;
+    }
+    if (auto base = parse_segment_name(name)) files[*base] = e.path().string();
+  }
+  if (ec) return io_error("list", dir, ec.value());
+  std::vector<Scanned> out;
+  std::size_t i = 0;
+  for (const auto& [base, path] : files) {
+    const bool last = ++i == files.size();
+    auto data = read_file(path);
+    if (!data.ok()) return data.status();
+    Scanned s;
+    s.base_seq = base;
+    s.path = path;
+    if (data->size() < kSegmentHeaderSize || !decode_segment_header(data->data()) ||
+        *decode_segment_header(data->data()) != base) {
+      if (last && data->size() <= kSegmentHeaderSize) {  // a roll that died half-way
+        report.removed.push_back(path);
+        if (modify) std::filesystem::remove(path, ec);
+      } else {
+        report.corrupt.push_back({path, 0, data->size(), "bad segment header: segment skipped"});
+      }
+      continue;
+    }
+    if (!out.empty() && base != out.back().next_seq) {
+      report.corrupt.push_back({path, 0, 0,
+                                base > out.back().next_seq
+                                    ? "gap before this segment: " +
+                                          seq_range(out.back().next_seq, base - out.back().next_seq)
+                                    : "segment overlaps the previous one: skipped"});
+      if (base < out.back().next_seq) continue;
+    }
+    scan_segment(*data, opt.max_message_bytes, last, s, report);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Status validate(const TopicOptions& o) {
+  if (o.max_message_bytes == 0 ||
+      o.segment_bytes < kSegmentHeaderSize + kRecordHeaderSize + o.max_message_bytes) {
+    return {StatusCode::kInvalidArgument,
+            "segment_bytes must hold at least one record of max_message_bytes (" +
+                std::to_string(o.max_message_bytes) + " + " +
+                std::to_string(kSegmentHeaderSize + kRecordHeaderSize) + " bytes)"};
+  }
+  return Status::Ok();
+}
+
+// In-process registry: POSIX record locks do not conflict within a process.
+std::mutex g_open_mu;
+std::map<std::string, pid_t>
+    g_open_dirs;  // with the opener's pid: a forked child is another process
+
+Result<int> lock_dir(const std::string& dir) {
+  const std::string path = dir + "/LOCK";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error("open", path, errno);
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (::fcntl(fd, F_SETLK, &fl) != 0) {
+    struct flock who {};
+    who.l_type = F_WRLCK;
+    who.l_whence = SEEK_SET;
+    ::fcntl(fd, F_GETLK, &who);
+    ::close(fd);
+    return Status(StatusCode::kInUse,
+                  "topic " + dir + " is open for writing by PID " + std::to_string(who.l_pid));
+  }
+  return fd;
+}
+
+}  // namespace
+}  // namespace sluice::log
+
+namespace sluice {
+
+using log::kRecordHeaderSize;
+using log::kSegmentHeaderSize;
+using log::Segment;
+
+Topic::Impl::~Impl() {
+  {
+    std::lock_guard lk(mu);
+    stopping = true;
+  }
+  stop_cv.notify_all();
+  if (flusher.joinable()) flusher.join();
+  if (opt.durability != Durability::kNone && !segs.empty()) ::fdatasync(segs.back()->fd);
+  if (lock_fd >= 0) ::close(lock_fd);
+  std::lock_guard g(log::g_open_mu);
+  if (auto it = log::g_open_dirs.find(dir);
+      it != log::g_open_dirs.end() && it->second == getpid()) {
+    log::g_open_dirs.erase(it);
+  }
+}
+
+std::shared_ptr<Segment> Topic::Impl::segment_after(const Segment* s) const {
+  std::lock_guard lk(mu);
+  for (std::size_t i = 0; i + 1 < segs.size(); ++i) {
+    if (segs[i].get() == s) return segs[i + 1];
+  }
+  return nullptr;
+}
+
+std::shared_ptr<Segment> Topic::Impl::segment_for(std::uint64_t seq) const {
+  std::lock_guard lk(mu);
+  std::shared_ptr<Segment> best = segs.empty() ? nullptr : segs.front();
+  for (const auto& s : segs) {
+    if (s->base_seq <= seq) best = s;
+  }
+  return best;
+}
+
+std::string Topic::Impl::channel_path(std::string_view name) const {
+  return dir + "/channels/" + std::string(name) + ".pos";
+}
+
+Topic::Topic(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Topic::~Topic() = default;
+
+namespace {
+
+Result<std::shared_ptr<Segment>> create_segment(const std::string& dir, std::uint64_t base) {
+  auto seg = std::make_shared<Segment>();
+  seg->base_seq = base;
+  seg->path = dir + "/" + log::segment_name(base);
+  seg->fd = ::open(seg->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (seg->fd < 0) return log::io_error("create", seg->path, errno);
+  char header[kSegmentHeaderSize];
+  log::encode_segment_header(header, base);
+  if (Status s = log::pwrite_all(seg->fd, header, sizeof header, 0, seg->path); !s.ok()) {
+    ::unlink(seg->path.c_str());
+    return s;
+  }
+  return seg;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions options) {
+  if (Status s = log::validate(options); !s.ok()) return s;
+  std::error_code ec;
+  std::filesystem::create_directories(dir + "/channels", ec);
+  if (ec) return log::io_error("create directory", dir, ec.value());
+  const std::string canon = std::filesystem::canonical(dir, ec).string();
+  if (ec) return log::io_error("resolve", dir, ec.value());
+  {
+    std::lock_guard g(log::g_open_mu);
+    auto [it, fresh] = log::g_open_dirs.try_emplace(canon, getpid());
+    if (!fresh && it->second != getpid()) {
+      it->second = getpid();  // inherited through fork: not open in this process
+      fresh = true;
+    }
+    if (!fresh) {
+      return Status(StatusCode::kInUse, "topic " + dir + " is already open in this process (PID " +
+                                            std::to_string(getpid()) + ")");
+    }
+  }
+  auto impl = std::make_unique<Impl>();
+  impl->dir = canon;
+  impl->opt = options;
+  auto lock = log::lock_dir(canon);
+  if (!lock.ok()) return lock.status();  // Impl's destructor unregisters
+  impl->lock_fd = *lock;
+
+  auto scanned = log::scan_topic(canon, options, /*modify=*/true, impl->report);
+  if (!scanned.ok()) return scanned.status();
+  for (std::size_t i = 0; i < scanned->size(); ++i) {
+    auto& s = (*scanned)[i];
+    const bool last = i + 1 == scanned->size();
+    auto seg = std::make_shared<Segment>();
+    seg->base_seq = s.base_seq;
+    seg->path = s.path;
+    seg->fd = ::open(s.path.c_str(), (last ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (seg->fd < 0) return log::io_error("open", s.path, errno);
+    if (s.torn && ::ftruncate(seg->fd, static_cast<off_t>(s.end)) != 0) {
+      return log::io_error("truncate", s.path, errno);
+    }
+    seg->end.store(s.end);
+    seg->skips = std::move(s.skips);
+    impl->next_seq = s.next_seq;
+    impl->segs.push_back(std::move(seg));
+  }
+  if (impl->segs.empty()) {
+    auto seg = create_segment(canon, 0);
+    if (!seg.ok()) return seg.status();
+    impl->segs.push_back(*seg);
+    if (Status s = log::fsync_dir(canon); !s.ok()) return s;
+  } else if (impl->report.truncated.size() > 0 && ::fdatasync(impl->segs.back()->fd) != 0) {
+    return log::io_error("sync", impl->segs.back()->path, errno);
+  }
+  impl->first_seq = impl->segs.front()->base_seq;
+  if (options.durability == Durability::kInterval) {
+    Impl* p = impl.get();
+    impl->flusher = std::thread([p] {
+      std::unique_lock lk(p->mu);
+      while (!p->stopping) {
+        p->stop_cv.wait_for(lk, p->opt.sync_interval);
+        if (!p->dirty) continue;
+        p->dirty = false;
+        auto seg = p->segs.back();
+        lk.unlock();
+        ::fdatasync(seg->fd);  // an error shows on the next sync() or append
+        lk.lock();
+      }
+    });
+  }
+  return std::unique_ptr<Topic>(new Topic(std::move(impl)));
+}
+
+Result<std::uint64_t> Topic::append(std::string_view payload, const Context& ctx) {
+  return append_batch(std::span<const std::string_view>(&payload, 1), ctx);
+}
+
+Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payloads,
+                                          const Context& ctx) {
+  Impl& t = *impl_;
+  if (ctx.stop_requested()) return StatusCode::kCancelled;
+  if (payloads.empty()) return Status(StatusCode::kInvalidArgument, "append_batch: no records");
+  std::size_t bytes = 0;
+  for (std::string_view p : payloads) {
+    if (p.size() > t.opt.max_message_bytes) {
+      return Status(StatusCode::kInvalidArgument, "message of " + std::to_string(p.size()) +
+                                                      " bytes exceeds max_message_bytes " +
+                                                      std::to_string(t.opt.max_message_bytes));
+    }
+    bytes += kRecordHeaderSize + p.size();
+  }
+  std::unique_lock lk(t.mu);
+  auto seg = t.segs.back();
+  std::uint64_t end = seg->end.load(std::memory_order_relaxed);
+  // Roll when this batch would pass the segment size (a batch never spans
+  // segments; a record alone in a segment may be as large as allowed).
+  if (end > kSegmentHeaderSize && end + bytes > t.opt.segment_bytes) {
+    if (t.opt.durability != Durability::kNone && ::fdatasync(seg->fd) != 0) {
+      return log::io_error("sync", seg->path, errno);
+    }
+    auto next = create_segment(t.dir, t.next_seq);
+    if (!next.ok()) return next.status();
+    if (t.opt.durability != Durability::kNone) {
+      if (Status s = log::fsync_dir(t.dir); !s.ok()) return s;
+    }
+    // The sealed segment is read-only from now on; readers keep its fd.
+    t.segs.push_back(*next);
+    seg = *next;
+    end = kSegmentHeaderSize;
+    t.synced = t.written;  // everything before the roll was synced above
+  }
+  const std::uint64_t first = t.next_seq;
+  t.buf.resize(bytes);
+  char* p = t.buf.data();
+  std::uint64_t seq = first;
+  for (std::string_view payload : payloads) {
+    log::encode_record_header(p, seq++, payload);
+    std::memcpy(p + kRecordHeaderSize, payload.data(), payload.size());
+    p += kRecordHeaderSize + payload.size();
+  }
+  if (Status s = log::pwrite_all(seg->fd, t.buf.data(), bytes, end, seg->path); !s.ok()) {
+    // Disk full or I/O error: cut the partial write off so the log stays clean.
+    (void)::ftruncate(seg->fd, static_cast<off_t>(end));
+    return s;
+  }
+  if (t.opt.durability == Durability::kPerAppend && ::fdatasync(seg->fd) != 0) {
+    const int err = errno;
+    (void)::ftruncate(seg->fd, static_cast<off_t>(end));
+    return log::io_error("sync", seg->path, err);
+  }
+  seg->end.store(end + bytes, std::memory_order_release);
+  t.next_seq = seq;
+  t.written += bytes;
+  t.dirty = true;
+  t.data_cv.notify_all();
+  if (t.opt.durability != Durability::kGroupCommit) return first;
+
+  // Group commit: whoever finds no sync running syncs everything written so
+  // far; the others wait for a sync that covers them.
+  const std::uint64_t mine = t.written;
+  while (t.synced < mine) {
+    if (!t.syncing) {
+      t.syncing = true;
+      const std::uint64_t target = t.written;
+      auto last = t.segs.back();
+      lk.unlock();
+      const int rc = ::fdatasync(last->fd);
+      const int err = errno;
+      lk.lock();
+      t.syncing = false;
+      t.sync_cv.notify_all();
+      if (rc != 0) return log::io_error("sync", last->path, err);
+      t.synced = std::max(t.synced, target);
+    } else {
+      t.sync_cv.wait(lk);
+    }
+  }
+  return first;
+}
+
+Status Topic::sync() {
+  Impl& t = *impl_;
+  std::shared_ptr<Segment> seg;
+  {
+    std::lock_guard lk(t.mu);
+    seg = t.segs.back();
+  }
+  if (::fdatasync(seg->fd) != 0) return log::io_error("sync", seg->path, errno);
+  return Status::Ok();
+}
+
+std::uint64_t Topic::next_seq() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->next_seq;
+}
+std::uint64_t Topic::first_seq() const { return impl_->first_seq; }
+const RecoveryReport& Topic::recovery() const { return impl_->report; }
+const std::string& Topic::dir() const { return impl_->dir; }
+const TopicOptions& Topic::options() const { return impl_->opt; }
+
+Result<std::vector<std::string>> Topic::channels() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(impl_->dir + "/channels", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.ends_with(".pos")) out.push_back(name.substr(0, name.size() - 4));
+  }
+  if (ec) return log::io_error("list", impl_->dir + "/channels", ec.value());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status Topic::delete_channel(std::string_view name) {
+  {
+    std::lock_guard lk(impl_->mu);
+    if (impl_->open_channels.contains(std::string(name))) {
+      return {StatusCode::kInUse, "channel '" + std::string(name) + "' is open"};
+    }
+  }
+  const std::string path = impl_->channel_path(name);
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) {
+      return {StatusCode::kNotFound, "no channel '" + std::string(name) + "'"};
+    }
+    return log::io_error("delete", path, errno);
+  }
+  return log::fsync_dir(impl_->dir + "/channels");
+}
+
+Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name) {
+  return channel(name, ChannelOptions{});
+}
+
+Result<RecoveryReport> verify_topic(const std::string& dir, TopicOptions options) {
+  if (Status s = log::validate(options); !s.ok()) return s;
+  if (!std::filesystem::is_directory(dir)) {
+    return Status(StatusCode::kNotFound, "no topic directory " + dir);
+  }
+  RecoveryReport report;
+  auto scanned = log::scan_topic(dir, options, /*modify=*/false, report);
+  if (!scanned.ok()) return scanned.status();
+  return report;
+}
+
+}  // namespace sluice

@@ -1,0 +1,83 @@
+// Topic internals shared by topic.cpp and channel.cpp. Private.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "log/format.h"
+#include "sluice/log/topic.h"
+
+namespace sluice::log {
+
+// A range of a segment recovery found corrupt: readers jump from `from` to
+// `to`, and `lost` records are gone.
+struct Skip {
+  std::uint64_t from = 0;
+  std::uint64_t to = 0;
+  std::uint64_t lost = 0;
+};
+
+struct Segment {
+  std::uint64_t base_seq = 0;
+  std::string path;
+  int fd = -1;  // read-write for the last segment, read-only before
+  // Offset up to which records are complete and visible to readers.
+  std::atomic<std::uint64_t> end{kSegmentHeaderSize};
+  std::vector<Skip> skips;  // fixed after recovery
+  ~Segment();
+};
+
+// "<op> <path>: <strerror(errno)>" as kIOError.
+Status io_error(const std::string& op, const std::string& path, int err);
+
+// Writes all of buf at offset, retrying short writes.
+Status pwrite_all(int fd, const char* buf, std::size_t n, std::uint64_t off,
+                  const std::string& path);
+// Reads up to n bytes at off; returns bytes read (short at end of file).
+Result<std::size_t> pread_some(int fd, char* buf, std::size_t n, std::uint64_t off,
+                               const std::string& path);
+
+}  // namespace sluice::log
+
+namespace sluice {
+
+struct Topic::Impl {
+  std::string dir;
+  TopicOptions opt;
+  RecoveryReport report;
+  int lock_fd = -1;
+
+  mutable std::mutex mu;  // appends and the segment list
+  std::vector<std::shared_ptr<log::Segment>> segs;
+  std::uint64_t next_seq = 0;  // under mu
+  std::uint64_t first_seq = 0;
+  std::string buf;                      // the append buffer, under mu
+  std::condition_variable_any data_cv;  // new records (channels wait on mu)
+
+  // Group commit: bytes written over the topic's life vs bytes known durable.
+  std::uint64_t written = 0;  // under mu
+  std::uint64_t synced = 0;   // under mu
+  bool syncing = false;       // a leader is in fdatasync
+  std::condition_variable sync_cv;
+  bool dirty = false;  // kInterval: written since the last sync
+
+  std::thread flusher;  // kInterval
+  bool stopping = false;
+  std::condition_variable stop_cv;
+
+  std::set<std::string> open_channels;  // under mu: one Channel per name
+
+  ~Impl();
+  std::shared_ptr<log::Segment> segment_after(const log::Segment* s) const;
+  std::shared_ptr<log::Segment> segment_for(std::uint64_t seq) const;
+  std::string channel_path(std::string_view name) const;
+};
+
+}  // namespace sluice

@@ -1,0 +1,407 @@
+// Topic and Channel on a real file system (a fresh temporary directory each).
+#include "sluice/log/topic.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "log/format.h"
+#include "sluice/log/channel.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+class TopicTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("sluice-log-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::unique_ptr<Topic> open(TopicOptions o = small()) {
+    auto t = Topic::open(dir_.string(), o);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? std::move(*t) : nullptr;
+  }
+  static TopicOptions small() {
+    TopicOptions o;
+    o.segment_bytes = 4096;
+    o.max_message_bytes = 1024;
+    o.durability = Durability::kNone;
+    return o;
+  }
+  std::vector<fs::path> segments() {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      if (e.path().extension() == ".seg") out.push_back(e.path());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  static std::vector<LogMessage> drain(Channel& c) {
+    std::vector<LogMessage> out;
+    for (;;) {
+      auto m = c.next(with_timeout(0ms));
+      if (!m.ok()) break;
+      out.push_back(std::move(*m));
+    }
+    return out;
+  }
+  static std::string msg(std::uint64_t i) { return "message " + std::to_string(i); }
+
+  fs::path dir_;
+};
+
+TEST(LogFormatTest, Crc32cIsCastagnoli) {
+  EXPECT_EQ(log::crc32c("123456789", 9), 0xE3069283U);
+  // Chaining equals one pass.
+  EXPECT_EQ(log::crc32c("6789", 4, log::crc32c("12345", 5)), 0xE3069283U);
+}
+
+TEST_F(TopicTest, AppendsGetConsecutiveSeqsAcrossSegmentsAndReadBackInOrder) {
+  auto t = open();
+  for (std::uint64_t i = 0; i < 600; ++i) {
+    auto seq = t->append(msg(i));
+    ASSERT_TRUE(seq.ok()) << seq.status();
+    EXPECT_EQ(*seq, i);
+  }
+  EXPECT_GT(segments().size(), 3U);  // rolled
+  for (const auto& s : segments()) EXPECT_LE(fs::file_size(s), 4096U);
+  auto c = t->channel("reader");
+  ASSERT_TRUE(c.ok());
+  auto got = drain(**c);
+  ASSERT_EQ(got.size(), 600U);
+  for (std::uint64_t i = 0; i < 600; ++i) {
+    EXPECT_EQ(got[i].seq, i);
+    EXPECT_EQ(got[i].payload, msg(i));
+  }
+}
+
+TEST_F(TopicTest, ReopenKeepsEverything) {
+  {
+    auto t = open();
+    for (int i = 0; i < 100; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  }
+  auto t = open();
+  EXPECT_TRUE(t->recovery().clean());
+  EXPECT_EQ(t->next_seq(), 100U);
+  EXPECT_EQ(*t->append("after"), 100U);
+  auto c = t->channel("r");
+  auto got = drain(**c);
+  ASSERT_EQ(got.size(), 101U);
+  EXPECT_EQ(got.back().payload, "after");
+}
+
+TEST_F(TopicTest, EveryDurabilityModeAppendsAndReopens) {
+  for (Durability d : {Durability::kNone, Durability::kInterval, Durability::kPerAppend,
+                       Durability::kGroupCommit}) {
+    fs::remove_all(dir_);
+    TopicOptions o = small();
+    o.durability = d;
+    o.sync_interval = 5ms;
+    {
+      auto t = open(o);
+      std::vector<std::string_view> batch = {"a", "b", "c"};
+      ASSERT_EQ(*t->append_batch(batch), 0U);
+      ASSERT_EQ(*t->append("d"), 3U);
+      ASSERT_TRUE(t->sync().ok());
+    }
+    auto t = open(o);
+    EXPECT_EQ(t->next_seq(), 4U) << static_cast<int>(d);
+  }
+}
+
+TEST_F(TopicTest, AMessageTooLargeIsAClearErrorAndChangesNothing) {
+  auto t = open();
+  ASSERT_TRUE(t->append("small").ok());
+  const std::string big(1025, 'x');
+  auto r = t->append(big);
+  EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("1025"), std::string_view::npos) << r.status();
+  EXPECT_EQ(t->next_seq(), 1U);
+  TopicOptions bad = small();
+  bad.segment_bytes = 100;  // cannot hold a 1024-byte record
+  EXPECT_EQ(Topic::open((dir_ / "other").string(), bad).code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(TopicTest, GroupCommitConcurrentAppendersGetUniqueConsecutiveSeqs) {
+  TopicOptions o = small();
+  o.segment_bytes = 1 << 20;
+  o.durability = Durability::kGroupCommit;
+  auto t = open(o);
+  constexpr int kThreads = 8;
+  constexpr int kEach = 200;
+  std::vector<std::jthread> threads;
+  std::mutex mu;
+  std::set<std::uint64_t> seqs;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < kEach; ++k) {
+        auto s = t->append("t" + std::to_string(i) + ":" + std::to_string(k));
+        ASSERT_TRUE(s.ok()) << s.status();
+        std::lock_guard lk(mu);
+        seqs.insert(*s);
+      }
+    });
+  }
+  threads.clear();
+  ASSERT_EQ(seqs.size(), static_cast<std::size_t>(kThreads * kEach));
+  EXPECT_EQ(*seqs.rbegin(), static_cast<std::uint64_t>(kThreads * kEach - 1));
+}
+
+TEST_F(TopicTest, ChannelRedeliversWhatItDidNotAcknowledge) {
+  auto t = open();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  {
+    auto c = std::move(*t->channel("worker"));
+    for (int i = 0; i < 6; ++i) ASSERT_TRUE(c->next().ok());
+    ASSERT_TRUE(c->ack(4).ok());  // 0..4 done; 5 delivered, not acked
+    EXPECT_EQ(c->acked(), 5U);
+    EXPECT_EQ(c->ack(7).code(), StatusCode::kInvalidArgument);  // not delivered yet
+  }
+  auto c = std::move(*t->channel("worker"));
+  auto m = c->next();
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->seq, 5U);  // redelivered
+  c->nack();
+  EXPECT_EQ(c->next()->seq, 5U);  // again, after a nack
+}
+
+TEST_F(TopicTest, ConsumeAcksAfterSuccessAndStopsAtAnError) {
+  auto t = open();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  auto c = std::move(*t->channel("c"));
+  std::vector<std::uint64_t> seen;
+  Status s = c->consume(
+      [&](const LogMessage& m) {
+        seen.push_back(m.seq);
+        return m.seq == 12 ? Status(StatusCode::kUnavailable, "downstream down") : Status::Ok();
+      },
+      Context(), 8);
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(c->acked(), 12U);  // 0..11 acknowledged, 12 not
+  EXPECT_EQ(c->next()->seq, 12U);
+}
+
+TEST_F(TopicTest, AWaitingChannelWakesOnAppend) {
+  auto t = open();
+  auto c = std::move(*t->channel("c"));
+  auto waiting = std::async(std::launch::async, [&] { return c->next(with_timeout(10s)); });
+  ASSERT_TRUE(t->append("hello").ok());
+  auto m = waiting.get();
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->payload, "hello");
+  EXPECT_EQ(c->next(with_timeout(20ms)).code(), StatusCode::kDeadlineExceeded);
+  std::stop_source stop;
+  stop.request_stop();
+  EXPECT_EQ(c->next(Context(stop.get_token())).code(), StatusCode::kCancelled);
+}
+
+TEST_F(TopicTest, ChannelsAreIndependentAndListedAndDeleted) {
+  auto t = open();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  auto a = std::move(*t->channel("a"));
+  ChannelOptions tail;
+  tail.start = StartFrom::kTail;
+  auto b = std::move(*t->channel("b", tail));
+  EXPECT_EQ(drain(*a).size(), 5U);
+  EXPECT_EQ(drain(*b).size(), 0U);  // started at the tail
+  ASSERT_TRUE(t->append("new").ok());
+  EXPECT_EQ(drain(*b).size(), 1U);
+  EXPECT_EQ(*t->channels(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(t->channel("a").code(), StatusCode::kInUse);
+  EXPECT_EQ(t->delete_channel("a").code(), StatusCode::kInUse);
+  a.reset();
+  EXPECT_TRUE(t->delete_channel("a").ok());
+  EXPECT_EQ(t->delete_channel("a").code(), StatusCode::kNotFound);
+  EXPECT_EQ(*t->channels(), std::vector<std::string>{"b"});
+  EXPECT_EQ(t->channel("../evil").code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(TopicTest, ASecondWriterIsRefusedWithThePidOfTheFirst) {
+  auto t = open();
+  EXPECT_EQ(Topic::open(dir_.string(), small()).code(), StatusCode::kInUse);
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child == 0) {
+    auto other = Topic::open(dir_.string(), small());
+    const bool ok =
+        other.code() == StatusCode::kInUse &&
+        other.status().message().find("PID " + std::to_string(parent)) != std::string_view::npos;
+    _exit(ok ? 0 : 1);
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+TEST_F(TopicTest, ATornTailIsTruncatedAtEveryCutOfTheLastRecord) {
+  {
+    auto t = open();
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  }
+  const fs::path seg = segments().front();
+  const auto full = fs::file_size(seg);
+  const auto last = log::kRecordHeaderSize + msg(2).size();
+  const fs::path pristine = dir_.string() + ".pristine";
+  fs::remove_all(pristine);
+  fs::copy(dir_, pristine, fs::copy_options::recursive);
+  for (auto cut = full - last + 1; cut < full; ++cut) {
+    fs::remove_all(dir_);
+    fs::copy(pristine, dir_, fs::copy_options::recursive);
+    fs::resize_file(seg, cut);
+    auto t = open();
+    ASSERT_EQ(t->recovery().truncated.size(), 1U) << "cut at " << cut;
+    EXPECT_TRUE(t->recovery().corrupt.empty());
+    EXPECT_EQ(t->next_seq(), 2U);
+    EXPECT_EQ(fs::file_size(seg), full - last);
+    auto c = std::move(*t->channel("r"));
+    auto got = drain(*c);
+    ASSERT_EQ(got.size(), 2U);
+    EXPECT_EQ(got[1].payload, msg(1));
+    EXPECT_EQ(*t->append("again"), 2U);  // and appends continue cleanly
+  }
+  fs::remove_all(pristine);
+}
+
+TEST_F(TopicTest, AFlippedBitIsReportedAndNeverDelivered) {
+  {
+    auto t = open();
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  }
+  const fs::path seg = segments().front();
+  // Record 2's payload: header + records 0 and 1.
+  const auto at = log::kSegmentHeaderSize + 2 * (log::kRecordHeaderSize + msg(0).size()) +
+                  log::kRecordHeaderSize + 3;
+  {
+    std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    char b = 0;
+    f.read(&b, 1);
+    b = static_cast<char>(b ^ 0x10);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(&b, 1);
+  }
+  auto v = verify_topic(dir_.string(), small());
+  ASSERT_TRUE(v.ok());
+  ASSERT_EQ(v->corrupt.size(), 1U);
+  EXPECT_NE(v->corrupt[0].what.find("seqs 2..2 lost"), std::string::npos) << v->corrupt[0].what;
+  auto t = open();
+  ASSERT_EQ(t->recovery().corrupt.size(), 1U);
+  EXPECT_EQ(t->recovery().corrupt[0].file, seg.string());
+  auto c = std::move(*t->channel("r"));
+  auto got = drain(*c);
+  std::vector<std::uint64_t> seqs;
+  for (const auto& m : got) seqs.push_back(m.seq);
+  EXPECT_EQ(seqs, (std::vector<std::uint64_t>{0, 1, 3, 4}));
+  EXPECT_EQ(c->skipped_corrupt(), 1U);
+}
+
+TEST_F(TopicTest, AZeroedPageInTheMiddleIsSkippedAndReported) {
+  TopicOptions o = small();
+  o.segment_bytes = 64 * 1024;
+  {
+    auto t = open(o);
+    for (int i = 0; i < 1000; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  }
+  const fs::path seg = segments().front();
+  {
+    std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(8192);
+    const std::string zeros(4096, '\0');
+    f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  auto t = open(o);
+  ASSERT_EQ(t->recovery().corrupt.size(), 1U);
+  auto c = std::move(*t->channel("r"));
+  auto got = drain(*c);
+  EXPECT_EQ(got.size() + c->skipped_corrupt(), 1000U);
+  EXPECT_GT(c->skipped_corrupt(), 100U);
+  EXPECT_EQ(got.back().seq, 999U);
+  for (std::size_t i = 1; i < got.size(); ++i) EXPECT_LT(got[i - 1].seq, got[i].seq);
+}
+
+TEST_F(TopicTest, ADamagedPositionSlotFallsBackAndTwoAreAClearError) {
+  auto t = open();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  const fs::path pos = dir_ / "channels" / "c.pos";
+  {
+    auto c = std::move(*t->channel("c"));
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(c->next().ok());
+    ASSERT_TRUE(c->ack(1).ok());  // generation 2: slot 0
+    ASSERT_TRUE(c->ack(3).ok());  // generation 3: slot 1
+  }
+  const auto damage = [&](std::streamoff at) {
+    std::fstream f(pos, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(at);
+    f.write("XXXX", 4);
+  };
+  damage(32 + 16);  // the newest slot
+  {
+    auto c = t->channel("c");
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_EQ((*c)->acked(), 2U);  // the older slot: redelivers more, loses nothing
+  }
+  damage(16);
+  auto c = t->channel("c");
+  EXPECT_EQ(c.code(), StatusCode::kCorruption);
+  EXPECT_NE(c.status().message().find("c.pos"), std::string_view::npos);
+}
+
+TEST_F(TopicTest, AFullDiskIsAnErrorAndLeavesTheLogConsistent) {
+  auto t = open();
+  ASSERT_TRUE(t->append("before").ok());
+  const fs::path seg = segments().front();
+  // An injected write limit: writes past it fail with EFBIG, as ENOSPC would.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction old {};
+  sigaction(SIGXFSZ, &ignore, &old);
+  rlimit saved{};
+  getrlimit(RLIMIT_FSIZE, &saved);
+  rlimit lim = saved;
+  lim.rlim_cur = fs::file_size(seg) + 20;  // room for a header, not a payload
+  setrlimit(RLIMIT_FSIZE, &lim);
+  auto r = t->append(std::string(200, 'x'));
+  setrlimit(RLIMIT_FSIZE, &saved);
+  sigaction(SIGXFSZ, &old, nullptr);
+  EXPECT_EQ(r.code(), StatusCode::kIOError);
+  EXPECT_NE(r.status().message().find("File too large"), std::string_view::npos) << r.status();
+  EXPECT_EQ(t->next_seq(), 1U);
+  EXPECT_EQ(*t->append("after"), 1U);  // the next append works
+  t.reset();
+  auto again = open();
+  EXPECT_TRUE(again->recovery().clean());
+  auto c = std::move(*again->channel("r"));
+  auto got = drain(*c);
+  ASSERT_EQ(got.size(), 2U);
+  EXPECT_EQ(got[1].payload, "after");
+}
+
+TEST_F(TopicTest, AMissingParentIsAClearError) {
+  auto t = Topic::open("/proc/sluice-cannot-create-here/topic", small());
+  EXPECT_EQ(t.code(), StatusCode::kIOError);
+  EXPECT_NE(t.status().message().find("/proc/sluice-cannot-create-here"), std::string_view::npos);
+  EXPECT_EQ(verify_topic("/nonexistent-sluice-dir", small()).code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace sluice
