@@ -513,6 +513,9 @@ class Queue {
     std::optional<T> item;
     if (store_->size() > 0 && store_->take(item).ok()) {
       unspilled_.fetch_add(1, std::memory_order_relaxed);
+      // Emptied: pushes may use memory again at once (the ring is empty:
+      // pulls take from it first, and pushes went to the store meanwhile).
+      if (store_->size() == 0) spill_active_.store(false, std::memory_order_release);
       lock.unlock();
       sink(std::move(*item));
       return StatusCode::kOk;

@@ -25,6 +25,7 @@ struct Channel::Impl {
   int fd = -1;
   std::uint64_t generation = 0;
   std::uint64_t acked = 0;  // durable: first seq not acknowledged
+  bool durable_positions = true;
 
   // Read cursor: the record at (seg, off) has seq next_seq.
   std::shared_ptr<log::Segment> seg;
@@ -115,6 +116,10 @@ struct Channel::Impl {
   }
 
   Status write_position(std::uint64_t seq) {
+    if (!durable_positions) {
+      acked = seq;
+      return Status::Ok();
+    }
     char slot[kPositionSlotSize];
     const std::uint64_t gen = generation + 1;
     log::encode_position_slot(slot, {gen, seq});
@@ -175,7 +180,15 @@ Status Channel::ack(std::uint64_t seq) {
                                               std::to_string(c.next_seq) + ")"};
   }
   if (seq + 1 <= c.acked) return Status::Ok();
-  return c.write_position(seq + 1);
+  if (Status s = c.write_position(seq + 1); !s.ok()) return s;
+  // Retention: once this position is durable, segments before it may go.
+  bool crossed = false;
+  {
+    std::lock_guard lk(c.topic->mu);
+    c.topic->open_channels[c.name] = c.acked;
+    crossed = c.topic->segs.size() > 1 && c.acked >= c.topic->segs[1]->base_seq;
+  }
+  return crossed ? c.topic->trim() : Status::Ok();
 }
 
 void Channel::nack() { impl_->seek(impl_->acked); }
@@ -226,7 +239,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
   }
   {
     std::lock_guard lk(t.mu);
-    if (!t.open_channels.insert(std::string(name)).second) {
+    if (!t.open_channels.try_emplace(std::string(name), 0).second) {
       return Status(StatusCode::kInUse,
                     "channel '" + std::string(name) + "' is already open in this process");
     }
@@ -235,6 +248,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
   c->topic = &t;
   c->name = std::string(name);
   c->path = t.channel_path(name);
+  c->durable_positions = options.durable_positions;
   c->fd = ::open(c->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (c->fd < 0) return log::io_error("open", c->path, errno);
   struct flock fl {};
@@ -278,6 +292,10 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     c->acked = start;
   }
   c->seek(start);
+  {
+    std::lock_guard lk(t.mu);
+    t.open_channels[c->name] = c->acked;
+  }
   return std::make_unique<Channel>(std::move(c));
 }
 

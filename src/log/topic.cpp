@@ -54,8 +54,6 @@ Result<std::size_t> pread_some(int fd, char* buf, std::size_t n, std::uint64_t o
   return got;
 }
 
-namespace {
-
 Status fsync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return io_error("open", dir, errno);
@@ -81,6 +79,8 @@ Result<std::string> read_file(const std::string& path) {
   data.resize(*got);
   return data;
 }
+
+namespace {
 
 // One segment as recovery found it.
 struct Scanned {
@@ -258,8 +258,9 @@ Topic::Impl::~Impl() {
 
 std::shared_ptr<Segment> Topic::Impl::segment_after(const Segment* s) const {
   std::lock_guard lk(mu);
-  for (std::size_t i = 0; i + 1 < segs.size(); ++i) {
-    if (segs[i].get() == s) return segs[i + 1];
+  // By base_seq, not identity: `s` may already have been trimmed away.
+  for (const auto& seg : segs) {
+    if (seg->base_seq > s->base_seq) return seg;
   }
   return nullptr;
 }
@@ -275,6 +276,53 @@ std::shared_ptr<Segment> Topic::Impl::segment_for(std::uint64_t seq) const {
 
 std::string Topic::Impl::channel_path(std::string_view name) const {
   return dir + "/channels/" + std::string(name) + ".pos";
+}
+
+Status Topic::Impl::trim() {
+  // Positions of channels that are not open come from their files (their
+  // durable state); open ones from memory (updated after their sync).
+  std::map<std::string, std::uint64_t> pos;
+  {
+    std::lock_guard lk(mu);
+    pos = open_channels;
+  }
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/channels", ec)) {
+    const std::string name = e.path().filename().string();
+    if (!name.ends_with(".pos")) continue;
+    const std::string ch = name.substr(0, name.size() - 4);
+    if (pos.contains(ch)) continue;
+    auto data = log::read_file(e.path().string());
+    if (!data.ok()) return data.status();
+    std::optional<log::PositionSlot> best;
+    for (std::size_t at = 0; at + log::kPositionSlotSize <= data->size();
+         at += log::kPositionSlotSize) {
+      auto slot = log::decode_position_slot(data->data() + at);
+      if (slot && (!best || slot->generation > best->generation)) best = slot;
+    }
+    if (!best) return Status::Ok();  // unreadable: keep everything (never trim early)
+    pos[ch] = best->next_seq;
+  }
+  if (ec) return log::io_error("list", dir + "/channels", ec.value());
+  if (pos.empty()) return Status::Ok();
+  std::uint64_t min = UINT64_MAX;
+  for (const auto& [name, p] : pos) min = std::min(min, p);
+  std::vector<std::shared_ptr<Segment>> gone;
+  {
+    std::lock_guard lk(mu);
+    while (segs.size() > 1 && segs[1]->base_seq <= min) {
+      gone.push_back(segs.front());
+      disk_bytes -= std::min(disk_bytes, segs.front()->end.load(std::memory_order_relaxed));
+      segs.erase(segs.begin());
+    }
+    first_seq = segs.front()->base_seq;
+  }
+  if (gone.empty()) return Status::Ok();
+  for (const auto& s : gone) {
+    if (::unlink(s->path.c_str()) != 0 && errno != ENOENT)
+      return log::io_error("delete", s->path, errno);
+  }
+  return log::fsync_dir(dir);  // readers still holding a segment keep its fd
 }
 
 Topic::Topic(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -339,6 +387,7 @@ Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions 
       return log::io_error("truncate", s.path, errno);
     }
     seg->end.store(s.end);
+    impl->disk_bytes += s.end;
     seg->skips = std::move(s.skips);
     impl->next_seq = s.next_seq;
     impl->segs.push_back(std::move(seg));
@@ -347,6 +396,7 @@ Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions 
     auto seg = create_segment(canon, 0);
     if (!seg.ok()) return seg.status();
     impl->segs.push_back(*seg);
+    impl->disk_bytes = kSegmentHeaderSize;
     if (Status s = log::fsync_dir(canon); !s.ok()) return s;
   } else if (impl->report.truncated.size() > 0 && ::fdatasync(impl->segs.back()->fd) != 0) {
     return log::io_error("sync", impl->segs.back()->path, errno);
@@ -404,6 +454,7 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
     }
     // The sealed segment is read-only from now on; readers keep its fd.
     t.segs.push_back(*next);
+    t.disk_bytes += kSegmentHeaderSize;
     seg = *next;
     end = kSegmentHeaderSize;
     t.synced = t.written;  // everything before the roll was synced above
@@ -430,6 +481,7 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
   seg->end.store(end + bytes, std::memory_order_release);
   t.next_seq = seq;
   t.written += bytes;
+  t.disk_bytes += bytes;
   t.dirty = true;
   t.data_cv.notify_all();
   if (t.opt.durability != Durability::kGroupCommit) return first;
@@ -472,7 +524,14 @@ std::uint64_t Topic::next_seq() const {
   std::lock_guard lk(impl_->mu);
   return impl_->next_seq;
 }
-std::uint64_t Topic::first_seq() const { return impl_->first_seq; }
+std::uint64_t Topic::first_seq() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->first_seq;
+}
+std::uint64_t Topic::disk_bytes() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->disk_bytes;
+}
 const RecoveryReport& Topic::recovery() const { return impl_->report; }
 const std::string& Topic::dir() const { return impl_->dir; }
 const TopicOptions& Topic::options() const { return impl_->opt; }
@@ -503,7 +562,8 @@ Status Topic::delete_channel(std::string_view name) {
     }
     return log::io_error("delete", path, errno);
   }
-  return log::fsync_dir(impl_->dir + "/channels");
+  if (Status s = log::fsync_dir(impl_->dir + "/channels"); !s.ok()) return s;
+  return impl_->trim();  // it may have been the one holding old segments
 }
 
 Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name) {

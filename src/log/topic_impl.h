@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -40,6 +41,8 @@ Status io_error(const std::string& op, const std::string& path, int err);
 // Writes all of buf at offset, retrying short writes.
 Status pwrite_all(int fd, const char* buf, std::size_t n, std::uint64_t off,
                   const std::string& path);
+Status fsync_dir(const std::string& dir);
+Result<std::string> read_file(const std::string& path);
 // Reads up to n bytes at off; returns bytes read (short at end of file).
 Result<std::size_t> pread_some(int fd, char* buf, std::size_t n, std::uint64_t off,
                                const std::string& path);
@@ -56,8 +59,9 @@ struct Topic::Impl {
 
   mutable std::mutex mu;  // appends and the segment list
   std::vector<std::shared_ptr<log::Segment>> segs;
-  std::uint64_t next_seq = 0;  // under mu
-  std::uint64_t first_seq = 0;
+  std::uint64_t next_seq = 0;           // under mu
+  std::uint64_t first_seq = 0;          // under mu: retention moves it
+  std::uint64_t disk_bytes = 0;         // under mu: bytes in retained segments
   std::string buf;                      // the append buffer, under mu
   std::condition_variable_any data_cv;  // new records (channels wait on mu)
 
@@ -72,12 +76,16 @@ struct Topic::Impl {
   bool stopping = false;
   std::condition_variable stop_cv;
 
-  std::set<std::string> open_channels;  // under mu: one Channel per name
+  // Open channels (one per name) and their acknowledged positions, under mu.
+  std::map<std::string, std::uint64_t> open_channels;
 
   ~Impl();
   std::shared_ptr<log::Segment> segment_after(const log::Segment* s) const;
   std::shared_ptr<log::Segment> segment_for(std::uint64_t seq) const;
   std::string channel_path(std::string_view name) const;
+  // Retention: deletes sealed segments that every channel (open or not) has
+  // durably passed. A topic without channels keeps everything.
+  Status trim();
 };
 
 }  // namespace sluice

@@ -396,6 +396,28 @@ TEST_F(TopicTest, AFullDiskIsAnErrorAndLeavesTheLogConsistent) {
   EXPECT_EQ(got[1].payload, "after");
 }
 
+TEST_F(TopicTest, SegmentsGoOnlyOnceEveryChannelHasDurablyPassedThem) {
+  auto t = open();
+  auto fast = std::move(*t->channel("fast"));
+  {
+    auto slow = std::move(*t->channel("slow"));  // acknowledges nothing, then closes
+  }
+  for (int i = 0; i < 600; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  const auto before = segments().size();
+  ASSERT_GT(before, 3U);
+  auto got = drain(*fast);
+  ASSERT_TRUE(fast->ack(got.back().seq).ok());
+  EXPECT_EQ(segments().size(), before);  // "slow" (closed) still holds them
+  EXPECT_EQ(t->first_seq(), 0U);
+  ASSERT_TRUE(t->delete_channel("slow").ok());
+  EXPECT_EQ(segments().size(), 1U);  // released: only the active segment is left
+  EXPECT_GT(t->first_seq(), 0U);
+  EXPECT_LE(t->disk_bytes(), 4096U);
+  // A new channel from the beginning starts at the oldest retained record.
+  auto late = std::move(*t->channel("late"));
+  EXPECT_EQ(late->next()->seq, t->first_seq());
+}
+
 TEST_F(TopicTest, AMissingParentIsAClearError) {
   auto t = Topic::open("/proc/sluice-cannot-create-here/topic", small());
   EXPECT_EQ(t.code(), StatusCode::kIOError);

@@ -36,6 +36,10 @@ enum class StartFrom : std::uint8_t {
 
 struct ChannelOptions {
   StartFrom start = StartFrom::kBeginning;  // for a channel that does not exist yet
+  // false: ack() keeps the position in memory only (no fdatasync); after a
+  // crash the channel restarts from its last durable position. For stores
+  // that do not outlive the process (the queue's spill store).
+  bool durable_positions = true;
 };
 
 struct LogMessage {

@@ -86,13 +86,16 @@ class Topic {
   // Makes everything appended so far durable.
   Status sync();
 
-  std::uint64_t next_seq() const;   // the seq the next append gets
-  std::uint64_t first_seq() const;  // the oldest retained seq
+  std::uint64_t next_seq() const;    // the seq the next append gets
+  std::uint64_t first_seq() const;   // the oldest retained seq
+  std::uint64_t disk_bytes() const;  // bytes in retained segments
   const RecoveryReport& recovery() const;
   const std::string& dir() const;
   const TopicOptions& options() const;
 
   // Channels: named readers with persisted positions (channel.h).
+  // Retention: a sealed segment is deleted once every channel, open or not,
+  // has durably acknowledged past it; a topic with no channel keeps all.
   Result<std::unique_ptr<Channel>> channel(std::string_view name, const ChannelOptions& options);
   Result<std::unique_ptr<Channel>> channel(std::string_view name);
   Result<std::vector<std::string>> channels() const;

@@ -1,0 +1,142 @@
+// LogSpillStore<T> is the disk-backed overflow store for a Queue with
+// OverflowPolicy::kSpill: items that do not fit in memory go to a private
+// topic directory, and come back in FIFO order. Its disk use is bounded by a
+// byte budget: a put that would pass it is refused (kRejected), which the
+// queue reports and counts.
+//
+// Thread safety: none needed: the queue serializes calls to its store.
+// Blocking: put/take do file I/O on the calling thread (no fsync: the store
+//   does not outlive the process).
+// Ordering: FIFO.
+// Cancellation: N/A (calls do not wait).
+// Ownership: the store owns its directory: open() refuses a directory that
+//   holds anything but a previous spill store's files, and wipes those.
+//   Items are encoded by SpillCodec<T> (std::string and trivially copyable
+//   types provided; specialize it for others).
+// Errors: kRejected (budget), kIOError, kInvalidArgument (options).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+#include "sluice/log/channel.h"
+#include "sluice/log/topic.h"
+#include "sluice/spill_store.h"
+
+namespace sluice {
+
+template <class T, class Enable = void>
+struct SpillCodec;  // encode(const T&) -> std::string; decode(std::string_view) -> optional<T>
+
+template <>
+struct SpillCodec<std::string> {
+  static std::string encode(const std::string& v) { return v; }
+  static std::optional<std::string> decode(std::string_view s) { return std::string(s); }
+};
+
+template <class T>
+struct SpillCodec<T, std::enable_if_t<std::is_trivially_copyable_v<T>>> {
+  static std::string encode(const T& v) {
+    return std::string(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  static std::optional<T> decode(std::string_view s) {
+    if (s.size() != sizeof(T)) return std::nullopt;
+    T v;
+    std::memcpy(&v, s.data(), sizeof v);
+    return v;
+  }
+};
+
+struct LogSpillOptions {
+  std::string dir;                  // private to the store
+  std::uint64_t budget_bytes = 0;   // disk budget (>= 2 segments)
+  std::uint64_t segment_bytes = 0;  // 0: budget / 4, at most 4 MiB
+};
+
+template <class T>
+class LogSpillStore final : public SpillStore<T> {
+ public:
+  static Result<std::shared_ptr<LogSpillStore>> open(LogSpillOptions o) {
+    namespace fs = std::filesystem;
+    if (o.segment_bytes == 0)
+      o.segment_bytes = std::min<std::uint64_t>(o.budget_bytes / 4, 4 << 20);
+    if (o.dir.empty() || o.segment_bytes < 4096 || o.budget_bytes < 2 * o.segment_bytes) {
+      return Status(StatusCode::kInvalidArgument,
+                    "spill store: needs a dir and budget_bytes >= 2 * segment_bytes >= 8 KiB");
+    }
+    std::error_code ec;
+    if (fs::exists(o.dir, ec)) {
+      for (const auto& e : fs::directory_iterator(o.dir, ec)) {
+        const std::string n = e.path().filename().string();
+        if (!(n == "LOCK" || n == "channels" || n.ends_with(".seg"))) {
+          return Status(
+              StatusCode::kAlreadyExists,
+              "spill store: " + o.dir + " holds other files (" + n + "); refusing to wipe it");
+        }
+      }
+      fs::remove_all(o.dir, ec);
+      if (ec) return Status(StatusCode::kIOError, "spill store: cannot clear " + o.dir);
+    }
+    TopicOptions to;
+    to.durability = Durability::kNone;
+    to.segment_bytes = o.segment_bytes;
+    to.max_message_bytes = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(o.segment_bytes - 64, std::uint64_t{16} << 20));
+    auto topic = Topic::open(o.dir, to);
+    if (!topic.ok()) return topic.status();
+    ChannelOptions co;
+    co.durable_positions = false;
+    auto channel = (*topic)->channel("spill", co);
+    if (!channel.ok()) return channel.status();
+    return std::shared_ptr<LogSpillStore>(
+        new LogSpillStore(std::move(*topic), std::move(*channel), o.budget_bytes));
+  }
+
+  ~LogSpillStore() override {
+    channel_.reset();  // before its topic
+  }
+
+  Status put(T& item) override {
+    const std::string bytes = SpillCodec<T>::encode(item);
+    if (topic_->disk_bytes() + bytes.size() + 16 > budget_) {
+      return {StatusCode::kRejected,
+              "spill store budget of " + std::to_string(budget_) + " bytes is spent"};
+    }
+    auto seq = topic_->append(bytes);
+    if (!seq.ok()) return seq.status();
+    ++size_;
+    return Status::Ok();
+  }
+
+  Status take(std::optional<T>& out) override {
+    if (size_ == 0) return StatusCode::kWouldBlock;
+    auto m = channel_->next(Context());
+    if (!m.ok()) return m.status();
+    auto v = SpillCodec<T>::decode(m->payload);
+    if (!v) return {StatusCode::kCorruption, "spill store: an item does not decode"};
+    if (Status s = channel_->ack(m->seq); !s.ok()) return s;  // frees whole segments
+    out.emplace(std::move(*v));
+    --size_;
+    return Status::Ok();
+  }
+
+  std::uint64_t size() const override { return size_; }
+  std::uint64_t disk_bytes() const { return topic_->disk_bytes(); }
+
+ private:
+  LogSpillStore(std::unique_ptr<Topic> t, std::unique_ptr<Channel> c, std::uint64_t budget)
+      : topic_(std::move(t)), channel_(std::move(c)), budget_(budget) {}
+
+  std::unique_ptr<Topic> topic_;
+  std::unique_ptr<Channel> channel_;
+  std::uint64_t budget_;
+  std::uint64_t size_ = 0;
+};
+
+}  // namespace sluice
