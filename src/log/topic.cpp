@@ -483,7 +483,7 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
   t.written += bytes;
   t.disk_bytes += bytes;
   t.dirty = true;
-  t.data_cv.notify_all();
+  if (t.waiters > 0) t.data_cv.notify_all();
   if (t.opt.durability != Durability::kGroupCommit) return first;
 
   // Group commit: whoever finds no sync running syncs everything written so

@@ -64,6 +64,7 @@ struct Topic::Impl {
   std::uint64_t disk_bytes = 0;         // under mu: bytes in retained segments
   std::string buf;                      // the append buffer, under mu
   std::condition_variable_any data_cv;  // new records (channels wait on mu)
+  int waiters = 0;                      // channels asleep on data_cv, under mu
 
   // Group commit: bytes written over the topic's life vs bytes known durable.
   std::uint64_t written = 0;  // under mu

@@ -58,7 +58,9 @@ class Channel {
   // Appends 1..max messages to out, waiting for at least one.
   Status next_batch(std::vector<LogMessage>& out, std::size_t max, const Context& ctx = {});
   // Acknowledges every message up to and including seq (delivered ones
-  // only); returns once the new position is durable.
+  // only). Returns once the position is as durable as the topic's records:
+  // fdatasynced under kPerAppend/kGroupCommit; written (surviving a process
+  // crash, not power loss) under kNone/kInterval.
   Status ack(std::uint64_t seq);
   // Forget deliveries not acknowledged: they are delivered again.
   void nack();
@@ -67,7 +69,7 @@ class Channel {
   // the failed one on are redelivered (nack) and the error is returned.
   // Returns when ctx ends (kCancelled/kDeadlineExceeded).
   Status consume(const std::function<Status(const LogMessage&)>& handler, const Context& ctx,
-                 std::size_t batch = 256);
+                 std::size_t batch = 1024);
 
   const std::string& name() const;
   std::uint64_t acked() const;            // first seq not durably acknowledged
