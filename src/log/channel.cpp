@@ -1,6 +1,9 @@
 #include "sluice/log/channel.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +32,7 @@ struct Channel::Impl {
   std::uint64_t generation = 0;
   std::uint64_t acked = 0;  // durable: first seq not acknowledged
   bool durable_positions = true;
+  int notify_fd = -1;  // read-only topics: inotify on the topic directory
 
   // Read cursor: the record at (seg, off) has seq next_seq.
   std::shared_ptr<log::Segment> seg;
@@ -42,6 +46,7 @@ struct Channel::Impl {
 
   ~Impl() {
     if (fd >= 0) ::close(fd);
+    if (notify_fd >= 0) ::close(notify_fd);
     std::lock_guard lk(topic->mu);
     topic->open_channels.erase(name);
   }
@@ -132,6 +137,10 @@ struct Channel::Impl {
         ++got;
       }
       if (got > 0) return Status::Ok();
+      if (topic->reader) {
+        if (Status s = wait_for_writer(ctx); !s.ok()) return s;
+        continue;
+      }
       // Nothing new. A busy producer is usually microseconds away: yield
       // for a few microseconds before sleeping (a sleep and wake-up per
       // record would cost more than the record).
@@ -152,6 +161,44 @@ struct Channel::Impl {
       --topic->waiters;
       if (!woke) return ctx.err() != StatusCode::kOk ? ctx.err() : StatusCode::kCancelled;
     }
+  }
+
+  // Read-only topic (the writer may be another process): look for new
+  // records; if none, sleep until the directory changes (inotify), the stop
+  // token fires, or the deadline passes. No polling: CPU ~0 while idle.
+  Status wait_for_writer(const Context& ctx) {
+    const std::uint64_t before = next_seq_of_topic();
+    topic->refresh();
+    if (next_seq_of_topic() != before || next_seq < next_seq_of_topic()) return Status::Ok();
+    // The watch queues events from its creation on, so an append after the
+    // refresh above always leaves one: no lost wake-up.
+    const int efd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (efd < 0) return log::io_error("eventfd", path, errno);
+    {
+      std::stop_callback on_stop(ctx.token(), [efd] {
+        const std::uint64_t one = 1;
+        (void)!::write(efd, &one, sizeof one);
+      });
+      int timeout = -1;
+      if (const auto& d = ctx.deadline()) {
+        const auto left =
+            std::chrono::ceil<std::chrono::milliseconds>(*d - std::chrono::steady_clock::now());
+        timeout = static_cast<int>(std::max<std::int64_t>(0, left.count()));
+      }
+      pollfd p[2] = {{notify_fd, POLLIN, 0}, {efd, POLLIN, 0}};
+      ::poll(p, 2, timeout);
+      char drain[4096];
+      while (::read(notify_fd, drain, sizeof drain) > 0) {
+      }
+    }
+    ::close(efd);
+    if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
+    return Status::Ok();
+  }
+
+  std::uint64_t next_seq_of_topic() const {
+    std::lock_guard lk(topic->mu);
+    return topic->next_seq;
   }
 
   Status write_position(std::uint64_t seq) {
@@ -265,6 +312,7 @@ bool valid_name(std::string_view n) {
 Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
                                                 const ChannelOptions& options) {
   Impl& t = *impl_;
+  if (t.reader) t.refresh();  // a new channel's start (tail) is the writer's latest
   if (!valid_name(name)) {
     return Status(StatusCode::kInvalidArgument,
                   "channel name '" + std::string(name) +
@@ -323,6 +371,14 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     // past its end; a retention cap may have removed what is before first_seq.
     start = std::clamp(p.next_seq, first_seq(), next_seq());
     c->acked = start;
+  }
+  if (t.reader) {
+    c->notify_fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (c->notify_fd < 0 ||
+        ::inotify_add_watch(c->notify_fd, t.dir.c_str(), IN_MODIFY | IN_CREATE | IN_MOVED_TO) < 0) {
+      return log::io_error("watch", t.dir, errno);
+    }
+    t.refresh();
   }
   c->seek(start);
   {

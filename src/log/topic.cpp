@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -247,8 +248,11 @@ Topic::Impl::~Impl() {
   }
   stop_cv.notify_all();
   if (flusher.joinable()) flusher.join();
-  if (opt.durability != Durability::kNone && !segs.empty()) ::fdatasync(segs.back()->fd);
+  if (!reader && opt.durability != Durability::kNone && !segs.empty()) {
+    ::fdatasync(segs.back()->fd);
+  }
   if (lock_fd >= 0) ::close(lock_fd);
+  if (reader) return;
   std::lock_guard g(log::g_open_mu);
   if (auto it = log::g_open_dirs.find(dir);
       it != log::g_open_dirs.end() && it->second == getpid()) {
@@ -279,13 +283,16 @@ std::string Topic::Impl::channel_path(std::string_view name) const {
 }
 
 Status Topic::Impl::trim() {
-  // Positions of channels that are not open come from their files (their
-  // durable state); open ones from memory (updated after their sync).
-  std::map<std::string, std::uint64_t> pos;
-  {
-    std::lock_guard lk(mu);
-    pos = open_channels;
-  }
+  std::unique_lock lk(mu);
+  return trim_locked(lk);
+}
+
+Status Topic::Impl::trim_locked(std::unique_lock<std::mutex>& lk) {
+  (void)lk;                         // held throughout: retention is rare (on segment boundaries)
+  if (reader) return Status::Ok();  // the writer's job
+  // Positions of channels that are not open here come from their files
+  // (their durable state); open ones from memory (updated after their sync).
+  std::map<std::string, std::uint64_t> pos = open_channels;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/channels", ec)) {
     const std::string name = e.path().filename().string();
@@ -308,21 +315,67 @@ Status Topic::Impl::trim() {
   std::uint64_t min = UINT64_MAX;
   for (const auto& [name, p] : pos) min = std::min(min, p);
   std::vector<std::shared_ptr<Segment>> gone;
-  {
-    std::lock_guard lk(mu);
-    while (segs.size() > 1 && segs[1]->base_seq <= min) {
-      gone.push_back(segs.front());
-      disk_bytes -= std::min(disk_bytes, segs.front()->end.load(std::memory_order_relaxed));
-      segs.erase(segs.begin());
-    }
-    first_seq = segs.front()->base_seq;
+  while (segs.size() > 1 && segs[1]->base_seq <= min) {
+    gone.push_back(segs.front());
+    disk_bytes -= std::min(disk_bytes, segs.front()->end.load(std::memory_order_relaxed));
+    segs.erase(segs.begin());
   }
+  first_seq = segs.front()->base_seq;
   if (gone.empty()) return Status::Ok();
   for (const auto& s : gone) {
-    if (::unlink(s->path.c_str()) != 0 && errno != ENOENT)
+    if (::unlink(s->path.c_str()) != 0 && errno != ENOENT) {
       return log::io_error("delete", s->path, errno);
+    }
   }
   return log::fsync_dir(dir);  // readers still holding a segment keep its fd
+}
+
+void Topic::Impl::refresh() {
+  std::lock_guard lk(mu);
+  char header[kSegmentHeaderSize];
+  std::string rec;
+  for (;;) {
+    auto seg = segs.back();
+    std::uint64_t end = seg->end.load(std::memory_order_relaxed);
+    bool advanced = false;
+    for (;;) {  // records the writer completed since we looked
+      char h[kRecordHeaderSize];
+      auto got = log::pread_some(seg->fd, h, sizeof h, end, seg->path);
+      if (!got.ok() || *got < sizeof h) break;
+      const std::size_t len = log::get32(h);
+      if (len > opt.max_message_bytes) break;
+      rec.resize(kRecordHeaderSize + len);
+      got = log::pread_some(seg->fd, rec.data(), rec.size(), end, seg->path);
+      if (!got.ok() || *got < rec.size()) break;
+      auto v = log::decode_record(rec.data(), rec.size(), opt.max_message_bytes, next_seq);
+      if (v.kind != log::RecordView::kValid) break;  // not complete yet
+      end += v.size;
+      ++next_seq;
+      advanced = true;
+    }
+    if (advanced) seg->end.store(end, std::memory_order_release);
+    // A next segment exists only once this one is final (and the writer
+    // rolls only non-empty segments): take it, after one more look at this
+    // one (it may have grown since).
+    if (next_seq == seg->base_seq) return;
+    const std::string next_path = dir + "/" + log::segment_name(next_seq);
+    const int fd = ::open(next_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    if (pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
+        log::decode_segment_header(header) != std::optional<std::uint64_t>(next_seq)) {
+      ::close(fd);  // being created: the header is not written yet
+      return;
+    }
+    if (advanced) {
+      ::close(fd);
+      continue;  // look at the old one again first
+    }
+    auto nseg = std::make_shared<Segment>();
+    nseg->base_seq = next_seq;
+    nseg->path = next_path;
+    nseg->fd = fd;
+    segs.push_back(std::move(nseg));
+  }
 }
 
 Topic::Topic(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -347,6 +400,33 @@ Result<std::shared_ptr<Segment>> create_segment(const std::string& dir, std::uin
 
 }  // namespace
 
+Result<std::unique_ptr<Topic>> Topic::open_reader(const std::string& canon,
+                                                  const TopicOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  impl->dir = canon;
+  impl->opt = options;
+  impl->reader = true;
+  RecoveryReport scan;
+  auto scanned = log::scan_topic(canon, options, /*modify=*/false, scan);
+  if (!scanned.ok()) return scanned.status();
+  if (scanned->empty()) return Status(StatusCode::kNotFound, "no topic in " + canon);
+  impl->report.corrupt = std::move(scan.corrupt);  // a torn tail may be a write in progress
+  for (auto& s : *scanned) {
+    auto seg = std::make_shared<Segment>();
+    seg->base_seq = s.base_seq;
+    seg->path = s.path;
+    seg->fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (seg->fd < 0) return log::io_error("open", s.path, errno);
+    seg->end.store(s.end);
+    seg->skips = std::move(s.skips);
+    impl->next_seq = s.next_seq;
+    impl->disk_bytes += s.end;
+    impl->segs.push_back(std::move(seg));
+  }
+  impl->first_seq = impl->segs.front()->base_seq;
+  return std::unique_ptr<Topic>(new Topic(std::move(impl)));
+}
+
 Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions options) {
   if (Status s = log::validate(options); !s.ok()) return s;
   std::error_code ec;
@@ -354,6 +434,7 @@ Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions 
   if (ec) return log::io_error("create directory", dir, ec.value());
   const std::string canon = std::filesystem::canonical(dir, ec).string();
   if (ec) return log::io_error("resolve", dir, ec.value());
+  if (options.read_only) return open_reader(canon, options);
   {
     std::lock_guard g(log::g_open_mu);
     auto [it, fresh] = log::g_open_dirs.try_emplace(canon, getpid());
@@ -427,6 +508,9 @@ Result<std::uint64_t> Topic::append(std::string_view payload, const Context& ctx
 Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payloads,
                                           const Context& ctx) {
   Impl& t = *impl_;
+  if (t.reader) {
+    return Status(StatusCode::kInvalidArgument, "topic " + t.dir + " was opened read-only");
+  }
   if (ctx.stop_requested()) return StatusCode::kCancelled;
   if (payloads.empty()) return Status(StatusCode::kInvalidArgument, "append_batch: no records");
   std::size_t bytes = 0;
@@ -458,6 +542,9 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
     seg = *next;
     end = kSegmentHeaderSize;
     t.synced = t.written;  // everything before the roll was synced above
+    // Channels in other processes release segments through their files;
+    // look at them on every roll.
+    if (Status s = t.trim_locked(lk); !s.ok()) return s;
   }
   const std::uint64_t first = t.next_seq;
   t.buf.resize(bytes);

@@ -56,6 +56,7 @@ struct Topic::Impl {
   TopicOptions opt;
   RecoveryReport report;
   int lock_fd = -1;
+  bool reader = false;  // opened read_only
 
   mutable std::mutex mu;  // appends and the segment list
   std::vector<std::shared_ptr<log::Segment>> segs;
@@ -87,6 +88,11 @@ struct Topic::Impl {
   // Retention: deletes sealed segments that every channel (open or not) has
   // durably passed. A topic without channels keeps everything.
   Status trim();
+  Status trim_locked(std::unique_lock<std::mutex>& lk);
+
+  // Read-only topics: pick up what the writer appended since we looked
+  // (complete, valid records only; a new segment once the old one is final).
+  void refresh();
 };
 
 }  // namespace sluice

@@ -418,6 +418,59 @@ TEST_F(TopicTest, SegmentsGoOnlyOnceEveryChannelHasDurablyPassedThem) {
   EXPECT_EQ(late->next()->seq, t->first_seq());
 }
 
+TEST_F(TopicTest, AReaderInAnotherProcessGetsAppendsAcrossRolls) {
+  auto t = open();
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    TopicOptions ro = small();
+    ro.read_only = true;
+    auto r = Topic::open(dir_.string(), ro);
+    if (!r.ok()) _exit(10);
+    if ((*r)->append("x").code() != StatusCode::kInvalidArgument) _exit(11);
+    auto c = (*r)->channel("remote");
+    if (!c.ok()) {
+      std::fprintf(stderr, "reader channel: %s\n", c.status().to_string().c_str());
+      _exit(12);
+    }
+    (void)!write(ready[1], "r", 1);
+    for (std::uint64_t i = 0; i < 300; ++i) {
+      auto m = (*c)->next(with_timeout(20s));  // woken by inotify, not by polling
+      if (!m.ok()) _exit(13);
+      if (m->seq != i || m->payload != msg(i)) _exit(14);
+      if (!(*c)->ack(m->seq).ok()) _exit(15);
+    }
+    _exit(0);
+  }
+  ::close(ready[1]);
+  char byte = 0;
+  const auto n = read(ready[0], &byte, 1);  // the reader is set up (and soon waiting)
+  if (n != 1) {
+    int st = 0;
+    waitpid(child, &st, 0);
+    FAIL() << "the reader failed to start: exit " << WEXITSTATUS(st);
+  }
+  for (std::uint64_t i = 0; i < 300; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  int st = 0;
+  waitpid(child, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  // The reader's durable position releases segments: the writer trims on its
+  // next roll.
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  EXPECT_GT(t->first_seq(), 0U);    // released: the reader acknowledged 0..299
+  EXPECT_LE(t->first_seq(), 300U);  // kept: the segment holding seq 300 (not acknowledged)
+  ::close(ready[0]);
+}
+
+TEST_F(TopicTest, AReadOnlyOpenOfNothingIsNotFound) {
+  TopicOptions ro = small();
+  ro.read_only = true;
+  fs::create_directories(dir_);
+  EXPECT_EQ(Topic::open(dir_.string(), ro).code(), StatusCode::kNotFound);
+}
+
 TEST_F(TopicTest, AMissingParentIsAClearError) {
   auto t = Topic::open("/proc/sluice-cannot-create-here/topic", small());
   EXPECT_EQ(t.code(), StatusCode::kIOError);

@@ -51,6 +51,10 @@ struct TopicOptions {
   std::uint32_t max_message_bytes = 16U << 20;            // larger appends: kInvalidArgument
   Durability durability = Durability::kGroupCommit;
   std::chrono::milliseconds sync_interval{100};  // kInterval only
+  // Open as a reader, e.g. in another process than the writer: no writer
+  // lock, nothing on disk is changed, append() is refused. Channels see the
+  // writer's appends as they land (inotify: no polling, no CPU while idle).
+  bool read_only = false;
 };
 
 // One damaged range found by recovery or verify_topic().
@@ -105,6 +109,8 @@ class Topic {
 
  private:
   explicit Topic(std::unique_ptr<Impl> impl);
+  static Result<std::unique_ptr<Topic>> open_reader(const std::string& canon,
+                                                    const TopicOptions& options);
   std::unique_ptr<Impl> impl_;
 };
 
