@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sluice/queue.h"
+#include "testutil/temp_dir.h"
 
 namespace sluice {
 namespace {
@@ -19,12 +20,7 @@ namespace fs = std::filesystem;
 
 class LogSpillStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("sluice-spill-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
+  void SetUp() override { dir_ = testutil::test_dir("spill"); }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
 };

@@ -19,6 +19,7 @@
 
 #include "log/format.h"
 #include "sluice/log/channel.h"
+#include "testutil/temp_dir.h"
 
 namespace sluice {
 namespace {
@@ -28,12 +29,7 @@ using namespace std::chrono_literals;
 
 class TopicTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("sluice-log-" + std::to_string(getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-  }
+  void SetUp() override { dir_ = testutil::test_dir("log"); }
   void TearDown() override { fs::remove_all(dir_); }
 
   std::unique_ptr<Topic> open(TopicOptions o = small()) {
