@@ -164,7 +164,10 @@ struct PressureQueue::Impl {
   // at most one slice. kOk means "look again", not "something is there".
   Status wait_on(Key key, const Context& ctx) {
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
-    auto slice = std::chrono::duration_cast<std::chrono::microseconds>(conn.options().wait_slice);
+    // A slice must end well before the socket's reply timeout, or a quiet
+    // wait would look like a dead server.
+    auto slice = std::chrono::duration_cast<std::chrono::microseconds>(
+        std::min(conn.options().wait_slice, conn.options().io_timeout / 2));
     if (const auto& d = ctx.deadline()) {
       slice = std::min(
           slice, std::chrono::duration_cast<std::chrono::microseconds>(*d - Context::Clock::now()));

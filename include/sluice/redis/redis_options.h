@@ -29,7 +29,7 @@ struct RedisOptions {
   std::chrono::milliseconds io_timeout{5000};
   // Longest single server-side wait (BLMOVE timeout) inside a blocking call.
   // It bounds how late a cancellation is seen and how late a sluice consumer
-  // waiting on an empty queue notices a close.
+  // waiting on an empty queue notices a close. Used up to io_timeout / 2.
   std::chrono::milliseconds wait_slice{50};
 
   // The protocol's variables from the environment (REDIS_SERVER, REDIS_PORT,
