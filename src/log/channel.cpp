@@ -332,16 +332,8 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
   c->durable_positions = options.durable_positions;
   c->fd = ::open(c->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (c->fd < 0) return log::io_error("open", c->path, errno);
-  struct flock fl {};
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;
-  if (::fcntl(c->fd, F_SETLK, &fl) != 0) {
-    struct flock who {};
-    who.l_type = F_WRLCK;
-    who.l_whence = SEEK_SET;
-    ::fcntl(c->fd, F_GETLK, &who);
-    return Status(StatusCode::kInUse, "channel '" + std::string(name) + "' is in use by PID " +
-                                          std::to_string(who.l_pid));
+  if (Status s = log::lock_file(c->fd, "channel '" + std::string(name) + "' is in use"); !s.ok()) {
+    return s;
   }
   char slots[2 * kPositionSlotSize] = {};
   auto got = log::pread_some(c->fd, slots, sizeof slots, 0, c->path);
@@ -350,12 +342,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
   if (*got == 0) {  // a new channel
     start = options.start == StartFrom::kTail ? next_seq() : first_seq();
     if (Status s = c->write_position(start); !s.ok()) return s;
-    const std::string dir = t.dir + "/channels";
-    const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-      ::fsync(dfd);
-      ::close(dfd);
-    }
+    if (Status s = log::fsync_dir(t.dir + "/channels"); !s.ok()) return s;  // the new file
   } else {
     auto a = *got >= kPositionSlotSize ? log::decode_position_slot(slots) : std::nullopt;
     auto b = *got >= 2 * kPositionSlotSize ? log::decode_position_slot(slots + kPositionSlotSize)

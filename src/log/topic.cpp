@@ -55,6 +55,18 @@ Result<std::size_t> pread_some(int fd, char* buf, std::size_t n, std::uint64_t o
   return got;
 }
 
+Status lock_file(int fd, const std::string& what) {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  if (::fcntl(fd, F_SETLK, &fl) == 0) return Status::Ok();
+  struct flock who {};  // POSIX locks (unlike flock) name their holder
+  who.l_type = F_WRLCK;
+  who.l_whence = SEEK_SET;
+  ::fcntl(fd, F_GETLK, &who);
+  return {StatusCode::kInUse, what + " by PID " + std::to_string(who.l_pid)};
+}
+
 Status fsync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return io_error("open", dir, errno);
@@ -217,17 +229,9 @@ Result<int> lock_dir(const std::string& dir) {
   const std::string path = dir + "/LOCK";
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) return io_error("open", path, errno);
-  struct flock fl {};
-  fl.l_type = F_WRLCK;
-  fl.l_whence = SEEK_SET;
-  if (::fcntl(fd, F_SETLK, &fl) != 0) {
-    struct flock who {};
-    who.l_type = F_WRLCK;
-    who.l_whence = SEEK_SET;
-    ::fcntl(fd, F_GETLK, &who);
+  if (Status s = lock_file(fd, "topic " + dir + " is open for writing"); !s.ok()) {
     ::close(fd);
-    return Status(StatusCode::kInUse,
-                  "topic " + dir + " is open for writing by PID " + std::to_string(who.l_pid));
+    return s;
   }
   return fd;
 }
@@ -400,6 +404,33 @@ Result<std::shared_ptr<Segment>> create_segment(const std::string& dir, std::uin
 
 }  // namespace
 
+namespace {
+
+// Opens the segments recovery found and makes them the topic's. The writer
+// opens the last one read-write and cuts its torn tail off.
+Status adopt(Topic::Impl& t, std::vector<log::Scanned>& scanned, bool writer) {
+  for (std::size_t i = 0; i < scanned.size(); ++i) {
+    auto& s = scanned[i];
+    const bool writable = writer && i + 1 == scanned.size();
+    auto seg = std::make_shared<Segment>();
+    seg->base_seq = s.base_seq;
+    seg->path = s.path;
+    seg->fd = ::open(s.path.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    if (seg->fd < 0) return log::io_error("open", s.path, errno);
+    if (writable && s.torn && ::ftruncate(seg->fd, static_cast<off_t>(s.end)) != 0) {
+      return log::io_error("truncate", s.path, errno);
+    }
+    seg->end.store(s.end);
+    seg->skips = std::move(s.skips);
+    t.next_seq = s.next_seq;
+    t.disk_bytes += s.end;
+    t.segs.push_back(std::move(seg));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Topic>> Topic::open_reader(const std::string& canon,
                                                   const TopicOptions& options) {
   auto impl = std::make_unique<Impl>();
@@ -411,18 +442,7 @@ Result<std::unique_ptr<Topic>> Topic::open_reader(const std::string& canon,
   if (!scanned.ok()) return scanned.status();
   if (scanned->empty()) return Status(StatusCode::kNotFound, "no topic in " + canon);
   impl->report.corrupt = std::move(scan.corrupt);  // a torn tail may be a write in progress
-  for (auto& s : *scanned) {
-    auto seg = std::make_shared<Segment>();
-    seg->base_seq = s.base_seq;
-    seg->path = s.path;
-    seg->fd = ::open(s.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (seg->fd < 0) return log::io_error("open", s.path, errno);
-    seg->end.store(s.end);
-    seg->skips = std::move(s.skips);
-    impl->next_seq = s.next_seq;
-    impl->disk_bytes += s.end;
-    impl->segs.push_back(std::move(seg));
-  }
+  if (Status s = adopt(*impl, *scanned, /*writer=*/false); !s.ok()) return s;
   impl->first_seq = impl->segs.front()->base_seq;
   return std::unique_ptr<Topic>(new Topic(std::move(impl)));
 }
@@ -456,23 +476,7 @@ Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions 
 
   auto scanned = log::scan_topic(canon, options, /*modify=*/true, impl->report);
   if (!scanned.ok()) return scanned.status();
-  for (std::size_t i = 0; i < scanned->size(); ++i) {
-    auto& s = (*scanned)[i];
-    const bool last = i + 1 == scanned->size();
-    auto seg = std::make_shared<Segment>();
-    seg->base_seq = s.base_seq;
-    seg->path = s.path;
-    seg->fd = ::open(s.path.c_str(), (last ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-    if (seg->fd < 0) return log::io_error("open", s.path, errno);
-    if (s.torn && ::ftruncate(seg->fd, static_cast<off_t>(s.end)) != 0) {
-      return log::io_error("truncate", s.path, errno);
-    }
-    seg->end.store(s.end);
-    impl->disk_bytes += s.end;
-    seg->skips = std::move(s.skips);
-    impl->next_seq = s.next_seq;
-    impl->segs.push_back(std::move(seg));
-  }
+  if (Status s = adopt(*impl, *scanned, /*writer=*/true); !s.ok()) return s;
   if (impl->segs.empty()) {
     auto seg = create_segment(canon, 0);
     if (!seg.ok()) return seg.status();

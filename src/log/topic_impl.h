@@ -42,6 +42,9 @@ Status io_error(const std::string& op, const std::string& path, int err);
 Status pwrite_all(int fd, const char* buf, std::size_t n, std::uint64_t off,
                   const std::string& path);
 Status fsync_dir(const std::string& dir);
+// Takes a POSIX write lock on the whole file, or says who holds it:
+// kInUse "<what> by PID n".
+Status lock_file(int fd, const std::string& what);
 Result<std::string> read_file(const std::string& path);
 // Reads up to n bytes at off; returns bytes read (short at end of file).
 Result<std::size_t> pread_some(int fd, char* buf, std::size_t n, std::uint64_t off,
