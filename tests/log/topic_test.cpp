@@ -460,6 +460,31 @@ TEST_F(TopicTest, AReaderInAnotherProcessGetsAppendsAcrossRolls) {
   ::close(ready[0]);
 }
 
+TEST_F(TopicTest, AChannelOpenElsewhereIsRefusedWithItsPid) {
+  auto t = open();
+  auto mine = t->channel("shared");
+  ASSERT_TRUE(mine.ok());
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child == 0) {
+    TopicOptions ro = small();
+    ro.read_only = true;
+    auto r = Topic::open(dir_.string(), ro);
+    if (!r.ok()) _exit(10);
+    auto c = (*r)->channel("shared");
+    const bool ok =
+        c.code() == StatusCode::kInUse &&
+        c.status().message().find("PID " + std::to_string(parent)) != std::string_view::npos;
+    if (!ok) _exit(11);
+    if (!(*r)->channel("other").ok()) _exit(12);  // a different channel is free
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+}
+
 TEST_F(TopicTest, AReadOnlyOpenOfNothingIsNotFound) {
   TopicOptions ro = small();
   ro.read_only = true;
