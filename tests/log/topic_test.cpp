@@ -37,6 +37,12 @@ class TopicTest : public ::testing::Test {
     EXPECT_TRUE(t.ok()) << t.status();
     return t.ok() ? std::move(*t) : nullptr;
   }
+  // The topic as another process opens it to read (used in forked children).
+  Result<std::unique_ptr<Topic>> open_reader() {
+    TopicOptions ro = small();
+    ro.read_only = true;
+    return Topic::open(dir_.string(), ro);
+  }
   static TopicOptions small() {
     TopicOptions o;
     o.segment_bytes = 4096;
@@ -420,9 +426,7 @@ TEST_F(TopicTest, AReaderInAnotherProcessGetsAppendsAcrossRolls) {
   ASSERT_EQ(pipe(ready), 0);
   const pid_t child = fork();
   if (child == 0) {
-    TopicOptions ro = small();
-    ro.read_only = true;
-    auto r = Topic::open(dir_.string(), ro);
+    auto r = open_reader();
     if (!r.ok()) _exit(10);
     if ((*r)->append("x").code() != StatusCode::kInvalidArgument) _exit(11);
     auto c = (*r)->channel("remote");
@@ -467,9 +471,7 @@ TEST_F(TopicTest, AChannelOpenElsewhereIsRefusedWithItsPid) {
   const pid_t parent = getpid();
   const pid_t child = fork();
   if (child == 0) {
-    TopicOptions ro = small();
-    ro.read_only = true;
-    auto r = Topic::open(dir_.string(), ro);
+    auto r = open_reader();
     if (!r.ok()) _exit(10);
     auto c = (*r)->channel("shared");
     const bool ok =
