@@ -92,6 +92,8 @@ struct Channel::Impl {
       }
       const std::uint64_t end = seg->end.load(std::memory_order_acquire);
       if (off >= end) {
+        // Caught up: without a later segment there is nothing more (no lock).
+        if (!seg->sealed.load(std::memory_order_acquire)) return Status::Ok();
         auto next = topic->segment_after(seg.get());
         if (!next || seg->end.load(std::memory_order_acquire) > off) return Status::Ok();
         if (next->base_seq > next_seq) skipped += next->base_seq - next_seq;
@@ -100,13 +102,21 @@ struct Channel::Impl {
         next_seq = seg->base_seq;
         continue;
       }
-      if (Status s = fill(off, kRecordHeaderSize); !s.ok()) return s;
-      const std::size_t len = log::get32(buf.data() + (off - buf_off));
-      const std::size_t size = kRecordHeaderSize + std::min<std::size_t>(len, end - off);
-      if (off + size > end) return {StatusCode::kCorruption, "record past the end in " + seg->path};
-      if (Status s = fill(off, size); !s.ok()) return s;
-      const log::RecordView v = log::decode_record(buf.data() + (off - buf_off), end - off,
-                                                   topic->opt.max_message_bytes, next_seq);
+      const char* at = nullptr;
+      if (seg->map != nullptr && end <= seg->map_len) {
+        at = seg->map + off;  // the writer's map: complete records below end
+      } else {
+        if (Status s = fill(off, kRecordHeaderSize); !s.ok()) return s;
+        const std::size_t len = log::get32(buf.data() + (off - buf_off));
+        const std::size_t size = kRecordHeaderSize + std::min<std::size_t>(len, end - off);
+        if (off + size > end) {
+          return {StatusCode::kCorruption, "record past the end in " + seg->path};
+        }
+        if (Status s = fill(off, size); !s.ok()) return s;
+        at = buf.data() + (off - buf_off);
+      }
+      const log::RecordView v =
+          log::decode_record(at, end - off, topic->opt.max_message_bytes, next_seq);
       if (v.kind != log::RecordView::kValid) {
         // Damaged after recovery (another writer, the disk): stop this
         // segment here rather than deliver it.
@@ -123,16 +133,17 @@ struct Channel::Impl {
     }
   }
 
-  // Reads 1..out.size() messages into out (reusing their buffers), waiting
-  // for the first; got = how many.
-  Status fill_batch(std::span<LogMessage> out, std::size_t& got, const Context& ctx) {
+  // Reads 1..max messages into slot(0), slot(1), ... (reusing their
+  // buffers), waiting for the first; got = how many.
+  template <class Slot>
+  Status fill_batch(std::size_t max, Slot&& slot, std::size_t& got, const Context& ctx) {
     got = 0;
-    if (out.empty()) return {StatusCode::kInvalidArgument, "next_batch: max must be at least 1"};
+    if (max == 0) return {StatusCode::kInvalidArgument, "next_batch: max must be at least 1"};
     if (ctx.stop_requested()) return StatusCode::kCancelled;
     for (;;) {
-      while (got < out.size()) {
+      while (got < max) {
         bool have = false;
-        if (Status s = read_one(out[got], have); !s.ok()) return got > 0 ? Status::Ok() : s;
+        if (Status s = read_one(slot(got), have); !s.ok()) return got > 0 ? Status::Ok() : s;
         if (!have) break;
         ++got;
       }
@@ -237,8 +248,14 @@ std::uint64_t Channel::skipped_corrupt() const { return impl_->skipped; }
 Status Channel::next_batch(std::vector<LogMessage>& out, std::size_t max, const Context& ctx) {
   const std::size_t base = out.size();
   std::size_t got = 0;
-  out.resize(base + max);
-  Status s = impl_->fill_batch(std::span<LogMessage>(out.data() + base, max), got, ctx);
+  // Grows one message at a time: a small batch does not pay for `max`.
+  Status s = impl_->fill_batch(
+      max,
+      [&](std::size_t i) -> LogMessage& {
+        if (out.size() == base + i) out.emplace_back();
+        return out[base + i];
+      },
+      got, ctx);
   out.resize(base + got);
   return s;
 }
@@ -278,7 +295,9 @@ Status Channel::consume(const std::function<Status(const LogMessage&)>& handler,
   std::vector<LogMessage> msgs(batch);
   for (;;) {
     std::size_t n = 0;
-    if (Status s = impl_->fill_batch(msgs, n, ctx); !s.ok()) return s;
+    Status got = impl_->fill_batch(
+        batch, [&](std::size_t i) -> LogMessage& { return msgs[i]; }, n, ctx);
+    if (!got.ok()) return got;
     for (std::size_t i = 0; i < n; ++i) {
       Status st;
       try {

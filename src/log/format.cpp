@@ -2,6 +2,7 @@
 
 #include <isa-l/crc.h>
 
+#include <atomic>
 #include <charconv>
 #include <cstdio>
 
@@ -66,6 +67,15 @@ void encode_record_header(char* out, std::uint64_t seq, std::string_view payload
   put32(out, static_cast<std::uint32_t>(payload.size()));
   put64(out + 8, seq);
   put32(out + 4, record_crc(out, payload));
+}
+
+void encode_record(char* out, std::uint64_t seq, std::string_view payload) {
+  char header[kRecordHeaderSize];
+  encode_record_header(header, seq, payload);
+  std::memcpy(out + kRecordHeaderSize, payload.data(), payload.size());
+  std::memcpy(out + 8, header + 8, 8);                  // the seq
+  std::atomic_signal_fence(std::memory_order_release);  // the compiler keeps the order
+  std::memcpy(out, header, 8);                          // length and CRC
 }
 
 RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_payload,

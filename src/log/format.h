@@ -50,6 +50,11 @@ std::optional<std::uint64_t> decode_segment_header(const char* in);
 
 // Writes the 16-byte record header for `payload` at `out`.
 void encode_record_header(char* out, std::uint64_t seq, std::string_view payload);
+// Writes the whole record (header + payload) at `out`: seq and payload
+// first, length and CRC last, so that a reader in another process that sees
+// the length sees the rest too (x86 keeps store order; the CRC catches any
+// other case).
+void encode_record(char* out, std::uint64_t seq, std::string_view payload);
 
 // The result of looking at bytes [p, p + avail) as one record.
 struct RecordView {

@@ -3,7 +3,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 namespace sluice::log {
 
 Segment::~Segment() {
+  if (map != nullptr) ::munmap(map, map_len);
   if (fd >= 0) ::close(fd);
 }
 
@@ -124,6 +127,13 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
       ++expected;
       continue;
     }
+    // Zeros to the end: space the writer reserved and never wrote (a crash
+    // before the close or roll that gives it back). Not damage.
+    const std::size_t nonzero = data.find_last_not_of('\0');
+    if (nonzero == std::string::npos || nonzero < off) {
+      s.torn = true;
+      break;
+    }
     // Search for the next valid record with a larger seq.
     std::size_t found = size;
     std::uint64_t found_seq = 0;
@@ -147,7 +157,7 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
     }
     if (last) {
       s.torn = true;
-      report.truncated.push_back({s.path, off, size - off, "torn tail"});
+      report.truncated.push_back({s.path, off, nonzero + 1 - off, "torn tail"});
     } else {
       s.skips.push_back({off, size, 0});
       report.corrupt.push_back({s.path, off, size - off,
@@ -245,6 +255,75 @@ using log::kRecordHeaderSize;
 using log::kSegmentHeaderSize;
 using log::Segment;
 
+namespace {
+
+constexpr std::uint64_t kReserveChunk = 1 << 20;
+
+// File systems on which writing to fallocate'd space through a shared map
+// cannot fault for lack of space (copy-on-write ones such as btrfs can).
+bool map_is_safe(int fd) {
+  struct statfs fs {};
+  if (::fstatfs(fd, &fs) != 0) return false;
+  constexpr unsigned long kExt4 = 0xEF53;
+  constexpr unsigned long kXfs = 0x58465342;
+  constexpr unsigned long kTmpfs = 0x01021994;
+  const auto type = static_cast<unsigned long>(fs.f_type);
+  return type == kExt4 || type == kXfs || type == kTmpfs;
+}
+
+// Makes `seg` the segment appends go to: its size is its cap, and it is
+// mapped when the topic preallocates on a file system where that is safe.
+Status make_writable(Topic::Impl& t, Segment& seg) {
+  struct stat st {};
+  if (::fstat(seg.fd, &st) != 0) return log::io_error("stat", seg.path, errno);
+  seg.cap = static_cast<std::uint64_t>(st.st_size);
+  if (!t.preallocate || !map_is_safe(seg.fd)) return Status::Ok();
+  const auto page = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  const std::size_t len = (t.opt.segment_bytes + page - 1) / page * page;
+  void* p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, seg.fd, 0);
+  if (p == MAP_FAILED) return Status::Ok();  // pwrite it is
+  seg.map = static_cast<char*>(p);
+  seg.map_len = len;
+  return Status::Ok();
+}
+
+// Reserves file space up to `upto` (in chunks, never past the segment size
+// unless one batch needs more). A full disk fails here, before anything is
+// written. File systems without fallocate turn preallocation off.
+Status reserve(Topic::Impl& t, Segment& seg, std::uint64_t upto) {
+  if (upto <= seg.cap || !t.preallocate) return Status::Ok();
+  const std::uint64_t want = (upto + kReserveChunk - 1) / kReserveChunk * kReserveChunk;
+  const std::uint64_t to = std::max(upto, std::min(want, t.opt.segment_bytes));
+  int rc = 0;
+  do {
+    rc = ::fallocate(seg.fd, 0, static_cast<off_t>(seg.cap), static_cast<off_t>(to - seg.cap));
+  } while (rc != 0 && errno == EINTR);
+  if (rc == 0) {
+    seg.cap = to;
+    return Status::Ok();
+  }
+  const int err = errno;
+  if (err == EOPNOTSUPP || err == ENOSYS) {
+    t.preallocate = false;
+    return Status::Ok();
+  }
+  (void)::ftruncate(seg.fd, static_cast<off_t>(seg.cap));  // whatever it half did
+  return log::io_error("reserve space in", seg.path, err);
+}
+
+// Gives the reserved, unwritten space of the writer's segment back.
+Status trim_reserve(Segment& seg) {
+  const std::uint64_t end = seg.end.load(std::memory_order_relaxed);
+  if (seg.cap <= end) return Status::Ok();
+  if (::ftruncate(seg.fd, static_cast<off_t>(end)) != 0) {
+    return log::io_error("truncate", seg.path, errno);
+  }
+  seg.cap = end;
+  return Status::Ok();
+}
+
+}  // namespace
+
 Topic::Impl::~Impl() {
   {
     std::lock_guard lk(mu);
@@ -252,8 +331,9 @@ Topic::Impl::~Impl() {
   }
   stop_cv.notify_all();
   if (flusher.joinable()) flusher.join();
-  if (!reader && opt.durability != Durability::kNone && !segs.empty()) {
-    ::fdatasync(segs.back()->fd);
+  if (!reader && !segs.empty()) {
+    (void)trim_reserve(*segs.back());  // a crash leaves zeros, which recovery ignores
+    if (opt.durability != Durability::kNone) ::fdatasync(segs.back()->fd);
   }
   if (lock_fd >= 0) ::close(lock_fd);
   if (reader) return;
@@ -379,6 +459,7 @@ void Topic::Impl::refresh() {
     nseg->path = next_path;
     nseg->fd = fd;
     segs.push_back(std::move(nseg));
+    seg->sealed.store(true, std::memory_order_release);
   }
 }
 
@@ -421,9 +502,13 @@ Status adopt(Topic::Impl& t, std::vector<log::Scanned>& scanned, bool writer) {
       return log::io_error("truncate", s.path, errno);
     }
     seg->end.store(s.end);
+    seg->sealed.store(i + 1 < scanned.size());
     seg->skips = std::move(s.skips);
     t.next_seq = s.next_seq;
     t.disk_bytes += s.end;
+    if (writable) {
+      if (Status st = make_writable(t, *seg); !st.ok()) return st;
+    }
     t.segs.push_back(std::move(seg));
   }
   return Status::Ok();
@@ -470,6 +555,7 @@ Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions 
   auto impl = std::make_unique<Impl>();
   impl->dir = canon;
   impl->opt = options;
+  impl->preallocate = options.preallocate;
   auto lock = log::lock_dir(canon);
   if (!lock.ok()) return lock.status();  // Impl's destructor unregisters
   impl->lock_fd = *lock;
@@ -480,6 +566,7 @@ Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions 
   if (impl->segs.empty()) {
     auto seg = create_segment(canon, 0);
     if (!seg.ok()) return seg.status();
+    if (Status s = make_writable(*impl, **seg); !s.ok()) return s;
     impl->segs.push_back(*seg);
     impl->disk_bytes = kSegmentHeaderSize;
     if (Status s = log::fsync_dir(canon); !s.ok()) return s;
@@ -527,46 +614,63 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
     bytes += kRecordHeaderSize + p.size();
   }
   std::unique_lock lk(t.mu);
-  auto seg = t.segs.back();
+  Segment* seg = t.segs.back().get();
   std::uint64_t end = seg->end.load(std::memory_order_relaxed);
   // Roll when this batch would pass the segment size (a batch never spans
   // segments; a record alone in a segment may be as large as allowed).
   if (end > kSegmentHeaderSize && end + bytes > t.opt.segment_bytes) {
+    if (Status s = trim_reserve(*seg); !s.ok()) return s;
     if (t.opt.durability != Durability::kNone && ::fdatasync(seg->fd) != 0) {
       return log::io_error("sync", seg->path, errno);
     }
     auto next = create_segment(t.dir, t.next_seq);
     if (!next.ok()) return next.status();
+    if (Status s = make_writable(t, **next); !s.ok()) return s;
     if (t.opt.durability != Durability::kNone) {
       if (Status s = log::fsync_dir(t.dir); !s.ok()) return s;
     }
     // The sealed segment is read-only from now on; readers keep its fd.
     t.segs.push_back(*next);
+    seg->sealed.store(true, std::memory_order_release);
     t.disk_bytes += kSegmentHeaderSize;
-    seg = *next;
+    seg = next->get();
     end = kSegmentHeaderSize;
     t.synced = t.written;  // everything before the roll was synced above
     // Channels in other processes release segments through their files;
     // look at them on every roll.
     if (Status s = t.trim_locked(lk); !s.ok()) return s;
   }
+  if (Status s = reserve(t, *seg, end + bytes); !s.ok()) return s;
   const std::uint64_t first = t.next_seq;
-  t.buf.resize(bytes);
-  char* p = t.buf.data();
   std::uint64_t seq = first;
-  for (std::string_view payload : payloads) {
-    log::encode_record_header(p, seq++, payload);
-    std::memcpy(p + kRecordHeaderSize, payload.data(), payload.size());
-    p += kRecordHeaderSize + payload.size();
-  }
-  if (Status s = log::pwrite_all(seg->fd, t.buf.data(), bytes, end, seg->path); !s.ok()) {
-    // Disk full or I/O error: cut the partial write off so the log stays clean.
-    (void)::ftruncate(seg->fd, static_cast<off_t>(end));
-    return s;
+  if (seg->map != nullptr && end + bytes <= seg->cap) {
+    // Reserved and mapped: no system call. The bytes are in the page cache
+    // (surviving a process crash) as soon as they are copied.
+    char* p = seg->map + end;
+    for (std::string_view payload : payloads) {
+      log::encode_record(p, seq++, payload);
+      p += kRecordHeaderSize + payload.size();
+    }
+  } else {
+    t.buf.resize(bytes);
+    char* p = t.buf.data();
+    for (std::string_view payload : payloads) {
+      log::encode_record_header(p, seq++, payload);
+      std::memcpy(p + kRecordHeaderSize, payload.data(), payload.size());
+      p += kRecordHeaderSize + payload.size();
+    }
+    if (Status s = log::pwrite_all(seg->fd, t.buf.data(), bytes, end, seg->path); !s.ok()) {
+      // Disk full or I/O error: cut the partial write off so the log stays clean.
+      (void)::ftruncate(seg->fd, static_cast<off_t>(end));
+      seg->cap = end;
+      return s;
+    }
+    seg->cap = std::max(seg->cap, end + bytes);
   }
   if (t.opt.durability == Durability::kPerAppend && ::fdatasync(seg->fd) != 0) {
     const int err = errno;
     (void)::ftruncate(seg->fd, static_cast<off_t>(end));
+    seg->cap = end;
     return log::io_error("sync", seg->path, err);
   }
   seg->end.store(end + bytes, std::memory_order_release);

@@ -32,6 +32,17 @@ struct Segment {
   // Offset up to which records are complete and visible to readers.
   std::atomic<std::uint64_t> end{kSegmentHeaderSize};
   std::vector<Skip> skips;  // fixed after recovery
+  // A later segment exists: `end` is final (readers check it before taking
+  // the topic's lock to look for the next segment).
+  std::atomic<bool> sealed{false};
+  // Writer only. `cap` is the file's size: records plus preallocated zeros
+  // (under the topic's mu). `map` is a shared writable mapping of
+  // [0, map_len) (null: pwrite only); the writer writes through it only
+  // below `cap`, so it never touches a page past the end of the file
+  // (SIGBUS), and readers in this process read below `end` through it.
+  std::uint64_t cap = 0;
+  char* map = nullptr;
+  std::size_t map_len = 0;
   ~Segment();
 };
 
@@ -66,7 +77,8 @@ struct Topic::Impl {
   std::uint64_t next_seq = 0;           // under mu
   std::uint64_t first_seq = 0;          // under mu: retention moves it
   std::uint64_t disk_bytes = 0;         // under mu: bytes in retained segments
-  std::string buf;                      // the append buffer, under mu
+  std::string buf;                      // the append buffer (pwrite path), under mu
+  bool preallocate = false;             // fallocate works here (under mu)
   std::condition_variable_any data_cv;  // new records (channels wait on mu)
   int waiters = 0;                      // channels asleep on data_cv, under mu
 

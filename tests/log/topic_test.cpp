@@ -79,21 +79,32 @@ TEST(LogFormatTest, Crc32cIsCastagnoli) {
 }
 
 TEST_F(TopicTest, AppendsGetConsecutiveSeqsAcrossSegmentsAndReadBackInOrder) {
-  auto t = open();
-  for (std::uint64_t i = 0; i < 600; ++i) {
-    auto seq = t->append(msg(i));
-    ASSERT_TRUE(seq.ok()) << seq.status();
-    EXPECT_EQ(*seq, i);
-  }
-  EXPECT_GT(segments().size(), 3U);  // rolled
-  for (const auto& s : segments()) EXPECT_LE(fs::file_size(s), 4096U);
-  auto c = t->channel("reader");
-  ASSERT_TRUE(c.ok());
-  auto got = drain(**c);
-  ASSERT_EQ(got.size(), 600U);
-  for (std::uint64_t i = 0; i < 600; ++i) {
-    EXPECT_EQ(got[i].seq, i);
-    EXPECT_EQ(got[i].payload, msg(i));
+  for (const bool preallocate : {true, false}) {
+    SCOPED_TRACE(preallocate ? "preallocated, mapped" : "pwrite");
+    fs::remove_all(dir_);
+    TopicOptions o = small();
+    o.preallocate = preallocate;
+    auto t = open(o);
+    auto c = t->channel("reader");  // reads while the topic rolls
+    ASSERT_TRUE(c.ok());
+    for (std::uint64_t i = 0; i < 600; ++i) {
+      auto seq = t->append(msg(i));
+      ASSERT_TRUE(seq.ok()) << seq.status();
+      EXPECT_EQ(*seq, i);
+    }
+    EXPECT_GT(segments().size(), 3U);  // rolled
+    // Sealed segments hold their records only: the reserve was given back.
+    const auto segs = segments();
+    for (std::size_t k = 0; k + 1 < segs.size(); ++k) {
+      EXPECT_LE(fs::file_size(segs[k]), 4096U);
+      EXPECT_GT(fs::file_size(segs[k]), 4096U - log::kRecordHeaderSize - msg(600).size());
+    }
+    auto got = drain(**c);
+    ASSERT_EQ(got.size(), 600U);
+    for (std::uint64_t i = 0; i < 600; ++i) {
+      EXPECT_EQ(got[i].seq, i);
+      EXPECT_EQ(got[i].payload, msg(i));
+    }
   }
 }
 
@@ -115,19 +126,22 @@ TEST_F(TopicTest, ReopenKeepsEverything) {
 TEST_F(TopicTest, EveryDurabilityModeAppendsAndReopens) {
   for (Durability d : {Durability::kNone, Durability::kInterval, Durability::kPerAppend,
                        Durability::kGroupCommit}) {
-    fs::remove_all(dir_);
-    TopicOptions o = small();
-    o.durability = d;
-    o.sync_interval = 5ms;
-    {
+    for (const bool preallocate : {true, false}) {
+      fs::remove_all(dir_);
+      TopicOptions o = small();
+      o.durability = d;
+      o.preallocate = preallocate;
+      o.sync_interval = 5ms;
+      {
+        auto t = open(o);
+        std::vector<std::string_view> batch = {"a", "b", "c"};
+        ASSERT_EQ(*t->append_batch(batch), 0U);
+        ASSERT_EQ(*t->append("d"), 3U);
+        ASSERT_TRUE(t->sync().ok());
+      }
       auto t = open(o);
-      std::vector<std::string_view> batch = {"a", "b", "c"};
-      ASSERT_EQ(*t->append_batch(batch), 0U);
-      ASSERT_EQ(*t->append("d"), 3U);
-      ASSERT_TRUE(t->sync().ok());
+      EXPECT_EQ(t->next_seq(), 4U) << static_cast<int>(d) << " preallocate " << preallocate;
     }
-    auto t = open(o);
-    EXPECT_EQ(t->next_seq(), 4U) << static_cast<int>(d);
   }
 }
 
@@ -368,11 +382,9 @@ TEST_F(TopicTest, ADamagedPositionSlotFallsBackAndTwoAreAClearError) {
   EXPECT_NE(c.status().message().find("c.pos"), std::string_view::npos);
 }
 
-TEST_F(TopicTest, AFullDiskIsAnErrorAndLeavesTheLogConsistent) {
-  auto t = open();
-  ASSERT_TRUE(t->append("before").ok());
-  const fs::path seg = segments().front();
-  // An injected write limit: writes past it fail with EFBIG, as ENOSPC would.
+// Appends 200-byte records under an injected file size limit (writes past it
+// fail with EFBIG, as ENOSPC would) until one fails; returns how many went in.
+int append_until_full(Topic& t, const fs::path& seg) {
   struct sigaction ignore {};
   ignore.sa_handler = SIG_IGN;
   struct sigaction old {};
@@ -382,20 +394,76 @@ TEST_F(TopicTest, AFullDiskIsAnErrorAndLeavesTheLogConsistent) {
   rlimit lim = saved;
   lim.rlim_cur = fs::file_size(seg) + 20;  // room for a header, not a payload
   setrlimit(RLIMIT_FSIZE, &lim);
-  auto r = t->append(std::string(200, 'x'));
+  int ok = 0;
+  Result<std::uint64_t> r = StatusCode::kOk;
+  while (ok < 100000 && (r = t.append(std::string(200, 'x'))).ok()) ++ok;
   setrlimit(RLIMIT_FSIZE, &saved);
   sigaction(SIGXFSZ, &old, nullptr);
   EXPECT_EQ(r.code(), StatusCode::kIOError);
   EXPECT_NE(r.status().message().find("File too large"), std::string_view::npos) << r.status();
-  EXPECT_EQ(t->next_seq(), 1U);
-  EXPECT_EQ(*t->append("after"), 1U);  // the next append works
-  t.reset();
-  auto again = open();
-  EXPECT_TRUE(again->recovery().clean());
-  auto c = std::move(*again->channel("r"));
+  return ok;
+}
+
+TEST_F(TopicTest, AFullDiskIsAnErrorAndLeavesTheLogConsistent) {
+  for (const bool preallocate : {false, true}) {
+    SCOPED_TRACE(preallocate ? "preallocated, mapped" : "pwrite");
+    fs::remove_all(dir_);
+    TopicOptions o = small();
+    o.segment_bytes = 4 << 20;  // reserved a chunk (1 MiB) at a time
+    o.preallocate = preallocate;
+    auto t = open(o);
+    ASSERT_TRUE(t->append("before").ok());
+    // Without preallocation the first write past the limit fails; with it,
+    // appends fill the reserved space and the next reservation fails.
+    const int fit = append_until_full(*t, segments().back());
+    if (!preallocate) {
+      EXPECT_EQ(fit, 0);
+    }
+    EXPECT_EQ(t->next_seq(), 1U + fit);
+    EXPECT_EQ(*t->append("after"), 1U + fit);  // the next append works
+    t.reset();
+    auto again = open(o);
+    EXPECT_TRUE(again->recovery().clean());
+    auto c = std::move(*again->channel("r"));
+    auto got = drain(*c);
+    ASSERT_EQ(got.size(), 2U + fit);
+    EXPECT_EQ(got.front().payload, "before");
+    for (int i = 1; i <= fit; ++i) EXPECT_EQ(got[i].payload, std::string(200, 'x'));
+    EXPECT_EQ(got.back().payload, "after");
+  }
+}
+
+TEST_F(TopicTest, ReservedSpaceIsGivenBackOnCloseAndIgnoredAfterACrash) {
+  TopicOptions o = small();
+  o.segment_bytes = 4 << 20;
+  const pid_t child = fork();
+  if (child == 0) {  // appends, then dies without closing: the reserve stays
+    auto t = Topic::open(dir_.string(), o);
+    for (int i = 0; i < 100; ++i) {
+      if (!t.ok() || !(*t)->append(msg(i)).ok()) _exit(1);
+    }
+    _exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  const fs::path seg = segments().back();
+  EXPECT_EQ(fs::file_size(seg), 1U << 20);  // one reserved chunk, zeros past the records
+  auto report = verify_topic(dir_.string(), o);
+  ASSERT_TRUE(report.ok());
+  EXPECT_TRUE(report->clean()) << "reserved zeros are not damage";
+  auto t = open(o);
+  EXPECT_TRUE(t->recovery().clean());
+  auto c = std::move(*t->channel("r"));
   auto got = drain(*c);
-  ASSERT_EQ(got.size(), 2U);
-  EXPECT_EQ(got[1].payload, "after");
+  ASSERT_EQ(got.size(), 100U);
+  for (std::size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].payload, msg(i));
+  ASSERT_TRUE(t->append(msg(100)).ok());  // appends go on after the last record
+  c.reset();
+  t.reset();
+  std::uint64_t bytes = log::kSegmentHeaderSize;
+  for (int i = 0; i <= 100; ++i) bytes += log::kRecordHeaderSize + msg(i).size();
+  EXPECT_EQ(fs::file_size(seg), bytes);  // a clean close gives the reserve back
 }
 
 TEST_F(TopicTest, SegmentsGoOnlyOnceEveryChannelHasDurablyPassedThem) {

@@ -51,6 +51,13 @@ struct TopicOptions {
   std::uint32_t max_message_bytes = 16U << 20;            // larger appends: kInvalidArgument
   Durability durability = Durability::kGroupCommit;
   std::chrono::milliseconds sync_interval{100};  // kInterval only
+  // The writer reserves segment space ahead in 1 MiB chunks (fallocate), so
+  // an append never grows the file: syncs are cheaper (no size change to
+  // journal) and a full disk shows as an error before anything is written.
+  // On ext4, xfs and tmpfs, where reserved space cannot fault later, appends
+  // also go through a shared memory map instead of one pwrite each. A clean
+  // close or a roll gives the unused space back. false: plain pwrite.
+  bool preallocate = true;
   // Open as a reader, e.g. in another process than the writer: no writer
   // lock, nothing on disk is changed, append() is refused. Channels see the
   // writer's appends as they land (inotify: no polling, no CPU while idle).
