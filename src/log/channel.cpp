@@ -1,9 +1,6 @@
 #include "sluice/log/channel.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -32,7 +29,6 @@ struct Channel::Impl {
   std::uint64_t generation = 0;
   std::uint64_t acked = 0;  // durable: first seq not acknowledged
   bool durable_positions = true;
-  int notify_fd = -1;  // read-only topics: inotify on the topic directory
 
   // Read cursor: the record at (seg, off) has seq next_seq.
   std::shared_ptr<log::Segment> seg;
@@ -46,7 +42,6 @@ struct Channel::Impl {
 
   ~Impl() {
     if (fd >= 0) ::close(fd);
-    if (notify_fd >= 0) ::close(notify_fd);
     std::lock_guard lk(topic->mu);
     topic->open_channels.erase(name);
   }
@@ -175,34 +170,36 @@ struct Channel::Impl {
   }
 
   // Read-only topic (the writer may be another process): look for new
-  // records; if none, sleep until the directory changes (inotify), the stop
-  // token fires, or the deadline passes. No polling: CPU ~0 while idle.
+  // records; if none, sleep on the topic's shared wake-up page until the
+  // writer publishes, the stop token fires, or the deadline passes. No
+  // polling: CPU ~0 while idle.
   Status wait_for_writer(const Context& ctx) {
+    log::NotifyPage* np = topic->notify;
+    std::atomic_ref<std::uint32_t> seq(np->seq);
+    const std::uint32_t seen = seq.load();
+    // Announce, then look once more: an append after this look finds `want`
+    // set and changes `seq`, so the sleep below returns at once.
+    std::atomic_ref<std::uint32_t>(np->want).store(1);
     const std::uint64_t before = next_seq_of_topic();
     topic->refresh();
     if (next_seq_of_topic() != before || next_seq < next_seq_of_topic()) return Status::Ok();
-    // The watch queues events from its creation on, so an append after the
-    // refresh above always leaves one: no lost wake-up.
-    const int efd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (efd < 0) return log::io_error("eventfd", path, errno);
     {
-      std::stop_callback on_stop(ctx.token(), [efd] {
-        const std::uint64_t one = 1;
-        (void)!::write(efd, &one, sizeof one);
+      std::stop_callback on_stop(ctx.token(), [np] {
+        std::atomic_ref<std::uint32_t>(np->seq).fetch_add(1);  // others wake and look again
+        log::futex_wake_shared(&np->seq);
       });
-      int timeout = -1;
+      timespec at{};
+      const timespec* deadline = nullptr;
       if (const auto& d = ctx.deadline()) {
-        const auto left =
-            std::chrono::ceil<std::chrono::milliseconds>(*d - std::chrono::steady_clock::now());
-        timeout = static_cast<int>(std::max<std::int64_t>(0, left.count()));
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            d->time_since_epoch())  // steady_clock is CLOCK_MONOTONIC
+                            .count();
+        at.tv_sec = ns / 1000000000;
+        at.tv_nsec = ns % 1000000000;
+        deadline = &at;
       }
-      pollfd p[2] = {{notify_fd, POLLIN, 0}, {efd, POLLIN, 0}};
-      ::poll(p, 2, timeout);
-      char drain[4096];
-      while (::read(notify_fd, drain, sizeof drain) > 0) {
-      }
+      if (!ctx.stop_requested()) log::futex_wait_shared(&np->seq, seen, deadline);
     }
-    ::close(efd);
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
     return Status::Ok();
   }
@@ -378,14 +375,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     start = std::clamp(p.next_seq, first_seq(), next_seq());
     c->acked = start;
   }
-  if (t.reader) {
-    c->notify_fd = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (c->notify_fd < 0 ||
-        ::inotify_add_watch(c->notify_fd, t.dir.c_str(), IN_MODIFY | IN_CREATE | IN_MOVED_TO) < 0) {
-      return log::io_error("watch", t.dir, errno);
-    }
-    t.refresh();
-  }
+  if (t.reader) t.refresh();
   c->seek(start);
   {
     std::lock_guard lk(t.mu);

@@ -2,10 +2,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/inotify.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -68,6 +69,32 @@ Status lock_file(int fd, const std::string& what) {
   who.l_whence = SEEK_SET;
   ::fcntl(fd, F_GETLK, &who);
   return {StatusCode::kInUse, what + " by PID " + std::to_string(who.l_pid)};
+}
+
+Result<NotifyPage*> map_notify(const std::string& dir) {
+  const std::string path = dir + "/NOTIFY";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return io_error("open", path, errno);
+  struct stat st {};
+  int rc = ::fstat(fd, &st);
+  if (rc == 0 && st.st_size < static_cast<off_t>(kNotifyFileSize)) {
+    rc = ::ftruncate(fd, kNotifyFileSize);  // zeros; two openers agree
+  }
+  void* p = rc == 0 ? ::mmap(nullptr, kNotifyFileSize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                    : MAP_FAILED;
+  const int err = errno;
+  ::close(fd);
+  if (p == MAP_FAILED) return io_error("map", path, err);
+  return static_cast<NotifyPage*>(p);
+}
+
+void futex_wait_shared(std::uint32_t* word, std::uint32_t expected, const timespec* deadline) {
+  ::syscall(SYS_futex, word, FUTEX_WAIT_BITSET, expected, deadline, nullptr,
+            FUTEX_BITSET_MATCH_ANY);
+}
+
+void futex_wake_shared(std::uint32_t* word) {
+  ::syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 Status fsync_dir(const std::string& dir) {
@@ -336,12 +363,21 @@ Topic::Impl::~Impl() {
     if (opt.durability != Durability::kNone) ::fdatasync(segs.back()->fd);
   }
   if (lock_fd >= 0) ::close(lock_fd);
+  if (notify != nullptr) ::munmap(notify, log::kNotifyFileSize);
   if (reader) return;
   std::lock_guard g(log::g_open_mu);
   if (auto it = log::g_open_dirs.find(dir);
       it != log::g_open_dirs.end() && it->second == getpid()) {
     log::g_open_dirs.erase(it);
   }
+}
+
+void Topic::Impl::wake_other_processes() {
+  // A full barrier after the records were published (Dekker with the
+  // reader's store to `want` and its look at the records).
+  if (std::atomic_ref<std::uint32_t>(notify->want).exchange(0) == 0) return;
+  std::atomic_ref<std::uint32_t>(notify->seq).fetch_add(1);
+  log::futex_wake_shared(&notify->seq);
 }
 
 std::shared_ptr<Segment> Topic::Impl::segment_after(const Segment* s) const {
@@ -527,6 +563,9 @@ Result<std::unique_ptr<Topic>> Topic::open_reader(const std::string& canon,
   if (!scanned.ok()) return scanned.status();
   if (scanned->empty()) return Status(StatusCode::kNotFound, "no topic in " + canon);
   impl->report.corrupt = std::move(scan.corrupt);  // a torn tail may be a write in progress
+  auto notify = log::map_notify(canon);
+  if (!notify.ok()) return notify.status();
+  impl->notify = *notify;
   if (Status s = adopt(*impl, *scanned, /*writer=*/false); !s.ok()) return s;
   impl->first_seq = impl->segs.front()->base_seq;
   return std::unique_ptr<Topic>(new Topic(std::move(impl)));
@@ -559,6 +598,9 @@ Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions 
   auto lock = log::lock_dir(canon);
   if (!lock.ok()) return lock.status();  // Impl's destructor unregisters
   impl->lock_fd = *lock;
+  auto notify = log::map_notify(canon);
+  if (!notify.ok()) return notify.status();
+  impl->notify = *notify;
 
   auto scanned = log::scan_topic(canon, options, /*modify=*/true, impl->report);
   if (!scanned.ok()) return scanned.status();
@@ -679,6 +721,7 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
   t.disk_bytes += bytes;
   t.dirty = true;
   if (t.waiters > 0) t.data_cv.notify_all();
+  t.wake_other_processes();
   if (t.opt.durability != Durability::kGroupCommit) return first;
 
   // Group commit: whoever finds no sync running syncs everything written so

@@ -1,6 +1,8 @@
 // Topic internals shared by topic.cpp and channel.cpp. Private.
 #pragma once
 
+#include <time.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -61,6 +63,24 @@ Result<std::string> read_file(const std::string& path);
 Result<std::size_t> pread_some(int fd, char* buf, std::size_t n, std::uint64_t off,
                                const std::string& path);
 
+// The topic's wake-up page, shared by its writer and its readers in other
+// processes (file NOTIFY, docs/log_format.md). A reader that found nothing
+// new reads `seq`, sets `want`, looks once more, and sleeps on `seq` (a
+// shared futex). The writer, after publishing, clears `want` and, if it was
+// set, bumps `seq` and wakes every sleeper. Writes through a memory map make
+// no inotify events, so this is how readers learn of them.
+struct NotifyPage {
+  std::uint32_t seq;
+  std::uint32_t want;
+};
+constexpr std::size_t kNotifyFileSize = 4096;
+// Maps <dir>/NOTIFY (creating it, zeroed, if missing).
+Result<NotifyPage*> map_notify(const std::string& dir);
+// Sleeps while *word == expected, until woken or `deadline` (CLOCK_MONOTONIC,
+// absolute; nullptr: no deadline). Across processes.
+void futex_wait_shared(std::uint32_t* word, std::uint32_t expected, const timespec* deadline);
+void futex_wake_shared(std::uint32_t* word);
+
 }  // namespace sluice::log
 
 namespace sluice {
@@ -70,7 +90,8 @@ struct Topic::Impl {
   TopicOptions opt;
   RecoveryReport report;
   int lock_fd = -1;
-  bool reader = false;  // opened read_only
+  bool reader = false;                // opened read_only
+  log::NotifyPage* notify = nullptr;  // the shared wake-up page
 
   mutable std::mutex mu;  // appends and the segment list
   std::vector<std::shared_ptr<log::Segment>> segs;
@@ -97,6 +118,8 @@ struct Topic::Impl {
   std::map<std::string, std::uint64_t> open_channels;
 
   ~Impl();
+  // Writer: wakes readers in other processes that wait for records.
+  void wake_other_processes();
   std::shared_ptr<log::Segment> segment_after(const log::Segment* s) const;
   std::shared_ptr<log::Segment> segment_for(std::uint64_t seq) const;
   std::string channel_path(std::string_view name) const;

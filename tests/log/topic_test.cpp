@@ -504,7 +504,7 @@ TEST_F(TopicTest, AReaderInAnotherProcessGetsAppendsAcrossRolls) {
     }
     (void)!write(ready[1], "r", 1);
     for (std::uint64_t i = 0; i < 300; ++i) {
-      auto m = (*c)->next(with_timeout(20s));  // woken by inotify, not by polling
+      auto m = (*c)->next(with_timeout(20s));  // woken by the writer, not by polling
       if (!m.ok()) _exit(13);
       if (m->seq != i || m->payload != msg(i)) _exit(14);
       if (!(*c)->ack(m->seq).ok()) _exit(15);
@@ -530,6 +530,55 @@ TEST_F(TopicTest, AReaderInAnotherProcessGetsAppendsAcrossRolls) {
   EXPECT_GT(t->first_seq(), 0U);    // released: the reader acknowledged 0..299
   EXPECT_LE(t->first_seq(), 300U);  // kept: the segment holding seq 300 (not acknowledged)
   ::close(ready[0]);
+}
+
+// One record at a time, no roll, no close: nothing but the append itself can
+// wake the reader (a write through the memory map makes no inotify event).
+TEST_F(TopicTest, AReaderInAnotherProcessIsWokenByEachSingleAppend) {
+  for (const bool preallocate : {true, false}) {
+    SCOPED_TRACE(preallocate ? "preallocated, mapped" : "pwrite");
+    fs::remove_all(dir_);
+    TopicOptions o = small();
+    o.segment_bytes = 1 << 20;
+    o.preallocate = preallocate;
+    auto t = open(o);
+    ASSERT_TRUE(t->append(msg(0)).ok());
+    int ready[2];
+    int seen[2];
+    ASSERT_EQ(pipe(ready), 0);
+    ASSERT_EQ(pipe(seen), 0);
+    const pid_t child = fork();
+    if (child == 0) {
+      auto r = open_reader();
+      if (!r.ok()) _exit(10);
+      auto c = (*r)->channel("remote");
+      if (!c.ok()) _exit(11);
+      (void)!write(ready[1], "r", 1);
+      for (std::uint64_t i = 0; i < 20; ++i) {
+        auto m = (*c)->next(with_timeout(10s));
+        if (!m.ok()) _exit(12);
+        if (m->seq != i || m->payload != msg(i)) _exit(13);
+        (void)!write(seen[1], "s", 1);
+      }
+      _exit(0);
+    }
+    ::close(ready[1]);  // a reader that gives up closes the pipes: reads fail, no hang
+    ::close(seen[1]);
+    char byte = 0;
+    ASSERT_EQ(read(ready[0], &byte, 1), 1);
+    for (std::uint64_t i = 1; i <= 20; ++i) {
+      ASSERT_EQ(read(seen[0], &byte, 1), 1);  // the reader took i - 1 and goes to sleep
+      if (i < 20) {
+        ASSERT_TRUE(t->append(msg(i)).ok());
+      }
+    }
+    int st = 0;
+    waitpid(child, &st, 0);
+    ASSERT_TRUE(WIFEXITED(st)) << st;
+    EXPECT_EQ(WEXITSTATUS(st), 0);
+    ::close(ready[0]);
+    ::close(seen[0]);
+  }
 }
 
 TEST_F(TopicTest, AChannelOpenElsewhereIsRefusedWithItsPid) {
