@@ -55,9 +55,12 @@ double median(std::vector<double> v) {
 struct Env {
   fs::path root;
   int n = 0;
+  // A fresh directory, after writing back what earlier workloads left dirty,
+  // so that no workload pays for another's writeback.
   fs::path fresh(const std::string& name) {
     fs::path p = root / (name + std::to_string(n++));
     fs::remove_all(p);
+    ::sync();
     return p;
   }
 };

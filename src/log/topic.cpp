@@ -285,6 +285,9 @@ using log::Segment;
 namespace {
 
 constexpr std::uint64_t kReserveChunk = 1 << 20;
+// Larger writes go through pwrite: the kernel copies big runs faster than
+// first-touch page faults on the map.
+constexpr std::size_t kMapWriteMax = 64 << 10;
 
 // File systems on which writing to fallocate'd space through a shared map
 // cannot fault for lack of space (copy-on-write ones such as btrfs can).
@@ -685,7 +688,7 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
   if (Status s = reserve(t, *seg, end + bytes); !s.ok()) return s;
   const std::uint64_t first = t.next_seq;
   std::uint64_t seq = first;
-  if (seg->map != nullptr && end + bytes <= seg->cap) {
+  if (seg->map != nullptr && end + bytes <= seg->cap && bytes <= kMapWriteMax) {
     // Reserved and mapped: no system call. The bytes are in the page cache
     // (surviving a process crash) as soon as they are copied.
     char* p = seg->map + end;
