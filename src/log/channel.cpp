@@ -34,7 +34,20 @@ struct Channel::Impl {
   std::shared_ptr<log::Segment> seg;
   std::uint64_t off = kSegmentHeaderSize;
   std::uint64_t next_seq = 0;
-  std::uint64_t skipped = 0;
+  // Records lost to corruption, each counted once even if a nack rewinds
+  // over them.
+  struct Lost {
+    std::uint64_t count = 0;
+    std::uint64_t counted_to = 0;  // seqs below this are counted already
+    void add(std::uint64_t from, std::uint64_t to) {
+      from = std::max(from, counted_to);
+      if (to <= from) return;
+      count += to - from;
+      counted_to = to;
+    }
+  };
+  Lost corrupt;
+  std::uint64_t capped_while_away = 0;  // a cap deleted them before this open
 
   std::string buf;  // bytes of buf_seg from buf_off
   std::shared_ptr<log::Segment> buf_seg;
@@ -81,17 +94,20 @@ struct Channel::Impl {
       for (const log::Skip& s : seg->skips) {
         if (off == s.from) {  // recovery found this range corrupt: never delivered
           off = s.to;
+          corrupt.add(next_seq, next_seq + s.lost);
           next_seq += s.lost;
-          skipped += s.lost;
         }
       }
       const std::uint64_t end = seg->end.load(std::memory_order_acquire);
       if (off >= end) {
         // Caught up: without a later segment there is nothing more (no lock).
         if (!seg->sealed.load(std::memory_order_acquire)) return Status::Ok();
-        auto next = topic->segment_after(seg.get());
+        std::uint64_t first = 0;
+        auto next = topic->segment_after(seg.get(), &first);
         if (!next || seg->end.load(std::memory_order_acquire) > off) return Status::Ok();
-        if (next->base_seq > next_seq) skipped += next->base_seq - next_seq;
+        // A gap: segments a cap deleted (counted when deleted), or ones
+        // recovery found damaged.
+        if (next->base_seq > first) corrupt.add(next_seq, next->base_seq);
         seg = std::move(next);
         off = kSegmentHeaderSize;
         next_seq = seg->base_seq;
@@ -240,7 +256,13 @@ Channel::~Channel() = default;
 const std::string& Channel::name() const { return impl_->name; }
 std::uint64_t Channel::acked() const { return impl_->acked; }
 std::uint64_t Channel::delivered() const { return impl_->next_seq; }
-std::uint64_t Channel::skipped_corrupt() const { return impl_->skipped; }
+std::uint64_t Channel::skipped_corrupt() const { return impl_->corrupt.count; }
+std::uint64_t Channel::skipped_retention() const {
+  std::lock_guard lk(impl_->topic->mu);
+  const auto it = impl_->topic->open_channels.find(impl_->name);
+  return impl_->capped_while_away +
+         (it == impl_->topic->open_channels.end() ? 0 : it->second.capped);
+}
 
 Status Channel::next_batch(std::vector<LogMessage>& out, std::size_t max, const Context& ctx) {
   const std::size_t base = out.size();
@@ -276,7 +298,7 @@ Status Channel::ack(std::uint64_t seq) {
   bool crossed = false;
   {
     std::lock_guard lk(c.topic->mu);
-    c.topic->open_channels[c.name] = c.acked;
+    c.topic->open_channels[c.name].acked = c.acked;
     crossed = c.topic->segs.size() > 1 && c.acked >= c.topic->segs[1]->base_seq;
   }
   return crossed ? c.topic->trim() : Status::Ok();
@@ -336,7 +358,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
   }
   {
     std::lock_guard lk(t.mu);
-    if (!t.open_channels.try_emplace(std::string(name), 0).second) {
+    if (!t.open_channels.try_emplace(std::string(name)).second) {
       return Status(StatusCode::kInUse,
                     "channel '" + std::string(name) + "' is already open in this process");
     }
@@ -373,13 +395,14 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     // A log that lost its tail (crash without sync) cannot have the position
     // past its end; a retention cap may have removed what is before first_seq.
     start = std::clamp(p.next_seq, first_seq(), next_seq());
+    if (p.next_seq < start) c->capped_while_away = start - p.next_seq;  // a cap deleted them
     c->acked = start;
   }
   if (t.reader) t.refresh();
   c->seek(start);
   {
     std::lock_guard lk(t.mu);
-    t.open_channels[c->name] = c->acked;
+    t.open_channels[c->name].acked = c->acked;
   }
   return std::make_unique<Channel>(std::move(c));
 }

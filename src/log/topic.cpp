@@ -383,8 +383,20 @@ void Topic::Impl::wake_other_processes() {
   log::futex_wake_shared(&notify->seq);
 }
 
-std::shared_ptr<Segment> Topic::Impl::segment_after(const Segment* s) const {
+bool Topic::Impl::over_cap(const Segment& oldest) const {
+  if (opt.max_retained_bytes > 0 && disk_bytes > opt.max_retained_bytes) return true;
+  if (opt.max_retained_age.count() <= 0) return false;
+  struct stat st {};  // a sealed segment's last change is its seal
+  if (::fstat(oldest.fd, &st) != 0) return false;
+  const auto sealed_at = std::chrono::system_clock::time_point(
+      std::chrono::seconds(st.st_mtim.tv_sec) + std::chrono::nanoseconds(st.st_mtim.tv_nsec));
+  return std::chrono::system_clock::now() - sealed_at >
+         std::chrono::duration_cast<std::chrono::system_clock::duration>(opt.max_retained_age);
+}
+
+std::shared_ptr<Segment> Topic::Impl::segment_after(const Segment* s, std::uint64_t* first) const {
   std::lock_guard lk(mu);
+  if (first != nullptr) *first = first_seq;
   // By base_seq, not identity: `s` may already have been trimmed away.
   for (const auto& seg : segs) {
     if (seg->base_seq > s->base_seq) return seg;
@@ -415,7 +427,8 @@ Status Topic::Impl::trim_locked(std::unique_lock<std::mutex>& lk) {
   if (reader) return Status::Ok();  // the writer's job
   // Positions of channels that are not open here come from their files
   // (their durable state); open ones from memory (updated after their sync).
-  std::map<std::string, std::uint64_t> pos = open_channels;
+  std::map<std::string, std::uint64_t> pos;
+  for (const auto& [name, c] : open_channels) pos[name] = c.acked;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/channels", ec)) {
     const std::string name = e.path().filename().string();
@@ -430,15 +443,27 @@ Status Topic::Impl::trim_locked(std::unique_lock<std::mutex>& lk) {
       auto slot = log::decode_position_slot(data->data() + at);
       if (slot && (!best || slot->generation > best->generation)) best = slot;
     }
-    if (!best) return Status::Ok();  // unreadable: keep everything (never trim early)
-    pos[ch] = best->next_seq;
+    // Unreadable: it has passed nothing (never trim early; a cap still holds).
+    pos[ch] = best ? best->next_seq : 0;
   }
   if (ec) return log::io_error("list", dir + "/channels", ec.value());
-  if (pos.empty()) return Status::Ok();
-  std::uint64_t min = UINT64_MAX;
+  // A topic without channels keeps everything (unless capped).
+  std::uint64_t min = pos.empty() ? 0 : UINT64_MAX;
   for (const auto& [name, p] : pos) min = std::min(min, p);
   std::vector<std::shared_ptr<Segment>> gone;
-  while (segs.size() > 1 && segs[1]->base_seq <= min) {
+  while (segs.size() > 1) {
+    const std::uint64_t after = segs[1]->base_seq;  // first seq past the oldest segment
+    const bool passed = !pos.empty() && after <= min;
+    if (!passed && !over_cap(*segs.front())) break;
+    if (!passed) {  // capped: what the slowest channel had not acknowledged is dropped
+      const std::uint64_t base = segs.front()->base_seq;
+      ++retention.segments_capped;
+      retention.records_dropped += after - std::max(min, base);
+      for (auto& [name, c] : open_channels) {  // closed ones count when they reopen
+        if (c.acked < after) c.capped += after - std::max(c.acked, base);
+      }
+    }
+    ++retention.segments_deleted;
     gone.push_back(segs.front());
     disk_bytes -= std::min(disk_bytes, segs.front()->end.load(std::memory_order_relaxed));
     segs.erase(segs.begin());
@@ -774,6 +799,10 @@ std::uint64_t Topic::disk_bytes() const {
   return impl_->disk_bytes;
 }
 const RecoveryReport& Topic::recovery() const { return impl_->report; }
+RetentionStats Topic::retention() const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->retention;
+}
 const std::string& Topic::dir() const { return impl_->dir; }
 const TopicOptions& Topic::options() const { return impl_->opt; }
 

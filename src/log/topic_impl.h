@@ -114,18 +114,28 @@ struct Topic::Impl {
   bool stopping = false;
   std::condition_variable stop_cv;
 
+  RetentionStats retention;  // under mu
+
   // Open channels (one per name) and their acknowledged positions, under mu.
-  std::map<std::string, std::uint64_t> open_channels;
+  struct OpenChannel {
+    std::uint64_t acked = 0;   // first seq not durably acknowledged
+    std::uint64_t capped = 0;  // unacknowledged records a cap deleted while open
+  };
+  std::map<std::string, OpenChannel> open_channels;
 
   ~Impl();
   // Writer: wakes readers in other processes that wait for records.
   void wake_other_processes();
-  std::shared_ptr<log::Segment> segment_after(const log::Segment* s) const;
+  // The segment after s, and the topic's first retained seq (first).
+  std::shared_ptr<log::Segment> segment_after(const log::Segment* s,
+                                              std::uint64_t* first = nullptr) const;
   std::shared_ptr<log::Segment> segment_for(std::uint64_t seq) const;
   std::string channel_path(std::string_view name) const;
   // Retention: deletes sealed segments that every channel (open or not) has
   // durably passed. A topic without channels keeps everything.
   Status trim();
+  // A retention cap (size or age) wants the oldest segment gone. Under mu.
+  bool over_cap(const log::Segment& oldest) const;
   Status trim_locked(std::unique_lock<std::mutex>& lk);
 
   // Read-only topics: pick up what the writer appended since we looked

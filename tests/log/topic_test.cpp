@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -486,6 +487,66 @@ TEST_F(TopicTest, SegmentsGoOnlyOnceEveryChannelHasDurablyPassedThem) {
   // A new channel from the beginning starts at the oldest retained record.
   auto late = std::move(*t->channel("late"));
   EXPECT_EQ(late->next()->seq, t->first_seq());
+}
+
+TEST_F(TopicTest, AByteCapDropsWhatAnAbsentChannelHoldsAndCountsIt) {
+  TopicOptions o = small();
+  o.max_retained_bytes = 3 * 4096;
+  auto t = open(o);
+  { auto slow = std::move(*t->channel("slow")); }  // never comes back in time
+  auto fast = std::move(*t->channel("fast"));      // open, but reads only later
+  for (int i = 0; i < 1200; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  EXPECT_LE(t->disk_bytes(), o.max_retained_bytes + 4096);
+  EXPECT_LE(segments().size(), 5U);
+  const RetentionStats r = t->retention();
+  EXPECT_GT(r.segments_capped, 0U);
+  EXPECT_EQ(r.segments_deleted, r.segments_capped);
+  EXPECT_EQ(r.records_dropped, t->first_seq());  // the slowest had acknowledged nothing
+  // The open channel had acknowledged nothing: all that went is lost to it.
+  const std::uint64_t first = t->first_seq();
+  EXPECT_EQ(fast->skipped_retention(), first);
+  // It still reads the segment it stood in (the file stays open), then jumps
+  // the gap, and gets everything retained.
+  auto got = drain(*fast);
+  for (std::size_t i = 1; i < got.size(); ++i) EXPECT_LT(got[i - 1].seq, got[i].seq);
+  for (const auto& m : got) EXPECT_EQ(m.payload, msg(m.seq));
+  EXPECT_EQ(std::count_if(got.begin(), got.end(), [&](const auto& m) { return m.seq >= first; }),
+            1200 - static_cast<long>(first));
+  EXPECT_EQ(fast->skipped_corrupt(), 0U);
+  fast->nack();  // what the cap deleted does not come back, nor is it counted twice
+  got = drain(*fast);
+  ASSERT_EQ(got.size(), 1200U - first);
+  EXPECT_EQ(got.front().seq, first);
+  EXPECT_EQ(fast->skipped_retention(), first);
+  // The absent channel learns what it lost when it comes back.
+  auto slow = std::move(*t->channel("slow"));
+  EXPECT_EQ(slow->skipped_retention(), t->first_seq());
+  EXPECT_EQ(slow->next()->seq, t->first_seq());
+  EXPECT_EQ(slow->skipped_corrupt(), 0U);
+}
+
+TEST_F(TopicTest, AnAgeCapDropsSegmentsSealedLongerAgo) {
+  TopicOptions o = small();
+  o.max_retained_age = std::chrono::hours(1);
+  auto t = open(o);
+  { auto slow = std::move(*t->channel("slow")); }
+  int i = 0;
+  while (segments().size() < 4) ASSERT_TRUE(t->append(msg(i++)).ok());
+  EXPECT_EQ(t->retention().segments_deleted, 0U);  // young: kept for the channel
+  // Age the sealed segments (the cap reads their modification time).
+  auto segs = segments();
+  segs.pop_back();
+  for (const auto& seg : segs) {
+    fs::last_write_time(seg, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  }
+  const std::uint64_t first_before = t->first_seq();
+  while (segments().size() >= 4) ASSERT_TRUE(t->append(msg(i++)).ok());  // a roll checks
+  const RetentionStats r = t->retention();
+  EXPECT_EQ(r.segments_capped, segs.size());
+  EXPECT_GT(t->first_seq(), first_before);
+  EXPECT_EQ(r.records_dropped, t->first_seq());
+  auto slow = std::move(*t->channel("slow"));
+  EXPECT_EQ(slow->skipped_retention(), t->first_seq());
 }
 
 TEST_F(TopicTest, AReaderInAnotherProcessGetsAppendsAcrossRolls) {

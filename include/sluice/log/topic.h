@@ -58,6 +58,16 @@ struct TopicOptions {
   // also go through a shared memory map instead of one pwrite each. A clean
   // close or a roll gives the unused space back. false: plain pwrite.
   bool preallocate = true;
+  // Caps for channels that never come back (0: no cap). The oldest sealed
+  // segments are deleted while the retained records exceed
+  // max_retained_bytes, or while the oldest was sealed more than
+  // max_retained_age ago, even if a channel has not acknowledged them. They
+  // are checked on each roll and when an acknowledgement crosses a segment.
+  // What a cap drops is counted: Topic::retention() and, per channel,
+  // Channel::skipped_retention(). The segment being written is never
+  // deleted, so the byte cap is at least one segment.
+  std::uint64_t max_retained_bytes = 0;
+  std::chrono::seconds max_retained_age{0};
   // Open as a reader, e.g. in another process than the writer: no writer
   // lock, nothing on disk is changed, append() is refused. Channels see the
   // writer's appends as they land (inotify: no polling, no CPU while idle).
@@ -77,6 +87,15 @@ struct RecoveryReport {
   std::vector<LogDamage> truncated;  // torn tails cut off (open only)
   std::vector<std::string> removed;  // leftover files deleted (.tmp, empty segment)
   bool clean() const { return corrupt.empty() && truncated.empty() && removed.empty(); }
+};
+
+// Retention since this Topic was opened.
+struct RetentionStats {
+  std::uint64_t segments_deleted = 0;  // by acknowledgement or by a cap
+  std::uint64_t segments_capped = 0;   // deleted by a cap before every channel passed them
+  // Records a cap deleted before the slowest channel acknowledged them
+  // (other channels may have lost fewer: see Channel::skipped_retention()).
+  std::uint64_t records_dropped = 0;
 };
 
 class Topic {
@@ -101,6 +120,7 @@ class Topic {
   std::uint64_t first_seq() const;   // the oldest retained seq
   std::uint64_t disk_bytes() const;  // bytes in retained segments
   const RecoveryReport& recovery() const;
+  RetentionStats retention() const;
   const std::string& dir() const;
   const TopicOptions& options() const;
 
