@@ -301,6 +301,8 @@ Status Channel::ack(std::uint64_t seq) {
     c.topic->open_channels[c.name].acked = c.acked;
     crossed = c.topic->segs.size() > 1 && c.acked >= c.topic->segs[1]->base_seq;
   }
+  // An appender waiting for room under the topic bound (in any process).
+  log::wake_if_wanted(&c.topic->notify->acked_seq, &c.topic->notify->acked_want);
   return crossed ? c.topic->trim() : Status::Ok();
 }
 

@@ -97,6 +97,14 @@ void futex_wake_shared(std::uint32_t* word) {
   ::syscall(SYS_futex, word, FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
+void wake_if_wanted(std::uint32_t* seq, std::uint32_t* want) {
+  // A full barrier after what the sleeper looks for was published (Dekker
+  // with the sleeper's store to `want` and its second look).
+  if (std::atomic_ref<std::uint32_t>(*want).exchange(0) == 0) return;
+  std::atomic_ref<std::uint32_t>(*seq).fetch_add(1);
+  futex_wake_shared(seq);
+}
+
 Status fsync_dir(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   if (fd < 0) return io_error("open", dir, errno);
@@ -375,13 +383,7 @@ Topic::Impl::~Impl() {
   }
 }
 
-void Topic::Impl::wake_other_processes() {
-  // A full barrier after the records were published (Dekker with the
-  // reader's store to `want` and its look at the records).
-  if (std::atomic_ref<std::uint32_t>(notify->want).exchange(0) == 0) return;
-  std::atomic_ref<std::uint32_t>(notify->seq).fetch_add(1);
-  log::futex_wake_shared(&notify->seq);
-}
+void Topic::Impl::wake_other_processes() { log::wake_if_wanted(&notify->seq, &notify->want); }
 
 bool Topic::Impl::over_cap(const Segment& oldest) const {
   if (opt.max_retained_bytes > 0 && disk_bytes > opt.max_retained_bytes) return true;
@@ -422,11 +424,9 @@ Status Topic::Impl::trim() {
   return trim_locked(lk);
 }
 
-Status Topic::Impl::trim_locked(std::unique_lock<std::mutex>& lk) {
-  (void)lk;                         // held throughout: retention is rare (on segment boundaries)
-  if (reader) return Status::Ok();  // the writer's job
-  // Positions of channels that are not open here come from their files
-  // (their durable state); open ones from memory (updated after their sync).
+Result<std::map<std::string, std::uint64_t>> Topic::Impl::channel_positions() const {
+  // Channels not open here: their files (their durable state); open ones:
+  // memory (updated after their sync).
   std::map<std::string, std::uint64_t> pos;
   for (const auto& [name, c] : open_channels) pos[name] = c.acked;
   std::error_code ec;
@@ -436,7 +436,10 @@ Status Topic::Impl::trim_locked(std::unique_lock<std::mutex>& lk) {
     const std::string ch = name.substr(0, name.size() - 4);
     if (pos.contains(ch)) continue;
     auto data = log::read_file(e.path().string());
-    if (!data.ok()) return data.status();
+    if (!data.ok()) {
+      if (!std::filesystem::exists(e.path(), ec)) continue;  // deleted meanwhile
+      return data.status();
+    }
     std::optional<log::PositionSlot> best;
     for (std::size_t at = 0; at + log::kPositionSlotSize <= data->size();
          at += log::kPositionSlotSize) {
@@ -447,6 +450,62 @@ Status Topic::Impl::trim_locked(std::unique_lock<std::mutex>& lk) {
     pos[ch] = best ? best->next_seq : 0;
   }
   if (ec) return log::io_error("list", dir + "/channels", ec.value());
+  return pos;
+}
+
+Status Topic::Impl::wait_for_room(std::unique_lock<std::mutex>& lk, std::size_t n,
+                                  const Context& ctx) {
+  const std::uint64_t bound = opt.max_unconsumed;
+  if (n > bound) {
+    return {StatusCode::kInvalidArgument, "a batch of " + std::to_string(n) +
+                                              " records can never fit the topic bound of " +
+                                              std::to_string(bound)};
+  }
+  for (;;) {
+    if (next_seq + n <= floor + bound) return Status::Ok();  // as of the last look
+    std::atomic_ref<std::uint32_t> acked(notify->acked_seq);
+    const std::uint32_t seen = acked.load();
+    std::atomic_ref<std::uint32_t>(notify->acked_want).store(1);  // then look again
+    auto pos = channel_positions();
+    if (!pos.ok()) return pos.status();
+    // Without channels nobody consumes: look again after `bound` more.
+    floor = next_seq;
+    for (const auto& [name, p] : *pos) floor = std::min(floor, p);
+    if (next_seq + n <= floor + bound) return Status::Ok();
+    if (opt.on_bound == BoundPolicy::kFail) {
+      return {StatusCode::kRejected, "topic bound of " + std::to_string(bound) +
+                                         " unconsumed records reached (slowest channel at seq " +
+                                         std::to_string(floor) + ", next seq " +
+                                         std::to_string(next_seq) + ")"};
+    }
+    if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
+    lk.unlock();
+    {
+      std::stop_callback on_stop(ctx.token(), [this] {
+        std::atomic_ref<std::uint32_t>(notify->acked_seq).fetch_add(1);
+        log::futex_wake_shared(&notify->acked_seq);
+      });
+      timespec at{};
+      const timespec* deadline = nullptr;
+      if (const auto& d = ctx.deadline()) {
+        const auto ns =
+            std::chrono::duration_cast<std::chrono::nanoseconds>(d->time_since_epoch()).count();
+        at.tv_sec = ns / 1000000000;
+        at.tv_nsec = ns % 1000000000;
+        deadline = &at;
+      }
+      if (!ctx.stop_requested()) log::futex_wait_shared(&notify->acked_seq, seen, deadline);
+    }
+    lk.lock();
+  }
+}
+
+Status Topic::Impl::trim_locked(std::unique_lock<std::mutex>& lk) {
+  (void)lk;                         // held throughout: retention is rare (on segment boundaries)
+  if (reader) return Status::Ok();  // the writer's job
+  auto positions = channel_positions();
+  if (!positions.ok()) return positions.status();
+  const std::map<std::string, std::uint64_t>& pos = *positions;
   // A topic without channels keeps everything (unless capped).
   std::uint64_t min = pos.empty() ? 0 : UINT64_MAX;
   for (const auto& [name, p] : pos) min = std::min(min, p);
@@ -684,6 +743,9 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
     bytes += kRecordHeaderSize + p.size();
   }
   std::unique_lock lk(t.mu);
+  if (t.opt.max_unconsumed > 0) {
+    if (Status s = t.wait_for_room(lk, payloads.size(), ctx); !s.ok()) return s;
+  }
   Segment* seg = t.segs.back().get();
   std::uint64_t end = seg->end.load(std::memory_order_relaxed);
   // Roll when this batch would pass the segment size (a batch never spans
@@ -833,6 +895,7 @@ Status Topic::delete_channel(std::string_view name) {
     return log::io_error("delete", path, errno);
   }
   if (Status s = log::fsync_dir(impl_->dir + "/channels"); !s.ok()) return s;
+  log::wake_if_wanted(&impl_->notify->acked_seq, &impl_->notify->acked_want);  // room, maybe
   return impl_->trim();  // it may have been the one holding old segments
 }
 

@@ -69,10 +69,18 @@ Result<std::size_t> pread_some(int fd, char* buf, std::size_t n, std::uint64_t o
 // shared futex). The writer, after publishing, clears `want` and, if it was
 // set, bumps `seq` and wakes every sleeper. Writes through a memory map make
 // no inotify events, so this is how readers learn of them.
+//
+// The same handshake runs the other way for the topic bound: an appender
+// waiting for room sleeps on `acked_seq` after setting `acked_want`; a
+// channel that acknowledged (in any process) wakes it.
 struct NotifyPage {
   std::uint32_t seq;
   std::uint32_t want;
+  std::uint32_t acked_seq;
+  std::uint32_t acked_want;
 };
+// Clears *want; if it was set, bumps *seq and wakes its sleepers.
+void wake_if_wanted(std::uint32_t* seq, std::uint32_t* want);
 constexpr std::size_t kNotifyFileSize = 4096;
 // Maps <dir>/NOTIFY (creating it, zeroed, if missing).
 Result<NotifyPage*> map_notify(const std::string& dir);
@@ -133,6 +141,12 @@ struct Topic::Impl {
   std::string channel_path(std::string_view name) const;
   // Retention: deletes sealed segments that every channel (open or not) has
   // durably passed. A topic without channels keeps everything.
+  // Acknowledged positions of every channel: open ones here from memory,
+  // the others from their files (unreadable: 0, it has passed nothing).
+  Result<std::map<std::string, std::uint64_t>> channel_positions() const;
+  // Topic bound: waits (or refuses) until n more records fit. Under mu.
+  Status wait_for_room(std::unique_lock<std::mutex>& lk, std::size_t n, const Context& ctx);
+  std::uint64_t floor = 0;  // under mu: the slowest channel's position when last looked
   Status trim();
   // A retention cap (size or age) wants the oldest segment gone. Under mu.
   bool over_cap(const log::Segment& oldest) const;

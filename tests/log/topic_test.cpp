@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 #include "log/format.h"
 #include "sluice/log/channel.h"
 #include "testutil/temp_dir.h"
+#include "testutil/wait_for.h"
 
 namespace sluice {
 namespace {
@@ -547,6 +549,129 @@ TEST_F(TopicTest, AnAgeCapDropsSegmentsSealedLongerAgo) {
   EXPECT_EQ(r.records_dropped, t->first_seq());
   auto slow = std::move(*t->channel("slow"));
   EXPECT_EQ(slow->skipped_retention(), t->first_seq());
+}
+
+TEST_F(TopicTest, ABoundRefusesAppendsPastTheSlowestChannel) {
+  TopicOptions o = small();
+  o.max_unconsumed = 10;
+  o.on_bound = BoundPolicy::kFail;
+  auto t = open(o);
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(t->append(msg(i)).ok());  // no channel: unbounded
+  auto c = std::move(*t->channel("c", {.start = StartFrom::kTail}));
+  for (int i = 30; i < 40; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  auto r = t->append("one too many");
+  EXPECT_EQ(r.code(), StatusCode::kRejected);
+  EXPECT_NE(r.status().message().find("bound of 10"), std::string_view::npos) << r.status();
+  EXPECT_EQ(t->next_seq(), 40U);
+  std::vector<std::string_view> big(11, "x");
+  EXPECT_EQ(t->append_batch(big).code(), StatusCode::kInvalidArgument);
+  // Delivered is not enough: acknowledged makes room.
+  std::vector<LogMessage> got;
+  ASSERT_TRUE(c->next_batch(got, 5).ok());
+  ASSERT_EQ(got.size(), 5U);
+  EXPECT_EQ(t->append("x").code(), StatusCode::kRejected);
+  ASSERT_TRUE(c->ack(got.back().seq).ok());
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(t->append("x").ok());
+  EXPECT_EQ(t->append("x").code(), StatusCode::kRejected);
+  // A closed channel still counts (from its file); deleting it frees the room.
+  c.reset();
+  EXPECT_EQ(t->append("x").code(), StatusCode::kRejected);
+  ASSERT_TRUE(t->delete_channel("c").ok());
+  EXPECT_TRUE(t->append("x").ok());
+}
+
+TEST_F(TopicTest, ABlockedAppendEndsWithItsDeadlineOrStopAndWritesNothing) {
+  TopicOptions o = small();
+  o.max_unconsumed = 3;
+  auto t = open(o);
+  auto c = std::move(*t->channel("c"));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  EXPECT_EQ(t->append("late", with_timeout(20ms)).code(), StatusCode::kDeadlineExceeded);
+  std::stop_source stop;
+  auto blocked = std::async(std::launch::async,
+                            [&] { return t->append("stopped", Context(stop.get_token())); });
+  stop.request_stop();
+  EXPECT_EQ(blocked.get().code(), StatusCode::kCancelled);
+  EXPECT_EQ(t->next_seq(), 3U);
+  // An ack wakes a blocked appender (in this process). It is asleep once it
+  // has announced so on the wake-up page (docs/log_format.md) and the
+  // deadline shows it did not return.
+  auto waiting =
+      std::async(std::launch::async, [&] { return t->append("room", with_timeout(20s)); });
+  const int fd = ::open((dir_ / "NOTIFY").c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(page, MAP_FAILED);
+  auto* words = static_cast<std::uint32_t*>(page);
+  EXPECT_TRUE(testutil::eventually([&] { return std::atomic_ref(words[3]).load() == 1; }));
+  munmap(page, 4096);
+  EXPECT_EQ(waiting.wait_for(10ms), std::future_status::timeout);
+  auto m = c->next();
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE(c->ack(m->seq).ok());
+  // Woken by the ack, long before its own deadline would have it look again.
+  ASSERT_EQ(waiting.wait_for(10s), std::future_status::ready);
+  auto r = waiting.get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(*r, 3U);
+}
+
+// The bound across processes: the reader's acks in a child release the
+// writer's blocked appends; without the cross-process wake-up they would
+// wait out their 20 s deadline.
+TEST_F(TopicTest, AReaderInAnotherProcessReleasesABlockedAppender) {
+  TopicOptions o = small();
+  o.segment_bytes = 1 << 20;
+  o.max_unconsumed = 10;
+  auto t = open(o);
+  ASSERT_TRUE(t->append(msg(0)).ok());  // the topic exists for the reader
+  int go[2];
+  int ready[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    ::close(go[1]);  // so that the parent's close ends the loop below
+    auto r = open_reader();
+    if (!r.ok()) _exit(10);
+    auto c = (*r)->channel("remote");
+    if (!c.ok()) _exit(11);
+    (void)!write(ready[1], "r", 1);
+    char n = 0;
+    while (read(go[0], &n, 1) == 1) {  // acknowledge n more, one at a time
+      for (int k = 0; k < n; ++k) {
+        auto m = (*c)->next(with_timeout(20s));
+        if (!m.ok() || m->payload != msg(m->seq)) _exit(12);
+        if (!(*c)->ack(m->seq).ok()) _exit(13);
+      }
+    }
+    _exit(0);
+  }
+  ::close(go[0]);
+  ::close(ready[1]);
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  for (int i = 1; i < 10; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  EXPECT_EQ(t->append(msg(10), with_timeout(20ms)).code(), StatusCode::kDeadlineExceeded);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int round = 0; round < 5; ++round) {
+    const char n = 4;
+    ASSERT_EQ(write(go[1], &n, 1), 1);
+    for (int k = 0; k < n; ++k) {
+      const auto seq = t->next_seq();
+      auto r = t->append(msg(seq), with_timeout(20s));  // waits for the child's acks
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+    EXPECT_EQ(t->append("x", with_timeout(10ms)).code(), StatusCode::kDeadlineExceeded);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);  // woken, not timed out
+  ::close(go[1]);
+  int st = 0;
+  waitpid(child, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  ::close(ready[0]);
 }
 
 TEST_F(TopicTest, AReaderInAnotherProcessGetsAppendsAcrossRolls) {

@@ -5,13 +5,15 @@
 // Thread safety: every member may be called concurrently from any number of
 //   threads. Appends are serialized in one order (the seq order).
 // Blocking: append blocks on the disk according to the durability mode (see
-//   Durability); nothing else waits for readers: a slow or absent channel
-//   never blocks the publisher.
+//   Durability). A slow or absent channel never blocks the publisher, unless
+//   the topic is bounded (max_unconsumed): then an append waits for the
+//   slowest channel's acknowledgements (or fails, per on_bound).
 // Ordering: seqs are consecutive across the topic's life; every channel
 //   sees records in seq order. An append returns after its record is
 //   visible to channels in this process.
-// Cancellation: append takes a Context: a stop requested before the call
-//   returns kCancelled with nothing written. Once written, a record stays
+// Cancellation: append takes a Context: a stop requested before the call,
+//   or while it waits for room under the bound, returns kCancelled (a
+//   deadline: kDeadlineExceeded) with nothing written. Once written, a record stays
 //   written; waiting for its sync is not cancellable (its durability is the
 //   point of the call).
 // Ownership: the Topic owns its files and a flusher thread (kInterval). It
@@ -46,6 +48,12 @@ enum class Durability : std::uint8_t {
   kGroupCommit,  // durable on return; concurrent appenders share one fdatasync
 };
 
+// What an append does when the topic bound is reached.
+enum class BoundPolicy : std::uint8_t {
+  kBlock,  // wait for the slowest channel to acknowledge (Context: cancel, deadline)
+  kFail,   // return kRejected at once
+};
+
 struct TopicOptions {
   std::uint64_t segment_bytes = std::uint64_t{64} << 20;  // roll after this size
   std::uint32_t max_message_bytes = 16U << 20;            // larger appends: kInvalidArgument
@@ -68,6 +76,13 @@ struct TopicOptions {
   // deleted, so the byte cap is at least one segment.
   std::uint64_t max_retained_bytes = 0;
   std::chrono::seconds max_retained_age{0};
+  // Topic bound (0: none): at most this many records past the slowest
+  // channel's acknowledged position, whichever process it is open in, or
+  // none. An append that would pass it blocks or fails (on_bound); channels'
+  // acks wake blocked appenders across processes. A topic without channels
+  // is not bounded. A batch larger than the bound is kInvalidArgument.
+  std::uint64_t max_unconsumed = 0;
+  BoundPolicy on_bound = BoundPolicy::kBlock;
   // Open as a reader, e.g. in another process than the writer: no writer
   // lock, nothing on disk is changed, append() is refused. Channels see the
   // writer's appends as they land (inotify: no polling, no CPU while idle).
