@@ -4,9 +4,10 @@
 // All files live in one temporary directory on the same file system.
 //
 // Workloads (100-byte messages unless said), each as msg/s; medians of R runs:
-//   raw probe          pwrite(116 B) + fdatasync, one thread: the durable-append limit
+//   raw probe          pwrite(116 B) + fdatasync, one thread: the durable-append limit,
+//                      appending, and into fallocate'd space (no size change to journal)
 //   raw bandwidth      pwrite(1 MiB) + fdatasync: MB/s
-//   per-append         Topic kPerAppend, 1 producer           target >= 0.8x raw probe
+//   per-append         Topic kPerAppend, 1 producer           target >= 0.8x the faster probe
 //   group commit       Topic kGroupCommit, 8 producers        target >= 25,000 msg/s
 //   batched            append_batch(1000), one sync per batch target >= 300,000 msg/s (100 B)
 //                                                             and >= 150 MB/s (1 KiB)
@@ -65,9 +66,12 @@ struct Env {
   }
 };
 
-double raw_probe(Env& env, long ops, std::size_t size) {
+// prealloc: the file's space is reserved first (fallocate), as the topic
+// does, so a sync need not journal a size change: the faster limit.
+double raw_probe(Env& env, long ops, std::size_t size, bool prealloc = false) {
   const fs::path p = env.fresh("raw") += ".dat";
   const int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+  if (prealloc && ::fallocate(fd, 0, 0, static_cast<off_t>(ops * size)) != 0) std::abort();
   std::string buf(size, 'x');
   const auto t0 = Clock::now();
   std::uint64_t off = 0;
@@ -307,6 +311,8 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<double>> r;
   for (int run = 0; run < runs; ++run) {
     r["raw probe (116 B + fdatasync)"].push_back(raw_probe(env, sync_ops, 116));
+    r["raw probe, preallocated (116 B + fdatasync)"].push_back(
+        raw_probe(env, sync_ops, 116, true));
     r["raw bandwidth MB/s (1 MiB + fdatasync)"].push_back(
         raw_probe(env, quick ? 20 : 200, 1 << 20));
     {
@@ -372,10 +378,12 @@ int main(int argc, char** argv) {
       std::printf("| %s | %.0f |\n", k.c_str(), median(v));
     }
   }
-  const double raw = median(r["raw probe (116 B + fdatasync)"]);
+  // Against the faster of the two probes: the physical limit.
+  const double raw = std::max(median(r["raw probe (116 B + fdatasync)"]),
+                              median(r["raw probe, preallocated (116 B + fdatasync)"]));
   const double pa = median(r["per-append, 1 producer"]);
   std::printf("\ntargets:\n");
-  std::printf("- per-append >= 0.8x raw probe: %.2fx %s\n", pa / raw,
+  std::printf("- per-append >= 0.8x the faster raw probe: %.2fx %s\n", pa / raw,
               pa >= 0.8 * raw ? "met" : "MISSED");
   const double gc = median(r["group commit, 8 producers"]);
   std::printf("- group commit >= 25000 msg/s: %.0f %s\n", gc, gc >= 25000 ? "met" : "MISSED");
