@@ -15,7 +15,7 @@
 //                                                             target >= 1,000,000 msg/s
 //   consume + ack      a channel's consume() (batches of 1024, ack per batch) over what the
 //                      mode appended                          target >= 0.9x its append rate
-//   cross-process      a reader process (read-only topic) woken by inotify: append-to-
+//   cross-process      a reader process (read-only topic) woken through NOTIFY: append-to-
 //                      delivery latency p50/p99 (target p99 <= 1 ms), idle CPU over 1 s
 //   sqlite             per-message transactions, and batches of 1000
 // Usage: log_compare [--quick] [--runs R]
@@ -160,7 +160,7 @@ double end_to_end_nosync(Env& env, long n) {
   return static_cast<double>(n) / s;
 }
 
-// A reader in another process (read-only topic, channel asleep on inotify):
+// A reader in another process (read-only topic, channel asleep on the NOTIFY futex):
 // latency from append to delivery over `n` appends spaced 2 ms apart, and
 // the reader's CPU time while idle for 1 s. Returns {p50 us, p99 us, idle CPU ms}.
 std::vector<double> cross_process(Env& env, int n) {

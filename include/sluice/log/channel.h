@@ -5,8 +5,9 @@
 // Thread safety: one thread at a time per Channel (it is a cursor); different
 //   channels, and the topic's appenders, run concurrently.
 // Blocking: next/next_batch/consume wait for new records (a condition
-//   variable signalled by appends: no polling, no CPU while idle); ack waits
-//   for the position's fdatasync.
+//   variable signalled by appends, or for a read_only topic the topic's
+//   shared futex page: no polling, no CPU while idle); ack waits for the
+//   position's fdatasync.
 // Ordering: seq order; after nack() or a reopen, delivery restarts at the
 //   oldest unacknowledged message.
 // Cancellation: waiting calls take a Context and return kCancelled or

@@ -84,8 +84,9 @@ struct TopicOptions {
   std::uint64_t max_unconsumed = 0;
   BoundPolicy on_bound = BoundPolicy::kBlock;
   // Open as a reader, e.g. in another process than the writer: no writer
-  // lock, nothing on disk is changed, append() is refused. Channels see the
-  // writer's appends as they land (inotify: no polling, no CPU while idle).
+  // lock, no segment is changed, append() is refused. Channels see the
+  // writer's appends as they land, woken through the shared page NOTIFY (a
+  // futex: no polling, no CPU while idle), which readers need write access to.
   bool read_only = false;
 };
 
