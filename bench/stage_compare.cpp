@@ -2,8 +2,10 @@
 // same work, side by side in one run: serial input -> parallel middle ->
 // serial output (in order for the strict and TBB runs).
 //
-// sluice: a source thread pushes into a Queue (capacity 64), a Stage of width
-// N runs the function, the main thread drains the output. TBB: an input
+// sluice Stage: a source thread pushes into a Queue (capacity 64), a Stage of
+// width N runs the function, the main thread drains the output.
+// sluice run_pipeline: source, function and sink as plain functions on N
+// threads (the caller and N - 1 helpers), as oneTBB runs them. TBB: an input
 // filter (serial_in_order), the function (parallel), an output filter
 // (serial_in_order), 4 x N tokens, max_allowed_parallelism N.
 // Workloads: a trivial function (per-item overhead) and a ~20 us CPU-bound
@@ -23,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "sluice/run_pipeline.h"
 #include "sluice/stage.h"
 
 namespace {
@@ -88,6 +91,31 @@ double run_sluice(std::size_t width, sluice::Ordering ord, std::uint64_t items,
   return static_cast<double>(items) / secs;
 }
 
+// items/s through run_pipeline: the same three filters as oneTBB's, on the
+// same number of threads, no queues.
+double run_fused(std::size_t width, sluice::Ordering ord, std::uint64_t items,
+                 std::uint64_t work_us) {
+  std::uint64_t next = 0, n = 0, sum = 0;
+  const auto t0 = Clock::now();
+  auto r = sluice::run_pipeline(
+      [&]() -> std::optional<std::uint64_t> {
+        if (next == items) return std::nullopt;
+        return next++;
+      },
+      [work_us](std::uint64_t v, const sluice::Context&) -> sluice::Result<std::uint64_t> {
+        return work_us ? burn(v, work_us) : v + 1;
+      },
+      [&](sluice::Result<std::uint64_t>&& v) {
+        sum += *v;
+        ++n;
+        return sluice::Status::Ok();
+      },
+      {.width = width, .ordering = ord});
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!r.ok() || n != items) std::exit(2);
+  return static_cast<double>(items) / secs;
+}
+
 double run_tbb(std::size_t width, std::uint64_t items, std::uint64_t work_us) {
   tbb::global_control gc(tbb::global_control::max_allowed_parallelism, width);
   std::uint64_t next = 0, n = 0, sum = 0;
@@ -147,9 +175,14 @@ int main(int argc, char** argv) {
           run_sluice(n, Ordering::kUnordered, trivial_items, 0));
       r["trivial sluice strict" + w].push_back(run_sluice(n, Ordering::kStrict, trivial_items, 0));
       r["trivial tbb" + w].push_back(run_tbb(n, trivial_items, 0));
+      r["trivial run_pipeline strict" + w].push_back(
+          run_fused(n, Ordering::kStrict, trivial_items, 0));
       r["20us sluice unordered" + w].push_back(run_sluice(n, Ordering::kUnordered, work_items, 20));
       r["20us sluice strict" + w].push_back(run_sluice(n, Ordering::kStrict, work_items, 20));
       r["20us tbb" + w].push_back(run_tbb(n, work_items, 20));
+      r["20us run_pipeline strict" + w].push_back(run_fused(n, Ordering::kStrict, work_items, 20));
+      r["20us run_pipeline unordered" + w].push_back(
+          run_fused(n, Ordering::kUnordered, work_items, 20));
     }
   }
   auto m = [&](const std::string& k) { return median(r[k]); };
@@ -157,8 +190,10 @@ int main(int argc, char** argv) {
               runs, static_cast<unsigned long long>(trivial_items),
               static_cast<unsigned long long>(work_items));
   std::printf(
-      "| work | N | sluice unordered | sluice strict | oneTBB parallel_pipeline (in order) |\n");
-  std::printf("|---|---:|---:|---:|---:|\n");
+      "| work | N | Stage unordered | Stage strict | run_pipeline strict | oneTBB "
+      "parallel_pipeline "
+      "(in order) |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
   for (const char* work : {"trivial", "20us"}) {
     for (std::size_t n : {1, 2}) {
       const std::string w = " N=" + std::to_string(n);
@@ -169,8 +204,9 @@ int main(int argc, char** argv) {
         std::snprintf(buf, sizeof buf, "%.0f ns/item (%.2f M/s)", 1e9 / v, v / 1e6);
         return std::string(buf);
       };
-      std::printf("| %s | %zu | %s | %s | %s |\n", work, n, cell("sluice unordered").c_str(),
-                  cell("sluice strict").c_str(), cell("tbb").c_str());
+      std::printf("| %s | %zu | %s | %s | %s | %s |\n", work, n, cell("sluice unordered").c_str(),
+                  cell("sluice strict").c_str(), cell("run_pipeline strict").c_str(),
+                  cell("tbb").c_str());
     }
   }
   std::printf("\n## Targets\n\n| target | measured | met |\n|---|---:|---|\n");
@@ -188,5 +224,19 @@ int main(int argc, char** argv) {
               cost * 100, cost <= 0.15 ? "yes" : "NO");
   const double tcost = m("trivial sluice unordered N=2") / m("trivial sluice strict N=2") - 1;
   std::printf("| strict order cost, trivial fn, N=2 (for information) | %.1f%% | |\n", tcost * 100);
+  std::printf("\n## The same targets for run_pipeline (serial ends on the workers, as oneTBB)\n\n");
+  std::printf("| target | measured | met |\n|---|---:|---|\n");
+  const double f_triv = m("trivial run_pipeline strict N=2");
+  std::printf("| trivial fn, N=2, in order: ns/item <= oneTBB's | %.0f vs %.0f ns | %s |\n",
+              1e9 / f_triv, 1e9 / triv_tbb, f_triv >= triv_tbb ? "yes" : "NO");
+  const double f1 = m("20us run_pipeline unordered N=1"), f2 = m("20us run_pipeline unordered N=2");
+  std::printf("| 20 us fn: N=2 >= 1.8x N=1 | %.2fx | %s |\n", f2 / f1,
+              f2 / f1 >= 1.8 ? "yes" : "NO");
+  const double fs2 = m("20us run_pipeline strict N=2");
+  std::printf("| 20 us fn, N=2, in order: within 10%% of oneTBB | %.2fx | %s |\n", fs2 / tbb2,
+              fs2 / tbb2 >= 0.9 ? "yes" : "NO");
+  const double fcost = f2 / fs2 - 1;
+  std::printf("| strict order costs <= 15%% over unordered (20 us, N=2) | %.1f%% | %s |\n",
+              fcost * 100, fcost <= 0.15 ? "yes" : "NO");
   return 0;
 }
