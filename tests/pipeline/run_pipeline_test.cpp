@@ -63,6 +63,30 @@ TEST(RunPipelineTest, StrictOrderDeliversEveryResultOnceInSourceOrder) {
   }
 }
 
+// A cheap fn makes threads take batches from the source: order and counts
+// must hold all the same.
+TEST(RunPipelineTest, CheapWorkIsBatchedAndStillExactlyOnceInOrder) {
+  for (const Ordering ord : {Ordering::kStrict, Ordering::kUnordered}) {
+    for (std::size_t width : {2, 4}) {
+      std::vector<std::uint64_t> out;
+      out.reserve(200000);
+      auto r = run_pipeline(
+          counter(200000),
+          [](std::uint64_t v, const Context&) -> Result<std::uint64_t> { return v + 1; },
+          [&](Result<std::uint64_t>&& v) {
+            out.push_back(*v);
+            return Status::Ok();
+          },
+          {.width = width, .ordering = ord});
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_EQ(r->sunk, 200000U);
+      if (ord == Ordering::kUnordered) std::sort(out.begin(), out.end());
+      ASSERT_EQ(out.size(), 200000U);
+      for (std::uint64_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], i + 1) << width;
+    }
+  }
+}
+
 TEST(RunPipelineTest, UnorderedDeliversEveryResultExactlyOnce) {
   std::vector<std::uint64_t> out;
   auto r = run_pipeline(counter(2000), jittery(),
