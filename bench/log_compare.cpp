@@ -311,8 +311,7 @@ int main(int argc, char** argv) {
   std::map<std::string, std::vector<double>> r;
   for (int run = 0; run < runs; ++run) {
     r["raw probe (116 B + fdatasync)"].push_back(raw_probe(env, sync_ops, 116));
-    r["raw probe, preallocated (116 B + fdatasync)"].push_back(
-        raw_probe(env, sync_ops, 116, true));
+    r["raw probe, preallocated (116 B + fdatasync)"].push_back(raw_probe(env, sync_ops, 116, true));
     r["raw bandwidth MB/s (1 MiB + fdatasync)"].push_back(
         raw_probe(env, quick ? 20 : 200, 1 << 20));
     {
