@@ -199,23 +199,7 @@ struct Channel::Impl {
     const std::uint64_t before = next_seq_of_topic();
     topic->refresh();
     if (next_seq_of_topic() != before || next_seq < next_seq_of_topic()) return Status::Ok();
-    {
-      std::stop_callback on_stop(ctx.token(), [np] {
-        std::atomic_ref<std::uint32_t>(np->seq).fetch_add(1);  // others wake and look again
-        log::futex_wake_shared(&np->seq);
-      });
-      timespec at{};
-      const timespec* deadline = nullptr;
-      if (const auto& d = ctx.deadline()) {
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            d->time_since_epoch())  // steady_clock is CLOCK_MONOTONIC
-                            .count();
-        at.tv_sec = ns / 1000000000;
-        at.tv_nsec = ns % 1000000000;
-        deadline = &at;
-      }
-      if (!ctx.stop_requested()) log::futex_wait_shared(&np->seq, seen, deadline);
-    }
+    log::futex_wait_shared(&np->seq, seen, ctx);
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
     return Status::Ok();
   }

@@ -11,9 +11,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <stop_token>
 
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
@@ -88,7 +90,21 @@ Result<NotifyPage*> map_notify(const std::string& dir) {
   return static_cast<NotifyPage*>(p);
 }
 
-void futex_wait_shared(std::uint32_t* word, std::uint32_t expected, const timespec* deadline) {
+void futex_wait_shared(std::uint32_t* word, std::uint32_t expected, const Context& ctx) {
+  std::stop_callback on_stop(ctx.token(), [word] {
+    std::atomic_ref<std::uint32_t>(*word).fetch_add(1);  // every sleeper wakes and looks again
+    futex_wake_shared(word);
+  });
+  timespec at{};
+  const timespec* deadline = nullptr;
+  if (const auto& d = ctx.deadline()) {  // steady_clock is CLOCK_MONOTONIC
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(d->time_since_epoch()).count();
+    at.tv_sec = ns / 1000000000;
+    at.tv_nsec = ns % 1000000000;
+    deadline = &at;
+  }
+  if (ctx.stop_requested()) return;
   ::syscall(SYS_futex, word, FUTEX_WAIT_BITSET, expected, deadline, nullptr,
             FUTEX_BITSET_MATCH_ANY);
 }
@@ -480,22 +496,7 @@ Status Topic::Impl::wait_for_room(std::unique_lock<std::mutex>& lk, std::size_t 
     }
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
     lk.unlock();
-    {
-      std::stop_callback on_stop(ctx.token(), [this] {
-        std::atomic_ref<std::uint32_t>(notify->acked_seq).fetch_add(1);
-        log::futex_wake_shared(&notify->acked_seq);
-      });
-      timespec at{};
-      const timespec* deadline = nullptr;
-      if (const auto& d = ctx.deadline()) {
-        const auto ns =
-            std::chrono::duration_cast<std::chrono::nanoseconds>(d->time_since_epoch()).count();
-        at.tv_sec = ns / 1000000000;
-        at.tv_nsec = ns % 1000000000;
-        deadline = &at;
-      }
-      if (!ctx.stop_requested()) log::futex_wait_shared(&notify->acked_seq, seen, deadline);
-    }
+    log::futex_wait_shared(&notify->acked_seq, seen, ctx);
     lk.lock();
   }
 }

@@ -1,8 +1,6 @@
 // Topic internals shared by topic.cpp and channel.cpp. Private.
 #pragma once
 
-#include <time.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -84,9 +82,10 @@ void wake_if_wanted(std::uint32_t* seq, std::uint32_t* want);
 constexpr std::size_t kNotifyFileSize = 4096;
 // Maps <dir>/NOTIFY (creating it, zeroed, if missing).
 Result<NotifyPage*> map_notify(const std::string& dir);
-// Sleeps while *word == expected, until woken or `deadline` (CLOCK_MONOTONIC,
-// absolute; nullptr: no deadline). Across processes.
-void futex_wait_shared(std::uint32_t* word, std::uint32_t expected, const timespec* deadline);
+// Sleeps while *word == expected (across processes), until woken, ctx's
+// deadline, or ctx's stop, which bumps the word and wakes every sleeper on
+// it (they look again and sleep on).
+void futex_wait_shared(std::uint32_t* word, std::uint32_t expected, const Context& ctx);
 void futex_wake_shared(std::uint32_t* word);
 
 }  // namespace sluice::log

@@ -1,18 +1,21 @@
 // run_pipeline: serial source -> parallel fn -> serial sink on `width` threads.
 #include "sluice/run_pipeline.h"
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <stdexcept>
 #include <stop_token>
 #include <thread>
 #include <vector>
+
+#include "testutil/threads.h"
 
 namespace sluice {
 namespace {
@@ -37,14 +40,7 @@ auto jittery() {
   };
 }
 
-std::size_t thread_count() {
-  std::size_t n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
+using testutil::thread_count;
 
 TEST(RunPipelineTest, StrictOrderDeliversEveryResultOnceInSourceOrder) {
   for (std::size_t width : {1, 2, 4}) {

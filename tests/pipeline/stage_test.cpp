@@ -3,7 +3,6 @@
 // throwing functions, cancellation, thread leaks, a bounded 3-stage pipeline.
 #include "sluice/stage.h"
 
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +16,7 @@
 #include <vector>
 
 #include "sluice/batch_stage.h"
+#include "testutil/threads.h"
 #include "testutil/wait_for.h"
 
 namespace sluice {
@@ -66,14 +66,7 @@ void jitter(int item) {
       std::chrono::microseconds((rng() + static_cast<unsigned>(item)) % 300));
 }
 
-std::size_t thread_count() {
-  std::size_t n = 0;
-  if (DIR* d = opendir("/proc/self/task")) {
-    while (dirent* e = readdir(d)) n += e->d_name[0] != '.';
-    closedir(d);
-  }
-  return n;
-}
+using testutil::thread_count;
 
 // Conformance 1: non-empty input, no errors: every item out exactly once.
 TEST(StageTest, EveryItemIsProducedExactlyOnceInEveryMode) {
