@@ -47,7 +47,8 @@ struct Channel::Impl {
     }
   };
   Lost corrupt;
-  std::uint64_t capped_while_away = 0;  // a cap deleted them before this open
+  // Deleted by a cap before this open, or (read-only topic) skipped since.
+  std::uint64_t capped_here = 0;
 
   std::string buf;  // bytes of buf_seg from buf_off
   std::shared_ptr<log::Segment> buf_seg;
@@ -105,9 +106,14 @@ struct Channel::Impl {
         std::uint64_t first = 0;
         auto next = topic->segment_after(seg.get(), &first);
         if (!next || seg->end.load(std::memory_order_acquire) > off) return Status::Ok();
-        // A gap: segments a cap deleted (counted when deleted), or ones
+        // A gap: segments a cap deleted (the writer counts those for its
+        // channels; a reader in another process counts here), or ones
         // recovery found damaged.
-        if (next->base_seq > first) corrupt.add(next_seq, next->base_seq);
+        if (next->base_seq > first) {
+          corrupt.add(next_seq, next->base_seq);
+        } else if (topic->reader && next->base_seq > next_seq) {
+          capped_here += next->base_seq - next_seq;
+        }
         seg = std::move(next);
         off = kSegmentHeaderSize;
         next_seq = seg->base_seq;
@@ -244,8 +250,7 @@ std::uint64_t Channel::skipped_corrupt() const { return impl_->corrupt.count; }
 std::uint64_t Channel::skipped_retention() const {
   std::lock_guard lk(impl_->topic->mu);
   const auto it = impl_->topic->open_channels.find(impl_->name);
-  return impl_->capped_while_away +
-         (it == impl_->topic->open_channels.end() ? 0 : it->second.capped);
+  return impl_->capped_here + (it == impl_->topic->open_channels.end() ? 0 : it->second.capped);
 }
 
 Status Channel::next_batch(std::vector<LogMessage>& out, std::size_t max, const Context& ctx) {
@@ -381,7 +386,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     // A log that lost its tail (crash without sync) cannot have the position
     // past its end; a retention cap may have removed what is before first_seq.
     start = std::clamp(p.next_seq, first_seq(), next_seq());
-    if (p.next_seq < start) c->capped_while_away = start - p.next_seq;  // a cap deleted them
+    if (p.next_seq < start) c->capped_here = start - p.next_seq;  // a cap deleted them
     c->acked = start;
   }
   if (t.reader) t.refresh();

@@ -566,11 +566,28 @@ void Topic::Impl::refresh() {
     // rolls only non-empty segments): take it, after one more look at this
     // one (it may have grown since).
     if (next_seq == seg->base_seq) return;
-    const std::string next_path = dir + "/" + log::segment_name(next_seq);
-    const int fd = ::open(next_path.c_str(), O_RDONLY | O_CLOEXEC);
+    std::uint64_t base = next_seq;
+    std::string next_path = dir + "/" + log::segment_name(base);
+    int fd = ::open(next_path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+      // A retention cap may have deleted it, and more, before we got here:
+      // then a later segment exists, and ours (sealed) is final.
+      std::error_code ec;
+      std::optional<std::uint64_t> later;
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+        const auto b = log::parse_segment_name(e.path().filename().string());
+        if (b && *b > next_seq && (!later || *b < *later)) later = b;
+      }
+      if (later && advanced) continue;  // look at the old one again first
+      if (later) {
+        base = *later;
+        next_path = dir + "/" + log::segment_name(base);
+        fd = ::open(next_path.c_str(), O_RDONLY | O_CLOEXEC);
+      }
+    }
     if (fd < 0) return;
     if (pread(fd, header, sizeof header, 0) != static_cast<ssize_t>(sizeof header) ||
-        log::decode_segment_header(header) != std::optional<std::uint64_t>(next_seq)) {
+        log::decode_segment_header(header) != std::optional<std::uint64_t>(base)) {
       ::close(fd);  // being created: the header is not written yet
       return;
     }
@@ -579,10 +596,11 @@ void Topic::Impl::refresh() {
       continue;  // look at the old one again first
     }
     auto nseg = std::make_shared<Segment>();
-    nseg->base_seq = next_seq;
+    nseg->base_seq = base;
     nseg->path = next_path;
     nseg->fd = fd;
     segs.push_back(std::move(nseg));
+    if (base > next_seq) first_seq = next_seq = base;  // the rest is gone
     seg->sealed.store(true, std::memory_order_release);
   }
 }

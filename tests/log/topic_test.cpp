@@ -527,6 +527,60 @@ TEST_F(TopicTest, AByteCapDropsWhatAnAbsentChannelHoldsAndCountsIt) {
   EXPECT_EQ(slow->skipped_corrupt(), 0U);
 }
 
+// A reader in another process that falls behind a cap: the segments it had
+// not found yet are gone; it jumps to the oldest retained one and counts the
+// gap (it does not wait forever for a segment that will never come).
+TEST_F(TopicTest, AReaderInAnotherProcessJumpsWhatACapDeleted) {
+  TopicOptions o = small();
+  o.max_retained_bytes = 3 * 4096;
+  auto t = open(o);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  int ready[2];
+  int go[2];
+  ASSERT_EQ(pipe(ready), 0);
+  ASSERT_EQ(pipe(go), 0);
+  const pid_t child = fork();
+  if (child == 0) {
+    ::close(go[1]);
+    auto r = open_reader();
+    if (!r.ok()) _exit(10);
+    auto c = (*r)->channel("remote");
+    if (!c.ok()) _exit(11);
+    for (int i = 0; i < 10; ++i) {
+      auto m = (*c)->next(with_timeout(10s));
+      if (!m.ok() || m->seq != static_cast<std::uint64_t>(i)) _exit(12);
+    }
+    (void)!write(ready[1], "r", 1);
+    char b = 0;
+    if (read(go[0], &b, 1) != 1) _exit(13);
+    std::uint64_t delivered = 10;
+    std::uint64_t last = 9;
+    while (last < 1209) {
+      auto m = (*c)->next(with_timeout(10s));
+      if (!m.ok()) _exit(14);  // stuck waiting for a deleted segment
+      if (m->seq <= last || m->payload != msg(m->seq)) _exit(15);
+      last = m->seq;
+      ++delivered;
+    }
+    if ((*c)->skipped_retention() == 0) _exit(16);
+    if (delivered + (*c)->skipped_retention() != 1210) _exit(17);
+    _exit(0);
+  }
+  ::close(ready[1]);
+  ::close(go[0]);
+  char b = 0;
+  ASSERT_EQ(read(ready[0], &b, 1), 1);
+  for (int i = 10; i < 1210; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  EXPECT_GT(t->retention().segments_capped, 0U);
+  ASSERT_EQ(write(go[1], "g", 1), 1);
+  int st = 0;
+  waitpid(child, &st, 0);
+  ASSERT_TRUE(WIFEXITED(st)) << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  ::close(ready[0]);
+  ::close(go[1]);
+}
+
 TEST_F(TopicTest, AnAgeCapDropsSegmentsSealedLongerAgo) {
   TopicOptions o = small();
   o.max_retained_age = std::chrono::hours(1);

@@ -78,8 +78,9 @@ class Channel {
   std::uint64_t skipped_corrupt() const;  // records lost to corruption, skipped
   // Records a retention cap (TopicOptions::max_retained_*) deleted before
   // this channel acknowledged them: counted at open for what went while it
-  // was away, and as segments go while it is open. They cannot be delivered
-  // again (a nack does not bring them back).
+  // was away, and as segments go while it is open (in a read-only topic, as
+  // it jumps the gap). They cannot be delivered again (a nack does not
+  // bring them back).
   std::uint64_t skipped_retention() const;
 
   struct Impl;

@@ -110,7 +110,8 @@ struct RetentionStats {
   std::uint64_t segments_deleted = 0;  // by acknowledgement or by a cap
   std::uint64_t segments_capped = 0;   // deleted by a cap before every channel passed them
   // Records a cap deleted before the slowest channel acknowledged them
-  // (other channels may have lost fewer: see Channel::skipped_retention()).
+  // (other channels may have lost fewer: see Channel::skipped_retention());
+  // in a topic without channels, every record a cap deleted.
   std::uint64_t records_dropped = 0;
 };
 
