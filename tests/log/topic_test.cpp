@@ -71,6 +71,15 @@ class TopicTest : public ::testing::Test {
     return out;
   }
   static std::string msg(std::uint64_t i) { return "message " + std::to_string(i); }
+  // Reaps a forked child: success if it exited with status 0.
+  static ::testing::AssertionResult exited_cleanly(pid_t child) {
+    int st = 0;
+    if (waitpid(child, &st, 0) != child) return ::testing::AssertionFailure() << "waitpid failed";
+    if (!WIFEXITED(st)) return ::testing::AssertionFailure() << "child died: status " << st;
+    if (WEXITSTATUS(st) != 0)
+      return ::testing::AssertionFailure() << "child exit " << WEXITSTATUS(st);
+    return ::testing::AssertionSuccess();
+  }
 
   fs::path dir_;
 };
@@ -267,9 +276,7 @@ TEST_F(TopicTest, ASecondWriterIsRefusedWithThePidOfTheFirst) {
         other.status().message().find("PID " + std::to_string(parent)) != std::string_view::npos;
     _exit(ok ? 0 : 1);
   }
-  int st = 0;
-  waitpid(child, &st, 0);
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  EXPECT_TRUE(exited_cleanly(child));
 }
 
 TEST_F(TopicTest, ATornTailIsTruncatedAtEveryCutOfTheLastRecord) {
@@ -573,10 +580,7 @@ TEST_F(TopicTest, AReaderInAnotherProcessJumpsWhatACapDeleted) {
   for (int i = 10; i < 1210; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
   EXPECT_GT(t->retention().segments_capped, 0U);
   ASSERT_EQ(write(go[1], "g", 1), 1);
-  int st = 0;
-  waitpid(child, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st)) << st;
-  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_TRUE(exited_cleanly(child));
   ::close(ready[0]);
   ::close(go[1]);
 }
@@ -721,10 +725,7 @@ TEST_F(TopicTest, AReaderInAnotherProcessReleasesABlockedAppender) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);  // woken, not timed out
   ::close(go[1]);
-  int st = 0;
-  waitpid(child, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st)) << st;
-  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_TRUE(exited_cleanly(child));
   ::close(ready[0]);
 }
 
@@ -760,10 +761,7 @@ TEST_F(TopicTest, AReaderInAnotherProcessGetsAppendsAcrossRolls) {
     FAIL() << "the reader failed to start: exit " << WEXITSTATUS(st);
   }
   for (std::uint64_t i = 0; i < 300; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
-  int st = 0;
-  waitpid(child, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st)) << st;
-  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_TRUE(exited_cleanly(child));
   // The reader's durable position releases segments: the writer trims on its
   // next roll.
   for (int i = 0; i < 200; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
@@ -812,10 +810,7 @@ TEST_F(TopicTest, AReaderInAnotherProcessIsWokenByEachSingleAppend) {
         ASSERT_TRUE(t->append(msg(i)).ok());
       }
     }
-    int st = 0;
-    waitpid(child, &st, 0);
-    ASSERT_TRUE(WIFEXITED(st)) << st;
-    EXPECT_EQ(WEXITSTATUS(st), 0);
+    EXPECT_TRUE(exited_cleanly(child));
     ::close(ready[0]);
     ::close(seen[0]);
   }
@@ -838,10 +833,7 @@ TEST_F(TopicTest, AChannelOpenElsewhereIsRefusedWithItsPid) {
     if (!(*r)->channel("other").ok()) _exit(12);  // a different channel is free
     _exit(0);
   }
-  int st = 0;
-  waitpid(child, &st, 0);
-  ASSERT_TRUE(WIFEXITED(st));
-  EXPECT_EQ(WEXITSTATUS(st), 0);
+  EXPECT_TRUE(exited_cleanly(child));
 }
 
 TEST_F(TopicTest, AReadOnlyOpenOfNothingIsNotFound) {
