@@ -1,0 +1,84 @@
+// Power cuts at every file-system call of a scripted workload, on the
+// simulated disk of fault_file_system.h, in every durability mode and with
+// every way a cut treats unsynced bytes (dropped, zero-filled, torn). After
+// each cut the topic is reopened on what the disk kept and checked against
+// what the workload was told (checks listed on check_image).
+//
+// SLUICE_CRASH_POINTS_EVERY=n checks every n-th call only (default 1: all).
+#include "log/crash_points.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "log/fault_file_system.h"
+#include "log/topic_impl.h"
+#include "sluice/log/channel.h"
+#include "sluice/log/topic.h"
+
+namespace sluice::testutil {
+namespace {
+
+struct Param {
+  Durability durability;
+  const char* name;
+};
+
+class CrashPointsTest : public ::testing::TestWithParam<Param> {};
+
+std::uint64_t every() {
+  const char* v = std::getenv("SLUICE_CRASH_POINTS_EVERY");  // NOLINT(concurrency-mt-unsafe)
+  return v != nullptr ? std::max(1, std::atoi(v)) : 1;
+}
+
+TEST_P(CrashPointsTest, EveryCallOfAScriptedWorkload) {
+  const Durability d = GetParam().durability;
+  // The calls the workload makes when the power stays on.
+  std::uint64_t total = 0;
+  {
+    FaultFileSystem fs;
+    Told told;
+    ASSERT_TRUE(run_scripted_workload(fs, d, told).ok());
+    total = fs.calls();
+    auto image = fs.after_cut(CutMode::kDropUnsynced, 0);
+    EXPECT_EQ(check_image(*image, d, told), "") << "no cut at all";
+  }
+  ASSERT_GT(total, 100U) << "the workload is too small to mean much";
+  int failures = 0;
+  std::uint64_t checked = 0;
+  for (std::uint64_t k = 1; k <= total + 1 && failures < 5; k += every()) {
+    FaultFileSystem fs;
+    fs.cut_at(k);
+    Told told;
+    (void)run_scripted_workload(fs, d, told);  // fails from the cut on
+    for (CutMode mode : {CutMode::kDropUnsynced, CutMode::kZeroFill, CutMode::kTorn}) {
+      auto image = fs.after_cut(mode, k);
+      const std::string why = check_image(*image, d, told);
+      ++checked;
+      if (!why.empty()) {
+        ++failures;
+        ADD_FAILURE() << GetParam().name << ": power cut at call " << k << " of " << total << " ("
+                      << to_string(mode) << "): " << why << "\nlast calls:\n"
+                      << fs.recent_calls(12);
+      }
+    }
+  }
+  std::printf("%s: %llu calls, %llu cut images checked\n", GetParam().name,
+              static_cast<unsigned long long>(total), static_cast<unsigned long long>(checked));
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, CrashPointsTest,
+                         ::testing::Values(Param{Durability::kNone, "none"},
+                                           Param{Durability::kInterval, "interval"},
+                                           Param{Durability::kPerAppend, "append"},
+                                           Param{Durability::kGroupCommit, "group"}),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+}  // namespace
+}  // namespace sluice::testutil
