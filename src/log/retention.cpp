@@ -17,15 +17,9 @@ RetentionStats Retention::retention_stats() const {
   return stats_;
 }
 
-Result<std::map<std::string, std::uint64_t>> Retention::channel_positions(bool make_durable) {
+Result<std::map<std::string, std::uint64_t>> Retention::channel_positions() {
   std::map<std::string, std::uint64_t> pos;
-  for (const auto& [name, c] : open_channels) {
-    // Durable modes update `acked` only after the position's sync.
-    if (make_durable && !durable_mode() && c.file != nullptr) {
-      if (Status s = c.file->sync(); !s.ok()) return s;
-    }
-    pos[name] = c.acked;
-  }
+  for (const auto& [name, c] : open_channels) pos[name] = c.acked;
   auto names = fs.list(channel_dir());
   if (!names.ok()) return names.status();
   for (const std::string& file : *names) {
@@ -39,13 +33,32 @@ Result<std::map<std::string, std::uint64_t>> Retention::channel_positions(bool m
     }
     auto p = read_position(**f);
     if (!p.ok()) return p.status();
-    // Its owner (another process) may not have synced it yet.
-    if (make_durable) {
-      if (Status s = (*f)->sync(); !s.ok()) return s;
-    }
     pos[name] = p->state == PositionState::kValid ? p->slot.next_seq : 0;
   }
   return pos;
+}
+
+Status Retention::sync_positions() {
+  for (const auto& [name, c] : open_channels) {
+    // Durable modes update `acked` only after the position's sync.
+    if (!durable_mode() && c.file != nullptr) {
+      if (Status s = c.file->sync(); !s.ok()) return s;
+    }
+  }
+  auto names = fs.list(channel_dir());
+  if (!names.ok()) return names.status();
+  for (const std::string& file : *names) {
+    if (!file.ends_with(".pos") || open_channels.contains(file.substr(0, file.size() - 4))) {
+      continue;
+    }
+    auto f = fs.open(channel_dir() + "/" + file, OpenMode::kRead);
+    if (!f.ok()) {
+      if (f.status().code() == StatusCode::kNotFound) continue;
+      return f.status();
+    }
+    if (Status s = (*f)->sync(); !s.ok()) return s;
+  }
+  return Status::Ok();
 }
 
 bool Retention::over_cap(Segment& oldest, std::uint64_t retained) {
@@ -59,7 +72,7 @@ bool Retention::over_cap(Segment& oldest, std::uint64_t retained) {
 
 Status Retention::trim_locked() {
   if (reader) return Status::Ok();  // the writer's job
-  auto positions = channel_positions(/*make_durable=*/true);
+  auto positions = channel_positions();
   if (!positions.ok()) return positions.status();
   const std::map<std::string, std::uint64_t>& pos = *positions;
   // A topic without channels keeps everything (unless capped).
@@ -76,11 +89,13 @@ Status Retention::trim_locked() {
     ++n;
   }
   if (n == 0) return Status::Ok();
-  // The log the positions point into, and the directory entry of the
-  // segment that remains, must survive what is deleted now.
+  // What is deleted now must stay passed after a power cut: first the log
+  // the positions point into (and the directory entry of the segment that
+  // remains), then the positions, then the deletion.
   if (!durable_mode()) {
     if (Status s = sync_locked(); !s.ok()) return s;
   }
+  if (Status s = sync_positions(); !s.ok()) return s;
   for (std::size_t i = 0; i < n; ++i) {
     const Segment& seg = *segs[i];
     const std::uint64_t after = segs[i + 1]->base_seq;
@@ -112,7 +127,7 @@ Status Retention::wait_for_room(std::size_t n, const Context& ctx) {
     std::atomic_ref<std::uint32_t> acked(notify.page()->acked_seq);
     const std::uint32_t seen = acked.load();
     std::atomic_ref<std::uint32_t>(notify.page()->acked_want).store(1);  // then look again
-    auto pos = channel_positions(/*make_durable=*/false);
+    auto pos = channel_positions();
     if (!pos.ok()) return pos.status();
     // Without channels nobody consumes: look again after `bound` more.
     floor_ = next_seq;

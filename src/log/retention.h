@@ -32,12 +32,15 @@ class Retention : public Commit {
   RetentionStats retention_stats() const SLUICE_EXCLUDES(mu);
   // Every channel's acknowledged position: open ones here from memory, the
   // others from their files (unset or unreadable: 0, it passed nothing).
-  // `make_durable`: syncs each position file first, so a power cut cannot
-  // take a position back behind what is deleted on its strength.
-  Result<std::map<std::string, std::uint64_t>> channel_positions(bool make_durable)
-      SLUICE_REQUIRES(mu);
+  Result<std::map<std::string, std::uint64_t>> channel_positions() SLUICE_REQUIRES(mu);
 
  private:
+  // Syncs every position file that may hold a write not yet synced (open
+  // channels here in kNone/kInterval; channels elsewhere, whose owner may
+  // not have synced yet), so a power cut cannot take a position back behind
+  // what is deleted on its strength.
+  Status sync_positions() SLUICE_REQUIRES(mu);
+
   // A retention cap (size or age) wants the oldest segment gone, with
   // `retained` bytes in the topic.
   bool over_cap(Segment& oldest, std::uint64_t retained) SLUICE_REQUIRES(mu);

@@ -58,7 +58,8 @@ Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, T
 // - every record reported durable is there (unless retention deleted it
 //   after every channel durably passed it), whole, once, in seq order;
 // - no record appears that was never written, or with other bytes;
-// - the next seq is not below any reported durable;
+// - the next seq is not below any reported durable, nor below any position
+//   a channel file kept (no seq is ever given to two records);
 // - each channel resumes at or after its last durable acknowledgement and
 //   not past the topic's end, and lost nothing to retention;
 // - in the durable modes, recovery found no corruption.

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -71,6 +72,46 @@ TEST_P(CrashPointsTest, EveryCallOfAScriptedWorkload) {
   }
   std::printf("%s: %llu calls, %llu cut images checked\n", GetParam().name,
               static_cast<unsigned long long>(total), static_cast<unsigned long long>(checked));
+}
+
+int random_cuts() {
+  const char* v = std::getenv("SLUICE_CRASH_CUTS");  // NOLINT(concurrency-mt-unsafe)
+  return v != nullptr ? std::max(1, std::atoi(v)) : 50;
+}
+
+// Appenders and an eager consumer race (kGroupCommit: three appenders), so
+// the calls differ run to run: cut at random ones, SLUICE_CRASH_CUTS times.
+TEST_P(CrashPointsTest, RandomCutsOfConcurrentAppendersAndAnEagerConsumer) {
+  const Durability d = GetParam().durability;
+  constexpr int kRecords = 300;
+  constexpr std::chrono::microseconds kSyncLatency{50};
+  std::uint64_t total = 0;
+  {
+    FaultFileSystem fs;
+    fs.set_sync_latency(kSyncLatency);
+    Told told;
+    ASSERT_TRUE(run_concurrent_workload(fs, d, kRecords, told).ok());
+    total = fs.calls();
+    EXPECT_EQ(check_image(*fs.after_cut(CutMode::kDropUnsynced, 0), d, told), "");
+  }
+  std::mt19937_64 rng(std::random_device{}());
+  int failures = 0;
+  for (int run = 0; run < random_cuts() && failures < 5; ++run) {
+    const std::uint64_t k = 1 + rng() % total;
+    FaultFileSystem fs;
+    fs.set_sync_latency(kSyncLatency);
+    fs.cut_at(k);
+    Told told;
+    (void)run_concurrent_workload(fs, d, kRecords, told);
+    const auto mode = static_cast<CutMode>(rng() % 3);
+    const std::string why = check_image(*fs.after_cut(mode, rng()), d, told);
+    if (!why.empty()) {
+      ++failures;
+      ADD_FAILURE() << GetParam().name << ": power cut at call " << k << " of about " << total
+                    << " (" << to_string(mode) << "): " << why << "\nlast calls:\n"
+                    << fs.recent_calls(12);
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CrashPointsTest,

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #if defined(__SANITIZE_THREAD__)
 #define SLUICE_FAULT_TSAN 1
@@ -186,6 +187,7 @@ class FaultFile final : public log::File {
   }
 
   Status sync() override {
+    fs_->wait_sync_latency();
     std::lock_guard lk(fs_->mu_);
     if (!fs_->count("sync " + path())) return power_off("sync", path());
     node_->durable = node_->live();
@@ -270,6 +272,20 @@ std::uint64_t FaultFileSystem::calls() const {
 void FaultFileSystem::cut_at(std::uint64_t k) {
   std::lock_guard lk(mu_);
   cut_at_ = k;
+}
+
+void FaultFileSystem::set_sync_latency(std::chrono::microseconds d) {
+  std::lock_guard lk(mu_);
+  sync_latency_ = d;
+}
+
+void FaultFileSystem::wait_sync_latency() const {
+  std::chrono::microseconds d{};
+  {
+    std::lock_guard lk(mu_);
+    d = sync_latency_;
+  }
+  if (d.count() > 0) std::this_thread::sleep_for(d);
 }
 
 bool FaultFileSystem::power_lost() const {
@@ -395,6 +411,7 @@ Status FaultFileSystem::rename(const std::string& from, const std::string& to) {
 }
 
 Status FaultFileSystem::sync_dir(const std::string& dir) {
+  wait_sync_latency();
   std::lock_guard lk(mu_);
   if (off_) return power_off("sync", dir);
   auto node = lookup(dir);

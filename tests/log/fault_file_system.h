@@ -14,6 +14,7 @@
 // ThreadSanitizer map_is_safe() is false and the log writes with pwrite.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -48,6 +49,10 @@ class FaultFileSystem final : public log::FileSystem {
   bool power_lost() const;
   // The last `n` calls before the cut (or now), for failure messages.
   std::string recent_calls(std::size_t n) const;
+  // Each sync (of a file or a directory) takes this long before it takes
+  // effect, as a disk's would: concurrent workloads interleave as they do on
+  // a real one.
+  void set_sync_latency(std::chrono::microseconds d);
   // The disk the cut left (or the disk now, if the power never went off),
   // as a new file system with everything in it durable.
   std::unique_ptr<FaultFileSystem> after_cut(CutMode mode, std::uint64_t seed) const;
@@ -68,6 +73,7 @@ class FaultFileSystem final : public log::FileSystem {
   // Counts a disk-changing call; false once the power is off.
   bool count(const std::string& what);
   std::shared_ptr<Inode> lookup(const std::string& path) const;
+  void wait_sync_latency() const;
   // The directory holding `path` and its last component.
   std::shared_ptr<Inode> parent_of(const std::string& path, std::string& name) const;
 
@@ -77,6 +83,7 @@ class FaultFileSystem final : public log::FileSystem {
   std::uint64_t calls_ = 0;
   std::uint64_t cut_at_ = 0;  // 0: never
   bool off_ = false;
+  std::chrono::microseconds sync_latency_{0};
   std::shared_ptr<Inode> frozen_;  // the tree as the cut found it
   std::vector<std::string> log_;   // every counted call
 };
