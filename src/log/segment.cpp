@@ -54,6 +54,15 @@ Status reserve(Segment& seg, std::uint64_t upto, WriteOptions& w) {
   const std::uint64_t want = (upto + kReserveChunk - 1) / kReserveChunk * kReserveChunk;
   const std::uint64_t to = std::max(upto, std::min(want, w.segment_bytes));
   Status s = seg.file->preallocate(seg.cap, to - seg.cap);
+  if (!s.ok() && s.code() != StatusCode::kUnavailable && to > upto) {
+    // A nearly full disk may still hold this batch: reserve just that.
+    (void)seg.file->truncate(seg.cap);
+    s = seg.file->preallocate(seg.cap, upto - seg.cap);
+    if (s.ok()) {
+      seg.cap = upto;
+      return s;
+    }
+  }
   if (s.ok()) {
     seg.cap = to;
     return s;
