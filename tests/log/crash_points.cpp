@@ -94,13 +94,22 @@ Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told) {
   return Status::Ok();
 }
 
-Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, Told& told) {
+Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, Told& told,
+                               bool reader_elsewhere) {
   TopicOptions o = cut_topic_options(d);
   o.sync_interval = std::chrono::milliseconds(1);  // the flusher races the others too
   auto topic = log::open_topic(fs, kCutTopicDir, o);
   if (!topic.ok()) return topic.status();
   Topic& t = **topic;
-  auto c = open_channel(t, "a", told);
+  std::unique_ptr<Topic> reader;
+  if (reader_elsewhere) {
+    TopicOptions ro = o;
+    ro.read_only = true;
+    auto r = log::open_topic(fs, kCutTopicDir, ro);
+    if (!r.ok()) return r.status();
+    reader = std::move(*r);
+  }
+  auto c = open_channel(reader ? *reader : t, "a", told);
   if (!c.ok()) return c.status();
   std::atomic<int> left{records};
   std::atomic<bool> failed{false};

@@ -50,8 +50,10 @@ Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told);
 
 // Several appenders (kGroupCommit: 3; otherwise 1) and an eager consumer
 // acknowledging every batch, plus sync() calls in kNone; runs until
-// `records` were appended or the power goes.
-Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, Told& told);
+// `records` were appended or the power goes. `reader_elsewhere`: the
+// consumer reads through a read_only Topic, as another process would.
+Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, Told& told,
+                               bool reader_elsewhere = false);
 
 // Reopens the topic on `image` and checks, returning "" or what is wrong:
 // - it opens without error, and accepts and delivers an append;

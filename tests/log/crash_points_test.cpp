@@ -121,6 +121,41 @@ TEST_P(CrashPointsTest, RandomCutsOfConcurrentAppendersAndAnEagerConsumer) {
   }
 }
 
+// The same with the consumer in a read-only topic (as in another process):
+// it sees records through the writer's high watermark in NOTIFY.
+TEST_P(CrashPointsTest, RandomCutsWithTheConsumerInAReadOnlyTopic) {
+  const Durability d = GetParam().durability;
+  constexpr int kRecords = 300;
+  constexpr std::chrono::microseconds kSyncLatency{50};
+  std::uint64_t total = 0;
+  {
+    FaultFileSystem fs;
+    fs.set_sync_latency(kSyncLatency);
+    Told told;
+    ASSERT_TRUE(run_concurrent_workload(fs, d, kRecords, told, true).ok());
+    total = fs.calls();
+    EXPECT_EQ(check_image(*fs.after_cut(CutMode::kDropUnsynced, 0), d, told), "");
+  }
+  std::mt19937_64 rng(std::random_device{}());
+  int failures = 0;
+  for (int run = 0; run < random_cuts() / 2 && failures < 5; ++run) {
+    const std::uint64_t k = 1 + rng() % total;
+    FaultFileSystem fs;
+    fs.set_sync_latency(kSyncLatency);
+    fs.cut_at(k);
+    Told told;
+    (void)run_concurrent_workload(fs, d, kRecords, told, true);
+    const auto mode = static_cast<CutMode>(rng() % 3);
+    const std::string why = check_image(*fs.after_cut(mode, rng()), d, told);
+    if (!why.empty()) {
+      ++failures;
+      ADD_FAILURE() << GetParam().name << ": power cut at call " << k << " of about " << total
+                    << " (" << to_string(mode) << "): " << why << "\nlast calls:\n"
+                    << fs.recent_calls(12);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, CrashPointsTest,
                          ::testing::Values(Param{Durability::kNone, "none"},
                                            Param{Durability::kInterval, "interval"},
