@@ -134,6 +134,7 @@ struct PressureQueue::Impl {
     inflight_key.clear();
     if (!answer.reply) return err.status;
     const redisReply* r = answer.reply.get();
+    if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(text(r));
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return unexpected(r);
     answer.word = text(r->element[0]);
     if (answer.word == "NOQUEUE") {
@@ -180,7 +181,7 @@ struct PressureQueue::Impl {
     CallError err;
     Reply r = conn.call(argv, err);
     if (!r) return err.status;  // nothing was moved, so nothing is in doubt
-    if (r->type == REDIS_REPLY_ERROR) return unexpected(r.get());
+    if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(text(r.get()));
     return ctx.err();
   }
 
@@ -436,6 +437,7 @@ Result<std::vector<std::string>> PressureQueue::inflight(std::string_view consum
   CallError err;
   Reply r = impl_->conn.call(argv, err);
   if (!r) return err.status;
+  if (r->type == REDIS_REPLY_ERROR) return impl_->conn.error_reply(text(r.get()));
   if (r->type != REDIS_REPLY_ARRAY) return unexpected(r.get());
   std::vector<std::string> out;
   for (std::size_t i = r->elements; i-- > 0;) out.emplace_back(text(r->element[i]));
@@ -510,6 +512,7 @@ Result<RepairReport> PressureQueue::repair(bool force) {
     CallError err;
     Reply r = impl_->conn.call(argv, err);
     if (!r) return err.status;
+    if (r->type == REDIS_REPLY_ERROR) return impl_->conn.error_reply(text(r.get()));
     clients = std::string(text(r.get()));
   }
   struct Role {
