@@ -256,6 +256,33 @@ TEST_F(PressureQueueTest, CancelledPutEnqueuesNothing) {
   EXPECT_TRUE(q.stats()->producer_free);
 }
 
+// The role a waiting put holds is given back on every return, including a
+// broken connection: the give-back goes over a new one.
+TEST_F(PressureQueueTest, AWaitingPutWhoseConnectionIsKilledGivesTheRoleBack) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(1).ok());
+  ASSERT_TRUE(q.put("first").ok());
+  std::promise<std::string> id;
+  auto waiting = std::async(std::launch::async, [&] {
+    auto p = queue();
+    id.set_value(p.client_id());
+    return p.put("second", with_timeout(20s));
+  });
+  const std::string holder = id.get_future().get();
+  ASSERT_TRUE(testutil::eventually(
+      [&] {
+        return raw_.integer({"LLEN", key(":producer_free")}) == 0 &&
+               raw_.get(key(":producer")) == holder;
+      },
+      5s));
+  raw_.cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  auto r = waiting.get();
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(r.enqueued, 0U);
+  EXPECT_EQ(raw_.lrange(key(":producer_free")), std::vector<std::string>{"0"});
+  EXPECT_EQ(raw_.lrange(key()), std::vector<std::string>{"first"});
+}
+
 TEST_F(PressureQueueTest, DeadlineBoundsTheWait) {
   auto q = queue();
   ASSERT_TRUE(q.create(0).ok());
@@ -309,7 +336,10 @@ TEST_F(PressureQueueTest, DestroyWithABlockedProducerLosesNothingSilently) {
   ASSERT_TRUE(gone.ok());
   EXPECT_EQ(*gone, 1U);  // "in" was discarded, and said so
   auto r = producer.get();
-  EXPECT_EQ(r.code(), StatusCode::kNotFound);  // "waiting" was never enqueued
+  // The waiting producer holds the role, so destroy closes the queue and
+  // waits for it: the producer wakes, finds the queue closed and gives the
+  // role back. "waiting" was never enqueued.
+  EXPECT_EQ(r.code(), StatusCode::kClosed) << r.status;
   EXPECT_EQ(r.delivery(), Delivery::kNotEnqueued);
   EXPECT_TRUE(raw_.dump(key("*"), "").empty());
 }
