@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "testutil/prometheus.h"
 #include "testutil/redis_server.h"
 #include "testutil/wait_for.h"
 
@@ -96,6 +97,11 @@ TEST_F(PressureQueueTest, PutGetKeepsFifoBytesAndStats) {
   EXPECT_EQ(st->consumer, q.client_id());
   EXPECT_TRUE(st->producer_free && st->consumer_free);
   EXPECT_EQ(raw_.get(key(":stats:produced_bytes")), std::to_string(bytes));
+  const auto e = testutil::parse_prometheus(to_prometheus(*st, "jobs"));
+  ASSERT_EQ(e.error, "");
+  EXPECT_EQ(e.at("sluice_redis_produced_bytes_total{name=\"jobs\"}"), static_cast<double>(bytes));
+  EXPECT_EQ(e.at("sluice_redis_consumed_messages_total{name=\"jobs\"}"), 50);
+  EXPECT_EQ(e.at("sluice_redis_length{name=\"jobs\"}"), 0);
 }
 
 TEST_F(PressureQueueTest, OneRoundTripPerOperation) {

@@ -110,6 +110,10 @@ struct PressureStats {
   std::uint64_t in_flight = 0;
 };
 
+// The snapshot in the Prometheus text format (sluice/metrics.h), labelled
+// name="<name>".
+std::string to_prometheus(const PressureStats& stats, std::string_view name);
+
 // What repair() did and what it left alone, one human-readable line each.
 struct RepairReport {
   std::vector<std::string> repaired;
