@@ -136,3 +136,5 @@ endforeach()
 ]])
 list(TRANSFORM _sluice_pc_files PREPEND ${PROJECT_BINARY_DIR}/pkgconfig/install/)
 install(FILES ${_sluice_pc_files} DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/sluice)

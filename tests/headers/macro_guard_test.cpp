@@ -54,7 +54,7 @@ TEST(MacroGuardTest, QueueWorksBesideBoostFiber) {
   EXPECT_EQ(q.stats().pulled, 2u);
 }
 
-TEST(MacroGuardTest, BlockingPathsCompile) {
+TEST(MacroGuardTest, BlockingPushAndPipelineRun) {
   // A full queue: push waits (spin, then park) until the deadline.
   sluice::Queue<int> q(1);
   ASSERT_TRUE(q.push(1).ok());

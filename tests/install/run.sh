@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the current build into a fresh prefix, then builds and runs small
-# consumers against that tree, the two ways a user would:
+# consumers against that tree, both ways (CMake package, pkg-config), and one
+# that takes sluice's sources instead:
 #   1. CMake package: find_package(sluice CONFIG REQUIRED COMPONENTS core)
 #      (must not find or link ISA-L or hiredis), then find_package(sluice
 #      CONFIG REQUIRED) with sluice::log, sluice::redis and sluice::sluice;
-#   2. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice).
+#   2. FetchContent of sluice's sources (add_subdirectory), sluice::core;
+#   3. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice).
 # Usage: run.sh <build dir> <work dir> <c++ compiler> <components, e.g. "core;log;redis"> [skip reason]
 set -euo pipefail
 build=$1 work=$2 cxx=$3 comps=$4
@@ -13,6 +15,7 @@ if [ -n "${5:-}" ]; then
   exit 77
 fi
 here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
 has() { [[ ";$comps;" == *";$1;"* ]]; }
 step() { echo "--- $* (${SECONDS}s)"; }
 fail() { echo "FAIL: $*" >&2; exit 1; }
@@ -41,6 +44,12 @@ cmake --build "$work/all" >>"$work/all.log" || { cat "$work/all.log"; fail "buil
 if has log; then "$work/all/log_app" "$work/cmake-topic"; fi
 if has redis; then "$work/all/redis_app"; fi
 if has log && has redis; then "$work/all/all_app"; fi
+
+step "FetchContent of the sources (add_subdirectory), sluice::core"
+cmake -S "$here/consumer" -B "$work/fetch" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+  -DSLUICE_SOURCE_DIR="$src" >"$work/fetch.log"
+cmake --build "$work/fetch" >>"$work/fetch.log" || { cat "$work/fetch.log"; fail "build"; }
+"$work/fetch/core_app"
 
 step "pkg-config"
 pc=$(find "$prefix" -name sluice.pc)
