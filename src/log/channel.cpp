@@ -1,9 +1,5 @@
 #include "sluice/log/channel.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -11,21 +7,21 @@
 #include <span>
 #include <thread>
 
+#include "log/position.h"
 #include "log/topic_impl.h"
-#include "sluice/detail/cv_wait.h"
 #include "sluice/log/topic.h"
 
 namespace sluice {
 
-using log::kPositionSlotSize;
 using log::kRecordHeaderSize;
 using log::kSegmentHeaderSize;
+using log::MutexLock;
 
 struct Channel::Impl {
   Topic::Impl* topic = nullptr;
   std::string name;
   std::string path;
-  int fd = -1;
+  std::unique_ptr<log::File> file;  // the position file, locked while open
   std::uint64_t generation = 0;
   std::uint64_t acked = 0;  // durable: first seq not acknowledged
   bool durable_positions = true;
@@ -55,8 +51,7 @@ struct Channel::Impl {
   std::uint64_t buf_off = 0;
 
   ~Impl() {
-    if (fd >= 0) ::close(fd);
-    std::lock_guard lk(topic->mu);
+    MutexLock lk(topic->mu);  // before the file goes: retention may sync it
     topic->open_channels.erase(name);
   }
 
@@ -78,7 +73,7 @@ struct Channel::Impl {
     const std::size_t want = static_cast<std::size_t>(
         std::min<std::uint64_t>(std::max<std::size_t>(n, 256 * 1024), end - at));
     buf.resize(want);
-    auto got = log::pread_some(seg->fd, buf.data(), want, at, seg->path);
+    auto got = seg->file->pread(buf.data(), want, at);
     if (!got.ok()) return got.status();
     buf.resize(*got);
     buf_seg = seg;
@@ -180,12 +175,14 @@ struct Channel::Impl {
         moved = seg->end.load(std::memory_order_acquire) != seen_end;
       }
       if (moved) continue;
-      // Sleep until an append signals (no polling).
-      std::unique_lock lk(topic->mu);
+      // Sleep until an append becomes visible (no polling).
+      MutexLock lk(topic->mu);
       const std::uint64_t seen = next_seq;
       ++topic->waiters;
-      const bool woke =
-          detail::wait_for(topic->data_cv, lk, ctx, [&] { return topic->next_seq > seen; });
+      const bool woke = topic->data_cv.wait(topic->mu, ctx, [&] {
+        topic->mu.assert_held();
+        return topic->visible_seq > seen;
+      });
       --topic->waiters;
       if (!woke) return ctx.err() != StatusCode::kOk ? ctx.err() : StatusCode::kCancelled;
     }
@@ -196,7 +193,7 @@ struct Channel::Impl {
   // writer publishes, the stop token fires, or the deadline passes. No
   // polling: CPU ~0 while idle.
   Status wait_for_writer(const Context& ctx) {
-    log::NotifyPage* np = topic->notify;
+    log::NotifyPage* np = topic->notify.page();
     std::atomic_ref<std::uint32_t> seq(np->seq);
     const std::uint32_t seen = seq.load();
     // Announce, then look once more: an append after this look finds `want`
@@ -211,7 +208,7 @@ struct Channel::Impl {
   }
 
   std::uint64_t next_seq_of_topic() const {
-    std::lock_guard lk(topic->mu);
+    MutexLock lk(topic->mu);
     return topic->next_seq;
   }
 
@@ -220,19 +217,13 @@ struct Channel::Impl {
       acked = seq;
       return Status::Ok();
     }
-    char slot[kPositionSlotSize];
     const std::uint64_t gen = generation + 1;
-    log::encode_position_slot(slot, {gen, seq});
-    if (Status s = log::pwrite_all(fd, slot, sizeof slot, (gen % 2) * kPositionSlotSize, path);
-        !s.ok()) {
-      return s;
-    }
+    if (Status s = log::write_position(*file, gen, seq); !s.ok()) return s;
     // As durable as the log it points into: synced in the modes whose
     // appends are durable on return; written (surviving a process crash)
-    // otherwise.
-    const Durability d = topic->opt.durability;
-    if ((d == Durability::kPerAppend || d == Durability::kGroupCommit) && ::fdatasync(fd) != 0) {
-      return log::io_error("sync", path, errno);
+    // otherwise, and synced by retention before it deletes on its strength.
+    if (topic->durable_mode()) {
+      if (Status s = file->sync(); !s.ok()) return s;
     }
     generation = gen;
     acked = seq;
@@ -248,7 +239,7 @@ std::uint64_t Channel::acked() const { return impl_->acked; }
 std::uint64_t Channel::delivered() const { return impl_->next_seq; }
 std::uint64_t Channel::skipped_corrupt() const { return impl_->corrupt.count; }
 std::uint64_t Channel::skipped_retention() const {
-  std::lock_guard lk(impl_->topic->mu);
+  MutexLock lk(impl_->topic->mu);
   const auto it = impl_->topic->open_channels.find(impl_->name);
   return impl_->capped_here + (it == impl_->topic->open_channels.end() ? 0 : it->second.capped);
 }
@@ -286,12 +277,12 @@ Status Channel::ack(std::uint64_t seq) {
   // Retention: once this position is durable, segments before it may go.
   bool crossed = false;
   {
-    std::lock_guard lk(c.topic->mu);
-    c.topic->open_channels[c.name].acked = c.acked;
+    MutexLock lk(c.topic->mu);
+    c.topic->open_channels.find(c.name)->second.acked = c.acked;
     crossed = c.topic->segs.size() > 1 && c.acked >= c.topic->segs[1]->base_seq;
   }
   // An appender waiting for room under the topic bound (in any process).
-  log::wake_if_wanted(&c.topic->notify->acked_seq, &c.topic->notify->acked_want);
+  c.topic->notify.acked();
   return crossed ? c.topic->trim() : Status::Ok();
 }
 
@@ -348,52 +339,66 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
                       "': use 1-200 of [A-Za-z0-9._-], not starting with '.'");
   }
   {
-    std::lock_guard lk(t.mu);
+    MutexLock lk(t.mu);
     if (!t.open_channels.try_emplace(std::string(name)).second) {
       return Status(StatusCode::kInUse,
                     "channel '" + std::string(name) + "' is already open in this process");
     }
   }
-  auto c = std::make_unique<Channel::Impl>();
+  auto c = std::make_unique<Channel::Impl>();  // its destructor unregisters
   c->topic = &t;
   c->name = std::string(name);
   c->path = t.channel_path(name);
   c->durable_positions = options.durable_positions;
-  c->fd = ::open(c->path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (c->fd < 0) return log::io_error("open", c->path, errno);
-  if (Status s = log::lock_file(c->fd, "channel '" + std::string(name) + "' is in use"); !s.ok()) {
+  auto created = t.fs.open(c->path, log::OpenMode::kCreateNew);
+  const bool fresh = created.ok();
+  if (!fresh && created.status().code() != StatusCode::kAlreadyExists) return created.status();
+  auto f = fresh ? std::move(created) : t.fs.open(c->path, log::OpenMode::kReadWrite);
+  if (!f.ok()) return f.status();
+  c->file = std::move(*f);
+  if (Status s = c->file->lock("channel '" + std::string(name) + "' is in use"); !s.ok()) {
     return s;
   }
-  char slots[2 * kPositionSlotSize] = {};
-  auto got = log::pread_some(c->fd, slots, sizeof slots, 0, c->path);
-  if (!got.ok()) return got.status();
   std::uint64_t start = 0;
-  if (*got == 0) {  // a new channel
+  if (fresh) {
+    if (!t.reader) {
+      // The start position is durable with the log it points into, in
+      // every mode: a power cut must not leave it past the log's end.
+      MutexLock lk(t.mu);
+      if (Status s = t.sync_locked(); !s.ok()) return s;
+    }
     start = options.start == StartFrom::kTail ? next_seq() : first_seq();
-    if (Status s = c->write_position(start); !s.ok()) return s;
-    if (Status s = log::fsync_dir(t.dir + "/channels"); !s.ok()) return s;  // the new file
+    if (Status s = log::write_position(*c->file, 1, start); !s.ok()) return s;
+    if (Status s = c->file->sync(); !s.ok()) return s;
+    if (Status s = t.fs.sync_dir(t.channel_dir()); !s.ok()) return s;  // the new file
+    c->generation = 1;
+    c->acked = start;
   } else {
-    auto a = *got >= kPositionSlotSize ? log::decode_position_slot(slots) : std::nullopt;
-    auto b = *got >= 2 * kPositionSlotSize ? log::decode_position_slot(slots + kPositionSlotSize)
-                                           : std::nullopt;
-    if (!a && !b) {
+    auto p = log::read_position(*c->file);
+    if (!p.ok()) return p.status();
+    if (p->state == log::PositionState::kDamaged) {
       return Status(StatusCode::kCorruption,
                     "position file " + c->path +
                         " is damaged (both slots invalid); delete_channel() and recreate it");
     }
-    const log::PositionSlot& p = !b || (a && a->generation > b->generation) ? *a : *b;
-    c->generation = p.generation;
-    // A log that lost its tail (crash without sync) cannot have the position
-    // past its end; a retention cap may have removed what is before first_seq.
-    start = std::clamp(p.next_seq, first_seq(), next_seq());
-    if (p.next_seq < start) c->capped_here = start - p.next_seq;  // a cap deleted them
+    // Unset: its first position never reached the disk (a power cut while
+    // it was created): deliver from the oldest record, never lose one.
+    const std::uint64_t stored =
+        p->state == log::PositionState::kValid ? p->slot.next_seq : first_seq();
+    c->generation = p->state == log::PositionState::kValid ? p->slot.generation : 0;
+    // A retention cap may have removed what is before first_seq; a lost
+    // tail (kNone/kInterval power cut) is skipped by open, never reused.
+    start = std::clamp(stored, first_seq(), next_seq());
+    if (stored < start) c->capped_here = start - stored;  // a cap deleted them
     c->acked = start;
   }
   if (t.reader) t.refresh();
   c->seek(start);
   {
-    std::lock_guard lk(t.mu);
-    t.open_channels[c->name].acked = c->acked;
+    MutexLock lk(t.mu);
+    auto& reg = t.open_channels.find(c->name)->second;
+    reg.acked = c->acked;
+    reg.file = c->file.get();
   }
   return std::make_unique<Channel>(std::move(c));
 }

@@ -37,12 +37,12 @@ std::optional<std::uint64_t> parse_segment_name(std::string_view name) {
   return v;
 }
 
-void encode_segment_header(char* out, std::uint64_t base_seq) {
+void encode_segment_header(char* out, std::uint64_t base_seq, std::uint32_t flags) {
   std::memcpy(out, kSegmentMagic.data(), 8);
   put32(out + 8, kFormatVersion);
   put32(out + 12, kSegmentHeaderSize);
   put64(out + 16, base_seq);
-  put32(out + 24, 0);
+  put32(out + 24, flags);
   put32(out + 28, crc32c(out, 28));
 }
 
@@ -51,6 +51,10 @@ std::optional<std::uint64_t> decode_segment_header(const char* in) {
   if (get32(in + 28) != crc32c(in, 28)) return std::nullopt;
   if (get32(in + 8) != kFormatVersion || get32(in + 12) != kSegmentHeaderSize) return std::nullopt;
   return get64(in + 16);
+}
+
+std::uint32_t segment_header_flags(const char* in) {
+  return decode_segment_header(in) ? get32(in + 24) : 0;
 }
 
 namespace {

@@ -44,9 +44,17 @@ std::string segment_name(std::uint64_t base_seq);
 // base_seq from a segment file name, or nullopt if the name is not one.
 std::optional<std::uint64_t> parse_segment_name(std::string_view name);
 
-void encode_segment_header(char* out, std::uint64_t base_seq);
+// Segment header flags (offset 24).
+// The seqs between the previous segment's last record and this base_seq were
+// lost with a log tail that a power cut took, and positions had already
+// passed them: recovery does not report the gap as damage.
+constexpr std::uint32_t kSegmentAfterGap = 1;
+
+void encode_segment_header(char* out, std::uint64_t base_seq, std::uint32_t flags = 0);
 // base_seq if the 32 bytes are a valid header.
 std::optional<std::uint64_t> decode_segment_header(const char* in);
+// The flags of a valid header (0 if invalid).
+std::uint32_t segment_header_flags(const char* in);
 
 // Writes the 16-byte record header for `payload` at `out`.
 void encode_record_header(char* out, std::uint64_t seq, std::string_view payload);

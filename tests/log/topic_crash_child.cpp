@@ -40,17 +40,19 @@ int main(int argc, char** argv) {
   const int appenders = o.durability == sluice::Durability::kGroupCommit ? 4 : 1;
   std::vector<std::thread> threads;
   for (int a = 0; a < appenders; ++a) {
-    threads.emplace_back([&] {
-      for (;;) {
-        // Self-checking payload (crash_payload.h): with several appenders
-        // the seq is known only once the append returns.
-        std::string p = sluice::testutil::make_payload(sizes);
+    threads.emplace_back([&, a] {
+      for (std::uint32_t n = 0;; ++n) {
+        // Self-checking payload with an identity (crash_payload.h): with
+        // several appenders the seq is known only once the append returns.
+        const std::uint64_t tag =
+            sluice::testutil::make_tag(static_cast<std::uint32_t>(getpid()), a, n);
+        std::string p = sluice::testutil::make_payload(sizes, tag);
         auto s = t.append(p);
         if (!s.ok()) {
           std::fprintf(stderr, "append: %s\n", s.status().to_string().c_str());
           _exit(3);
         }
-        report("A " + std::to_string(*s));
+        report("A " + std::to_string(*s) + " " + std::to_string(tag));
       }
     });
   }

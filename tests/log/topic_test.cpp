@@ -843,6 +843,116 @@ TEST_F(TopicTest, AReadOnlyOpenOfNothingIsNotFound) {
   EXPECT_EQ(Topic::open(dir_.string(), ro).code(), StatusCode::kNotFound);
 }
 
+// A power cut between a segment's creation and its header reaching the
+// disk leaves it headerless: zeros (a preallocated size survived) or empty.
+TEST_F(TopicTest, ANewestSegmentWhoseHeaderNeverReachedTheDiskIsReused) {
+  for (const bool preallocated : {true, false}) {
+    SCOPED_TRACE(preallocated ? "zero-filled" : "empty");
+    fs::remove_all(dir_);
+    std::uint64_t next = 0;
+    {
+      auto t = open();
+      for (int i = 0; i < 400; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+      next = t->next_seq();
+    }
+    ASSERT_GT(segments().size(), 2U);
+    const fs::path newest = dir_ / log::segment_name(next);
+    std::ofstream(newest, std::ios::binary)
+        << std::string(preallocated ? std::size_t{1} << 20 : 0, '\0');
+    auto t = open();
+    EXPECT_EQ(t->next_seq(), next) << "seqs continue where the segment's name says";
+    ASSERT_EQ(t->recovery().truncated.size(), 1U);
+    EXPECT_NE(t->recovery().truncated[0].what.find("header lost"), std::string::npos);
+    EXPECT_TRUE(t->recovery().corrupt.empty());
+    ASSERT_EQ(*t->append("after"), next);
+    auto c = std::move(*t->channel("r"));
+    auto got = drain(*c);
+    ASSERT_EQ(got.size(), next + 1);
+    EXPECT_EQ(got.back().payload, "after");
+  }
+}
+
+TEST_F(TopicTest, AFirstSegmentWhoseHeaderNeverReachedTheDiskIsReused) {
+  fs::create_directories(dir_);
+  std::ofstream(dir_ / log::segment_name(0), std::ios::binary) << std::string(4096, '\0');
+  auto t = open();
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(*t->append("first"), 0U);
+  EXPECT_EQ(t->recovery().truncated.size(), 1U);
+}
+
+TEST_F(TopicTest, AnOlderSegmentWithoutHeaderOrRecordsIsRemoved) {
+  {
+    auto t = open();
+    for (int i = 0; i < 400; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  }
+  const auto segs = segments();
+  ASSERT_GT(segs.size(), 2U);
+  const std::uint64_t size = fs::file_size(segs[1]);
+  std::ofstream(segs[1], std::ios::binary) << std::string(size, '\0');
+  auto t = open();
+  EXPECT_EQ(t->recovery().removed.size(), 1U);
+  EXPECT_FALSE(fs::exists(segs[1]));
+  EXPECT_TRUE(t->append("after").ok());
+}
+
+TEST_F(TopicTest, ANewestSegmentWithRecordsBehindABadHeaderIsAClearError) {
+  {
+    auto t = open();
+    for (int i = 0; i < 400; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  }
+  const fs::path newest = segments().back();
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    f.write("XXXXXXXX", 8);  // the magic
+  }
+  auto t = Topic::open(dir_.string(), small());
+  EXPECT_EQ(t.code(), StatusCode::kCorruption);
+  EXPECT_NE(t.status().message().find(newest.filename().string()), std::string_view::npos)
+      << t.status();
+  auto report = verify_topic(dir_.string(), small());
+  ASSERT_TRUE(report.ok());
+  EXPECT_FALSE(report->corrupt.empty());
+}
+
+// A position file created but never synced (a power cut in kNone or
+// kInterval): zeros, or nothing.
+TEST_F(TopicTest, APositionFileThatNeverReachedTheDiskStartsFromTheOldest) {
+  auto t = open();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  fs::create_directories(dir_ / "channels");
+  std::ofstream(dir_ / "channels" / "zeros.pos", std::ios::binary) << std::string(64, '\0');
+  std::ofstream(dir_ / "channels" / "empty.pos", std::ios::binary) << "";
+  for (const char* name : {"zeros", "empty"}) {
+    auto c = t->channel(name, {.start = StartFrom::kTail});
+    ASSERT_TRUE(c.ok()) << name << ": " << c.status();
+    EXPECT_EQ((*c)->acked(), 0U) << name;
+    EXPECT_EQ(drain(**c).size(), 10U) << name;
+  }
+}
+
+TEST_F(TopicTest, AReadOnlyOpenOfAMissingTopicCreatesNothing) {
+  TopicOptions ro = small();
+  ro.read_only = true;
+  EXPECT_EQ(Topic::open(dir_.string(), ro).code(), StatusCode::kNotFound);
+  EXPECT_FALSE(fs::exists(dir_));
+}
+
+TEST_F(TopicTest, BadOptionsSayWhichOne) {
+  TopicOptions o = small();
+  o.max_message_bytes = 0;
+  auto t = Topic::open(dir_.string(), o);
+  EXPECT_EQ(t.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("max_message_bytes must be at least 1"),
+            std::string_view::npos)
+      << t.status();
+  o = small();
+  o.segment_bytes = 100;
+  t = Topic::open(dir_.string(), o);
+  EXPECT_EQ(t.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(t.status().message().find("segment_bytes (100)"), std::string_view::npos);
+}
+
 TEST_F(TopicTest, AMissingParentIsAClearError) {
   auto t = Topic::open("/proc/sluice-cannot-create-here/topic", small());
   EXPECT_EQ(t.code(), StatusCode::kIOError);

@@ -1,0 +1,171 @@
+#include "log/commit.h"
+
+#include <algorithm>
+
+namespace sluice::log {
+
+Commit::Commit(FileSystem& file_system, std::string directory, TopicOptions options, bool read_only)
+    : TopicCore(file_system, std::move(directory), options, read_only) {
+  MutexLock lk(mu);
+  wopt_.segment_bytes = opt.segment_bytes;
+  wopt_.preallocate = opt.preallocate;
+}
+
+Commit::~Commit() { close(); }
+
+void Commit::close() {
+  {
+    MutexLock lk(mu);
+    if (closed_) return;
+    closed_ = true;
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+  MutexLock lk(mu);
+  if (reader || segs.empty()) return;
+  (void)trim_reserve(*segs.back());  // a crash leaves zeros, which recovery ignores
+  if (opt.durability != Durability::kNone) (void)sync_locked();
+}
+
+void Commit::start(std::uint64_t synced) {
+  {
+    MutexLock lk(mu);
+    synced_seq_ = synced;
+  }
+  if (opt.durability == Durability::kInterval) flusher_ = std::thread([this] { flush_loop(); });
+}
+
+void Commit::flush_loop() {
+  MutexLock lk(mu);
+  while (!stopping_) {
+    stop_cv_.wait_for(mu, opt.sync_interval);
+    if (!dirty_ || stopping_) continue;
+    dirty_ = false;
+    auto seg = segs.back();  // earlier segments were synced when they were sealed
+    const std::uint64_t target = next_seq;
+    lk.unlock();
+    const Status s = seg->file->sync();  // an error shows on the next sync()
+    lk.lock();
+    if (s.ok()) synced_seq_ = std::max(synced_seq_, target);
+  }
+}
+
+Status Commit::adopt_last() {
+  Segment& seg = *segs.back();
+  seg.written = seg.end.load(std::memory_order_relaxed);
+  return make_writable(seg, wopt_);
+}
+
+Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
+  const std::shared_ptr<Segment> old = segs.back();
+  if (Status s = trim_reserve(*old); !s.ok()) return s;
+  const bool deferred = opt.durability == Durability::kNone;
+  if (!deferred) {
+    if (Status s = old->file->sync(); !s.ok()) return s;
+  }
+  // The header is synced before the directory entry that names it can be:
+  // a power cut never leaves a named segment without its header.
+  auto next = create_segment(fs, dir, base, /*sync=*/!deferred, flags);
+  if (!next.ok()) return next.status();
+  if (Status s = make_writable(**next, wopt_); !s.ok()) return s;
+  if (deferred) {
+    unsynced_.push_back(old);
+    dir_dirty_ = true;
+  } else if (Status s = fs.sync_dir(dir); !s.ok()) {
+    return s;
+  }
+  segs.push_back(*next);
+  disk_bytes += kSegmentHeaderSize;
+  // Everything in the sealed segment is durable now (kNone: as durable as
+  // it will get before sync()), so all of it becomes visible.
+  if (!deferred) {
+    synced_seq_ = std::max(synced_seq_, next_seq);
+    sync_cv_.notify_all();
+  }
+  publish(*old, old->written, next_seq);
+  old->sealed.store(true, std::memory_order_release);
+  return Status::Ok();
+}
+
+Status Commit::skip_to(std::uint64_t seq) {
+  if (Status s = roll_to(seq, kSegmentAfterGap); !s.ok()) return s;
+  next_seq = seq;
+  return Status::Ok();
+}
+
+bool Commit::must_roll(std::size_t bytes) const {
+  const Segment& seg = *segs.back();
+  return seg.written > kSegmentHeaderSize && seg.written + bytes > opt.segment_bytes;
+}
+
+Status Commit::roll() { return roll_to(next_seq, 0); }
+
+Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payloads,
+                                          std::size_t bytes) {
+  Segment* seg = segs.back().get();
+  if (Status s = reserve(*seg, seg->written + bytes, wopt_); !s.ok()) return s;
+  const std::uint64_t at = seg->written;
+  const std::uint64_t first = next_seq;
+  if (Status s = write_records(*seg, payloads, first, bytes, buf_); !s.ok()) return s;
+  if (opt.durability == Durability::kPerAppend) {
+    if (Status s = seg->file->sync(); !s.ok()) {
+      (void)seg->file->truncate(at);  // never reported, never visible: take it back
+      seg->written = seg->cap = at;
+      return s;
+    }
+  }
+  next_seq = first + payloads.size();
+  disk_bytes += bytes;
+  dirty_ = true;
+  if (opt.durability == Durability::kPerAppend) synced_seq_ = next_seq;
+  // kGroupCommit publishes in wait_durable, once a sync covered the records.
+  if (opt.durability != Durability::kGroupCommit) publish(*seg, seg->written, next_seq);
+  return first;
+}
+
+Status Commit::wait_durable(std::uint64_t upto) {
+  while (synced_seq_ < upto) {
+    if (syncing_) {
+      sync_cv_.wait(mu);
+      continue;
+    }
+    // Leader: sync everything written so far (earlier segments were synced
+    // when they were sealed), outside the lock so others keep writing.
+    syncing_ = true;
+    const std::shared_ptr<Segment> seg = segs.back();
+    const std::uint64_t end = seg->written;
+    const std::uint64_t target = next_seq;
+    mu.unlock();
+    const Status s = seg->file->sync();
+    mu.lock();
+    syncing_ = false;
+    sync_cv_.notify_all();
+    if (!s.ok()) return s;
+    if (target > synced_seq_) {
+      synced_seq_ = target;
+      publish(*seg, end, target);
+    }
+  }
+  return Status::Ok();
+}
+
+Status Commit::sync_locked() {
+  for (const auto& seg : unsynced_) {
+    if (Status s = seg->file->sync(); !s.ok()) return s;
+  }
+  unsynced_.clear();
+  const std::shared_ptr<Segment> last = segs.back();
+  if (Status s = last->file->sync(); !s.ok()) return s;
+  if (dir_dirty_) {
+    if (Status s = fs.sync_dir(dir); !s.ok()) return s;
+    dir_dirty_ = false;
+  }
+  synced_seq_ = next_seq;
+  dirty_ = false;
+  sync_cv_.notify_all();
+  publish(*last, last->written, next_seq);
+  return Status::Ok();
+}
+
+}  // namespace sluice::log

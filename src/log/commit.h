@@ -1,0 +1,86 @@
+// The commit pipeline: how appended records reach the disk and become
+// visible to channels. Private.
+//
+// Per mode (docs/durability.md):
+//   kNone      write, visible at once; nothing synced until sync() (or
+//              retention, which syncs before it deletes).
+//   kInterval  as kNone, plus a flusher thread syncing every sync_interval.
+//   kPerAppend write, fdatasync, then visible, all under the topic lock.
+//   kGroupCommit write under the lock; then one appender (the leader) syncs
+//              everything written so far outside the lock while the others
+//              wait; records become visible when a sync covered them.
+// In every mode a roll syncs the new segment's header before the directory
+// entry that names it, and (except kNone, which defers both to the next
+// sync) the sealed segment and the directory before the roll returns.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "log/topic_core.h"
+
+namespace sluice::log {
+
+class Commit : public TopicCore {
+ public:
+  Commit(FileSystem& file_system, std::string directory, TopicOptions options, bool read_only);
+  ~Commit() override;
+
+  // A batch of `bytes` does not fit the last segment: roll() first (a batch
+  // never spans segments; a record alone in a segment may be as large as
+  // allowed).
+  bool must_roll(std::size_t bytes) const SLUICE_REQUIRES(mu);
+  // Seals the last segment and starts the next.
+  Status roll() SLUICE_REQUIRES(mu);
+  // Writes the batch into the last segment (the caller checked sizes, the
+  // bound and the roll) and makes it visible as the mode allows. Returns
+  // the first seq. On failure nothing was appended.
+  Result<std::uint64_t> write_batch(std::span<const std::string_view> payloads, std::size_t bytes)
+      SLUICE_REQUIRES(mu);
+  // kGroupCommit: returns once a sync covered every seq below `upto`,
+  // leading one if none runs (the lock is let go during it).
+  Status wait_durable(std::uint64_t upto) SLUICE_REQUIRES(mu);
+  // Everything written so far durable and visible: sealed segments not yet
+  // synced, the last one, the directory.
+  Status sync_locked() SLUICE_REQUIRES(mu);
+
+  // Open: the recovered last segment becomes the one appends go to.
+  Status adopt_last() SLUICE_REQUIRES(mu);
+  // Open: channel positions lie past the recovered end (a power cut took
+  // an unsynced tail they had passed): continue at `seq`, in a new segment
+  // that records the gap, so no seq is ever used twice.
+  Status skip_to(std::uint64_t seq) SLUICE_REQUIRES(mu);
+  // Open: what recovery found is now durable; start the interval flusher.
+  void start(std::uint64_t synced) SLUICE_EXCLUDES(mu);
+  // Stops the flusher, gives the reserve back, and syncs (except kNone).
+  // Idempotent; the destructor calls it too.
+  void close() SLUICE_EXCLUDES(mu);
+
+ protected:
+  WriteOptions wopt_ SLUICE_GUARDED_BY(mu);
+
+ private:
+  // Seals the last segment and starts one at `base`.
+  Status roll_to(std::uint64_t base, std::uint32_t flags) SLUICE_REQUIRES(mu);
+  void flush_loop() SLUICE_EXCLUDES(mu);
+
+  std::string buf_ SLUICE_GUARDED_BY(mu);               // the pwrite path's buffer
+  std::uint64_t synced_seq_ SLUICE_GUARDED_BY(mu) = 0;  // records below are durable
+  bool syncing_ SLUICE_GUARDED_BY(mu) = false;          // a leader is in fdatasync
+  CondVar sync_cv_;
+  bool dirty_ SLUICE_GUARDED_BY(mu) = false;  // written since the last sync
+  // kNone: sealed segments, and directory entries, not synced yet.
+  std::vector<std::shared_ptr<Segment>> unsynced_ SLUICE_GUARDED_BY(mu);
+  bool dir_dirty_ SLUICE_GUARDED_BY(mu) = false;
+  std::thread flusher_;  // kInterval
+  bool stopping_ SLUICE_GUARDED_BY(mu) = false;
+  bool closed_ SLUICE_GUARDED_BY(mu) = false;
+  CondVar stop_cv_;
+};
+
+}  // namespace sluice::log

@@ -1,0 +1,169 @@
+#include "log/recovery.h"
+
+#include <algorithm>
+#include <map>
+
+namespace sluice::log {
+
+namespace {
+
+std::string seq_range(std::uint64_t from, std::uint64_t count) {
+  if (count == 0) return "no whole record lost";
+  return "seqs " + std::to_string(from) + ".." + std::to_string(from + count - 1) + " lost";
+}
+
+// The offset of the next valid record after `off` whose seq is larger than
+// `expected` (size if none).
+std::size_t resync(const std::string& data, std::size_t off, std::uint64_t expected,
+                   std::uint32_t max_payload, std::uint64_t& found_seq) {
+  const std::size_t size = data.size();
+  for (std::size_t o = off + 1; o + kRecordHeaderSize <= size; ++o) {
+    const std::uint64_t seq = get64(data.data() + o + 8);
+    if (seq <= expected || seq > expected + (size - off) / kRecordHeaderSize) continue;
+    if (decode_record(data.data() + o, size - o, max_payload, seq).kind == RecordView::kValid) {
+      found_seq = seq;
+      return o;
+    }
+  }
+  return size;
+}
+
+// Scans one segment's records from the header on.
+void scan_segment(const std::string& data, std::uint32_t max_payload, bool last, Scanned& s,
+                  RecoveryReport& report) {
+  std::uint64_t expected = s.base_seq;
+  std::size_t off = kSegmentHeaderSize;
+  const std::size_t size = data.size();
+  while (off < size) {
+    RecordView v = decode_record(data.data() + off, size - off, max_payload, expected);
+    if (v.kind == RecordView::kValid) {
+      off += v.size;
+      ++expected;
+      continue;
+    }
+    // Zeros to the end: space the writer reserved and never wrote (a crash
+    // before the close or roll that gives it back). Not damage.
+    const std::size_t nonzero = data.find_last_not_of('\0');
+    if (nonzero == std::string::npos || nonzero < off) {
+      s.torn = true;
+      break;
+    }
+    std::uint64_t found_seq = 0;
+    const std::size_t found = resync(data, off, expected, max_payload, found_seq);
+    if (found < size) {
+      const std::uint64_t lost = found_seq - expected;
+      s.skips.push_back({off, found, lost});
+      report.corrupt.push_back({s.path, off, found - off, "corrupt: " + seq_range(expected, lost)});
+      off = found;
+      expected = found_seq;
+      continue;
+    }
+    if (last) {
+      s.torn = true;
+      report.truncated.push_back({s.path, off, nonzero + 1 - off, "torn tail"});
+    } else {
+      s.skips.push_back({off, size, 0});
+      report.corrupt.push_back({s.path, off, size - off,
+                                "corrupt to the end of the segment: later seqs of this segment "
+                                "lost"});
+    }
+    break;
+  }
+  s.end = s.torn ? off : size;
+  s.next_seq = expected;
+}
+
+// Whether bytes after an invalid header hold any valid record of `base`'s
+// segment (a byte-by-byte search, as resync does).
+bool holds_records(const std::string& data, std::uint64_t base, std::uint32_t max_payload) {
+  const std::size_t size = data.size();
+  for (std::size_t o = kSegmentHeaderSize; o + kRecordHeaderSize <= size; ++o) {
+    const std::uint64_t seq = get64(data.data() + o + 8);
+    if (seq < base || seq > base + size / kRecordHeaderSize) continue;
+    if (decode_record(data.data() + o, size - o, max_payload, seq).kind == RecordView::kValid) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+Status validate(const TopicOptions& o) {
+  if (o.max_message_bytes == 0) {
+    return {StatusCode::kInvalidArgument, "max_message_bytes must be at least 1"};
+  }
+  if (o.segment_bytes < kSegmentHeaderSize + kRecordHeaderSize + o.max_message_bytes) {
+    return {StatusCode::kInvalidArgument,
+            "segment_bytes (" + std::to_string(o.segment_bytes) +
+                ") must hold at least one record of max_message_bytes (" +
+                std::to_string(o.max_message_bytes) + " + " +
+                std::to_string(kSegmentHeaderSize + kRecordHeaderSize) + " bytes)"};
+  }
+  return Status::Ok();
+}
+
+Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
+                        RecoveryReport& report) {
+  auto names = fs.list(dir);
+  if (!names.ok()) return names.status();
+  Scan out;
+  std::map<std::uint64_t, std::string> files;
+  for (const std::string& name : *names) {
+    if (name.ends_with(".tmp")) {
+      out.tmp.push_back(dir + "/" + name);
+      report.removed.push_back(dir + "/" + name);
+      continue;
+    }
+    if (auto base = parse_segment_name(name)) files[*base] = dir + "/" + name;
+  }
+  std::size_t i = 0;
+  for (const auto& [base, path] : files) {
+    const bool last = ++i == files.size();
+    auto data = read_whole(fs, path);
+    if (!data.ok()) return data.status();
+    const bool header_ok = data->size() >= kSegmentHeaderSize &&
+                           decode_segment_header(data->data()) == std::optional(base);
+    if (!header_ok) {
+      if (!holds_records(*data, base, opt.max_message_bytes)) {
+        // A segment whose header never reached the disk (or was lost with
+        // it) and no record after: empty, whatever its (preallocated) size.
+        if (last) {
+          out.reuse_base = base;
+          report.truncated.push_back({path, 0, data->size(),
+                                      "segment header lost before any record was written: "
+                                      "emptied and reused"});
+        } else {
+          out.empty.push_back(path);
+          report.removed.push_back(path);
+        }
+      } else if (last) {
+        out.damaged_newest = path;
+        report.corrupt.push_back({path, 0, data->size(), "bad segment header before records"});
+      } else {
+        report.corrupt.push_back({path, 0, data->size(), "bad segment header: segment skipped"});
+      }
+      continue;
+    }
+    Scanned s;
+    s.base_seq = base;
+    s.path = path;
+    s.flags = segment_header_flags(data->data());
+    if (!out.segments.empty() && base != out.segments.back().next_seq) {
+      const std::uint64_t prev = out.segments.back().next_seq;
+      if (base < prev) {
+        report.corrupt.push_back({path, 0, 0, "segment overlaps the previous one: skipped"});
+        continue;
+      }
+      if ((s.flags & kSegmentAfterGap) == 0) {
+        report.corrupt.push_back(
+            {path, 0, 0, "gap before this segment: " + seq_range(prev, base - prev)});
+      }
+    }
+    scan_segment(*data, opt.max_message_bytes, last, s, report);
+    out.segments.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace sluice::log

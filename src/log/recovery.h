@@ -1,0 +1,47 @@
+// Recovery: what a topic directory holds, segment by segment
+// (docs/log_format.md, "Recovery on open"). Scanning changes nothing; the
+// writer's open applies the repairs it implies. Private.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "log/file_system.h"
+#include "log/segment.h"
+#include "sluice/log/topic.h"
+
+namespace sluice::log {
+
+// One segment with a valid header, as recovery found it.
+struct Scanned {
+  std::uint64_t base_seq = 0;
+  std::string path;
+  std::uint64_t end = 0;       // valid bytes (truncate here if torn)
+  std::uint64_t next_seq = 0;  // after the last valid record
+  std::vector<Skip> skips;
+  bool torn = false;
+  std::uint32_t flags = 0;  // header flags (kSegmentAfterGap)
+};
+
+struct Scan {
+  std::vector<Scanned> segments;   // valid headers, in seq order
+  std::vector<std::string> tmp;    // leftover *.tmp files
+  std::vector<std::string> empty;  // header invalid, no valid record: empty whatever its size
+  // The newest segment file's header is invalid and it holds no record: the
+  // writer reuses it (its name keeps the topic's high-water mark).
+  std::optional<std::uint64_t> reuse_base;
+  // The newest segment file's header is invalid but records follow it:
+  // damage the writer must not guess about.
+  std::optional<std::string> damaged_newest;
+};
+
+// Scans every segment in `dir`, filling `report` with what open would find
+// (and, for `empty` segments, remove or reuse).
+Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
+                        RecoveryReport& report);
+
+Status validate(const TopicOptions& o);
+
+}  // namespace sluice::log

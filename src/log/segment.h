@@ -1,0 +1,85 @@
+// One segment file of a topic (docs/log_format.md): its file, the writer's
+// reserve and map, and the bounds readers may read up to. Private.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "log/file_system.h"
+#include "log/format.h"
+
+namespace sluice::log {
+
+// A range of a segment recovery found corrupt: readers jump from `from` to
+// `to`, and `lost` records are gone.
+struct Skip {
+  std::uint64_t from = 0;
+  std::uint64_t to = 0;
+  std::uint64_t lost = 0;
+};
+
+// Thread safety: `end` and `sealed` are atomics any thread may read. The
+// other mutable fields belong to the writer and are changed under the
+// topic's lock; `skips`, `base_seq`, `path` and `file` are fixed once the
+// segment is in the topic's list.
+struct Segment {
+  std::uint64_t base_seq = 0;
+  std::string path;
+  std::unique_ptr<File> file;  // read-write for the writer's last segment
+  // Readers read complete records below `end` and nothing past it. In the
+  // modes that promise durability it moves only after a sync covered the
+  // bytes (the log's high watermark), so no channel sees, or acknowledges,
+  // a record a power cut could take back.
+  std::atomic<std::uint64_t> end{kSegmentHeaderSize};
+  // A later segment exists: `end` is final (readers check it before taking
+  // the topic's lock to look for the next segment).
+  std::atomic<bool> sealed{false};
+  std::vector<Skip> skips;  // fixed after recovery
+
+  // Writer only, under the topic's lock. `written`: complete records,
+  // visible or not. `cap`: the file's size (records plus preallocated
+  // zeros). `map`: a shared writable map of [0, map_len), or null (pwrite
+  // only); written only below `cap`, so it never touches a page past the end
+  // of the file (SIGBUS); readers here read below `end` through it.
+  std::uint64_t written = kSegmentHeaderSize;
+  std::uint64_t cap = 0;
+  char* map = nullptr;
+  std::size_t map_len = 0;
+};
+
+// Creates <dir>/<base>.seg holding only its header, synced when `sync` (a
+// directory entry must never be durable before the header it names).
+Result<std::shared_ptr<Segment>> create_segment(FileSystem& fs, const std::string& dir,
+                                                std::uint64_t base, bool sync,
+                                                std::uint32_t flags = 0);
+
+// How the writer lays records down.
+struct WriteOptions {
+  std::uint64_t segment_bytes = 0;
+  bool preallocate = false;  // cleared when the file system cannot fallocate
+};
+
+// Makes `seg` the one appends go to: its cap is its size, and it is mapped
+// when preallocating on a file system where that is safe.
+Status make_writable(Segment& seg, const WriteOptions& w);
+
+// Reserves file space up to `upto` (1 MiB chunks, never past the segment
+// size unless one batch needs more). A full disk fails here, before anything
+// is written. Where fallocate is not supported, preallocation turns off.
+Status reserve(Segment& seg, std::uint64_t upto, WriteOptions& w);
+
+// Gives the reserved, unwritten space back (a roll or a clean close).
+Status trim_reserve(Segment& seg);
+
+// Writes the records at `written` (through the map when it fits, else one
+// pwrite from `buf`) and advances `written`. On failure the partial bytes
+// are cut off again and nothing changes.
+Status write_records(Segment& seg, std::span<const std::string_view> payloads,
+                     std::uint64_t first_seq, std::size_t bytes, std::string& buf);
+
+}  // namespace sluice::log

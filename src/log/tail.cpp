@@ -1,0 +1,83 @@
+// A topic opened read-only follows a writer in another process: it picks up
+// complete records below the writer's high watermark (NOTIFY's
+// visible_seq), and a new segment once the old one is final.
+#include <algorithm>
+#include <optional>
+
+#include "log/topic_impl.h"
+
+namespace sluice {
+
+using log::kRecordHeaderSize;
+using log::kSegmentHeaderSize;
+
+void Topic::Impl::refresh() {
+  log::MutexLock lk(mu);
+  const std::uint64_t limit = notify.visible();
+  char header[kSegmentHeaderSize];
+  std::string rec;
+  for (;;) {
+    auto seg = segs.back();
+    std::uint64_t end = seg->end.load(std::memory_order_relaxed);
+    bool advanced = false;
+    while (next_seq < limit) {  // records the writer completed since we looked
+      char h[kRecordHeaderSize];
+      auto got = seg->file->pread(h, sizeof h, end);
+      if (!got.ok() || *got < sizeof h) break;
+      const std::size_t len = log::get32(h);
+      if (len > opt.max_message_bytes) break;
+      rec.resize(kRecordHeaderSize + len);
+      got = seg->file->pread(rec.data(), rec.size(), end);
+      if (!got.ok() || *got < rec.size()) break;
+      auto v = log::decode_record(rec.data(), rec.size(), opt.max_message_bytes, next_seq);
+      if (v.kind != log::RecordView::kValid) break;  // not complete yet
+      end += v.size;
+      ++next_seq;
+      advanced = true;
+    }
+    if (advanced) {
+      seg->end.store(end, std::memory_order_release);
+      visible_seq = next_seq;
+    }
+    // A next segment exists only once this one is final (and the writer
+    // rolls only non-empty segments): take it, after one more look at this
+    // one (it may have grown since).
+    if (next_seq == seg->base_seq || next_seq >= limit) return;
+    std::uint64_t base = next_seq;
+    std::string next_path = dir + "/" + log::segment_name(base);
+    auto f = fs.open(next_path, log::OpenMode::kRead);
+    if (!f.ok() && f.status().code() == StatusCode::kNotFound) {
+      // A retention cap may have deleted it, and more, before we got here:
+      // then a later segment exists, and ours (sealed) is final.
+      std::optional<std::uint64_t> later;
+      if (auto names = fs.list(dir); names.ok()) {
+        for (const auto& name : *names) {
+          const auto b = log::parse_segment_name(name);
+          if (b && *b > next_seq && (!later || *b < *later)) later = b;
+        }
+      }
+      if (later && advanced) continue;  // look at the old one again first
+      if (later) {
+        base = *later;
+        next_path = dir + "/" + log::segment_name(base);
+        f = fs.open(next_path, log::OpenMode::kRead);
+      }
+    }
+    if (!f.ok()) return;
+    auto got = (*f)->pread(header, sizeof header, 0);
+    if (!got.ok() || *got != sizeof header ||
+        log::decode_segment_header(header) != std::optional<std::uint64_t>(base)) {
+      return;  // being created: the header is not written yet
+    }
+    if (advanced) continue;  // look at the old one again first
+    auto nseg = std::make_shared<log::Segment>();
+    nseg->base_seq = base;
+    nseg->path = next_path;
+    nseg->file = std::move(*f);
+    segs.push_back(std::move(nseg));
+    if (base > next_seq) first_seq = next_seq = visible_seq = base;  // the rest is gone
+    seg->sealed.store(true, std::memory_order_release);
+  }
+}
+
+}  // namespace sluice

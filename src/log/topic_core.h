@@ -1,0 +1,81 @@
+// What every part of a topic shares: its files, the topic lock, the
+// retained segments and the seq counters, and the registry of channels open
+// here. The parts build on it in layers, each in its own file with its own
+// private state:
+//   TopicCore  (this file)   segments, seqs, visibility, open channels
+//   Commit     (commit.h)    appends: rolls, writes, syncs, group commit
+//   Retention  (retention.h) deleting segments, caps, the topic bound
+//   Topic::Impl (topic_impl.h) open and recovery, readers in other processes
+// Locking rules are checked by Clang's thread-safety analysis (mutex.h).
+// Private.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "log/file_system.h"
+#include "log/mutex.h"
+#include "log/notify.h"
+#include "log/segment.h"
+#include "sluice/log/topic.h"
+
+namespace sluice::log {
+
+class TopicCore {
+ public:
+  TopicCore(FileSystem& file_system, std::string directory, TopicOptions options, bool read_only)
+      : fs(file_system), dir(std::move(directory)), opt(options), reader(read_only) {}
+  virtual ~TopicCore() = default;
+  TopicCore(const TopicCore&) = delete;
+  TopicCore& operator=(const TopicCore&) = delete;
+
+  FileSystem& fs;
+  const std::string dir;
+  const TopicOptions opt;
+  const bool reader;  // opened read_only: never changes a file
+  Notify notify;      // the shared wake-up page, mapped at open
+
+  mutable Mutex mu;                                                  // the topic lock
+  std::vector<std::shared_ptr<Segment>> segs SLUICE_GUARDED_BY(mu);  // oldest first
+  std::uint64_t first_seq SLUICE_GUARDED_BY(mu) = 0;                 // the oldest retained
+  std::uint64_t next_seq SLUICE_GUARDED_BY(mu) = 0;                  // the next one written
+  // Records below it are visible to channels (durable first in the modes
+  // that promise it). Each segment's `end` is the same bound in bytes.
+  std::uint64_t visible_seq SLUICE_GUARDED_BY(mu) = 0;
+  std::uint64_t disk_bytes SLUICE_GUARDED_BY(mu) = 0;  // in retained segments
+  CondVar data_cv;                                     // visible_seq moved
+  int waiters SLUICE_GUARDED_BY(mu) = 0;               // channels asleep on data_cv
+
+  // Channels open in this process, by name.
+  struct OpenChannel {
+    std::uint64_t acked = 0;   // first seq not durably acknowledged
+    std::uint64_t capped = 0;  // unacknowledged records a cap deleted while open
+    File* file = nullptr;      // its position file (synced by retention)
+  };
+  std::map<std::string, OpenChannel, std::less<>> open_channels SLUICE_GUARDED_BY(mu);
+
+  bool durable_mode() const {
+    return opt.durability == Durability::kPerAppend || opt.durability == Durability::kGroupCommit;
+  }
+  std::string channel_dir() const { return dir + "/channels"; }
+  std::string channel_path(std::string_view name) const {
+    return channel_dir() + "/" + std::string(name) + ".pos";
+  }
+
+  // The segment after s (by base_seq: s may be gone), and first_seq.
+  std::shared_ptr<Segment> segment_after(const Segment* s, std::uint64_t* first = nullptr) const
+      SLUICE_EXCLUDES(mu);
+  // The segment holding seq (the oldest if seq is before it).
+  std::shared_ptr<Segment> segment_for(std::uint64_t seq) const SLUICE_EXCLUDES(mu);
+
+  // Makes the records below `seq` visible (the last segment's bytes up to
+  // `end`, or all of it if sealed) and wakes channels here and in other
+  // processes.
+  void publish(Segment& seg, std::uint64_t end, std::uint64_t seq) SLUICE_REQUIRES(mu);
+};
+
+}  // namespace sluice::log

@@ -1,0 +1,70 @@
+// Workloads run on a FaultFileSystem, what they were told, and the checks a
+// topic reopened after a power cut must pass. Shared by the crash-point
+// tests (every call of a scripted workload, and random cuts of concurrent
+// ones).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "log/fault_file_system.h"
+#include "sluice/log/topic.h"
+
+namespace sluice::testutil {
+
+constexpr const char* kCutTopicDir = "/fault/topic";
+
+// What the workload was told before the power went.
+struct Told {
+  std::mutex mu;
+  // Every record an append was asked to write, by its seq where the caller
+  // knew it beforehand (one appender), else by payload.
+  std::map<std::uint64_t, std::string> attempted;
+  std::set<std::string> attempted_payloads;
+  // Appends that returned, by seq.
+  std::map<std::uint64_t, std::string> returned;
+  // Every seq below this was reported durable (an append's return in the
+  // durable modes, a sync() in the others).
+  std::uint64_t durable_next = 0;
+  // Channels whose creation returned, and the position each was told is
+  // durable (its start, then acks in the durable modes).
+  std::map<std::string, std::uint64_t> durable_acked;
+  // The highest next_seq any open saw: later opens never go below what was
+  // durable then.
+  void told_durable(std::uint64_t next) {
+    if (next > durable_next) durable_next = next;
+  }
+};
+
+TopicOptions cut_topic_options(Durability d);
+
+// Appends across several segment rolls (single appends and batches), two
+// channels consuming and acknowledging at different paces so retention
+// removes segments, syncs in the modes that need them, and a close and
+// reopen half-way. Single-threaded: the same calls in the same order each
+// run. Stops at the first error (the power cut).
+Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told);
+
+// Several appenders (kGroupCommit: 3; otherwise 1) and an eager consumer
+// acknowledging every batch, plus sync() calls in kNone; runs until
+// `records` were appended or the power goes. `reader_elsewhere`: the
+// consumer reads through a read_only Topic, as another process would.
+Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, Told& told,
+                               bool reader_elsewhere = false);
+
+// Reopens the topic on `image` and checks, returning "" or what is wrong:
+// - it opens without error, and accepts and delivers an append;
+// - every record reported durable is there (unless retention deleted it
+//   after every channel durably passed it), whole, once, in seq order;
+// - no record appears that was never written, or with other bytes;
+// - the next seq is not below any reported durable, nor below any position
+//   a channel file kept (no seq is ever given to two records);
+// - each channel resumes at or after its last durable acknowledgement and
+//   not past the topic's end, and lost nothing to retention;
+// - in the durable modes, recovery found no corruption.
+std::string check_image(FaultFileSystem& image, Durability d, const Told& told);
+
+}  // namespace sluice::testutil
