@@ -54,8 +54,9 @@ cmake --build "$work/fetch" >>"$work/fetch.log" || { cat "$work/fetch.log"; fail
 step "pkg-config"
 pc=$(find "$prefix" -name sluice.pc)
 [ -n "$pc" ] || fail "no sluice.pc installed"
-export PKG_CONFIG_PATH
+export PKG_CONFIG_PATH LD_LIBRARY_PATH
 PKG_CONFIG_PATH=$(dirname "$pc")
+LD_LIBRARY_PATH=$(dirname "$PKG_CONFIG_PATH")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # shared builds
 core_libs=$(pkg-config --libs sluice)
 if [[ $core_libs == *isal* || $core_libs == *hiredis* ]]; then
   fail "pkg-config --libs sluice names ISA-L or hiredis: $core_libs"
