@@ -43,6 +43,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -66,6 +67,9 @@ struct PipelineStats {
   std::uint64_t sunk = 0;    // given to the sink
   std::uint64_t errors = 0;  // error results among them (fn failed or threw)
 };
+
+// The result in the Prometheus text format (metrics.h), labelled name="<name>".
+std::string to_prometheus(const PipelineStats& stats, std::string_view name);
 
 namespace detail {
 

@@ -47,6 +47,7 @@ void Commit::flush_loop() {
     lk.unlock();
     const Status s = seg->file->sync();  // an error shows on the next sync()
     lk.lock();
+    ++syncs_;
     if (s.ok()) synced_seq_ = std::max(synced_seq_, target);
   }
 }
@@ -62,6 +63,7 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   if (Status s = trim_reserve(*old); !s.ok()) return s;
   const bool deferred = opt.durability == Durability::kNone;
   if (!deferred) {
+    ++syncs_;
     if (Status s = old->file->sync(); !s.ok()) return s;
   }
   // The header is synced before the directory entry that names it can be:
@@ -109,6 +111,7 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
   const std::uint64_t first = next_seq;
   if (Status s = write_records(*seg, payloads, first, bytes, buf_); !s.ok()) return s;
   if (opt.durability == Durability::kPerAppend) {
+    ++syncs_;
     if (Status s = seg->file->sync(); !s.ok()) {
       (void)seg->file->truncate(at);  // never reported, never visible: take it back
       seg->written = seg->cap = at;
@@ -116,6 +119,7 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
     }
   }
   next_seq = first + payloads.size();
+  appended_ += payloads.size();
   disk_bytes += bytes;
   dirty_ = true;
   if (opt.durability == Durability::kPerAppend) synced_seq_ = next_seq;
@@ -139,6 +143,7 @@ Status Commit::wait_durable(std::uint64_t upto) {
     mu.unlock();
     const Status s = seg->file->sync();
     mu.lock();
+    ++syncs_;
     syncing_ = false;
     sync_cv_.notify_all();
     if (!s.ok()) return s;
@@ -152,10 +157,12 @@ Status Commit::wait_durable(std::uint64_t upto) {
 
 Status Commit::sync_locked() {
   for (const auto& seg : unsynced_) {
+    ++syncs_;
     if (Status s = seg->file->sync(); !s.ok()) return s;
   }
   unsynced_.clear();
   const std::shared_ptr<Segment> last = segs.back();
+  ++syncs_;
   if (Status s = last->file->sync(); !s.ok()) return s;
   if (dir_dirty_) {
     if (Status s = fs.sync_dir(dir); !s.ok()) return s;

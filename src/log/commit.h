@@ -61,6 +61,9 @@ class Commit : public TopicCore {
   // Idempotent; the destructor calls it too.
   void close() SLUICE_EXCLUDES(mu);
 
+  std::uint64_t appended() const SLUICE_REQUIRES(mu) { return appended_; }
+  std::uint64_t syncs() const SLUICE_REQUIRES(mu) { return syncs_; }
+
  protected:
   WriteOptions wopt_ SLUICE_GUARDED_BY(mu);
 
@@ -77,7 +80,9 @@ class Commit : public TopicCore {
   // kNone: sealed segments, and directory entries, not synced yet.
   std::vector<std::shared_ptr<Segment>> unsynced_ SLUICE_GUARDED_BY(mu);
   bool dir_dirty_ SLUICE_GUARDED_BY(mu) = false;
-  std::thread flusher_;  // kInterval
+  std::uint64_t appended_ SLUICE_GUARDED_BY(mu) = 0;  // records, since open
+  std::uint64_t syncs_ SLUICE_GUARDED_BY(mu) = 0;     // segment fdatasyncs, since open
+  std::thread flusher_;                               // kInterval
   bool stopping_ SLUICE_GUARDED_BY(mu) = false;
   bool closed_ SLUICE_GUARDED_BY(mu) = false;
   CondVar stop_cv_;

@@ -115,6 +115,28 @@ struct RetentionStats {
   std::uint64_t records_dropped = 0;
 };
 
+// A snapshot of a topic's state and counters.
+struct TopicStats {
+  std::uint64_t first_seq = 0;    // the oldest retained record
+  std::uint64_t next_seq = 0;     // the seq the next append gets
+  std::uint64_t visible_seq = 0;  // channels see records below it (in kPerAppend and
+                                  // kGroupCommit, only once synced)
+  std::uint64_t segments = 0;
+  std::uint64_t disk_bytes = 0;  // in retained segments
+  std::uint64_t appended = 0;    // records appended since this Topic was opened
+  std::uint64_t syncs = 0;       // fdatasyncs of segments since then
+  RetentionStats retention;
+  struct Position {
+    std::string channel;
+    std::uint64_t acked = 0;  // first seq not durably acknowledged
+  };
+  std::vector<Position> channels;  // channels open through this Topic
+};
+
+// The snapshot in the Prometheus text format (sluice/metrics.h), labelled
+// name="<name>" (and channel="<channel>" for positions and lag).
+std::string to_prometheus(const TopicStats& stats, std::string_view name);
+
 class Topic {
  public:
   // Opens (creating if missing) the topic in `dir`, recovering it: a torn
@@ -138,6 +160,7 @@ class Topic {
   std::uint64_t disk_bytes() const;  // bytes in retained segments
   const RecoveryReport& recovery() const;
   RetentionStats retention() const;
+  TopicStats stats() const;
   const std::string& dir() const;
   const TopicOptions& options() const;
 
