@@ -117,7 +117,7 @@ class PipelineRun {
       // Cheap fn: take several items per visit to the source (fewer shared
       // cache lines per item); costly fn: one at a time, for balance.
       const auto per_item = (std::chrono::steady_clock::now() - t0) / items.size();
-      want = per_item < kCheapItem ? std::min(want * 2, max_batch_)
+      want = per_item < kCheapItem ? (std::min)(want * 2, max_batch_)
                                    : std::max<std::size_t>(1, want / 2);
     }
   }

@@ -10,13 +10,20 @@ namespace sluice::detail {
 inline constexpr std::size_t kCacheLine = 64;
 
 // One polite spin iteration: tells the core we are busy-waiting so the sibling
-// hyper-thread runs and the pipeline is not flushed on exit.
-inline void cpu_relax() noexcept {
+// hyper-thread runs and the pipeline is not flushed on exit. (Not named
+// cpu_relax: Boost.Fiber defines that as a macro.)
+inline void spin_pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #elif defined(__aarch64__)
   asm volatile("yield" ::: "memory");
 #endif
 }
+
+// The old name, for code outside the library that still calls it (bench/).
+// Skipped where Boost.Fiber's cpu_relax() macro is already defined.
+#ifndef cpu_relax
+inline void cpu_relax() noexcept { spin_pause(); }
+#endif
 
 }  // namespace sluice::detail
