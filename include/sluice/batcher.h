@@ -375,7 +375,7 @@ class Batcher {
     const Clock::time_point now = clock_.now();
     const Clock::duration::rep hint = idle_add_hint_.exchange(0, std::memory_order_acq_rel);
     const Clock::time_point start =
-        hint != 0 ? std::min(now, Clock::time_point(Clock::duration(hint))) : now;
+        hint != 0 ? (std::min)(now, Clock::time_point(Clock::duration(hint))) : now;
     {
       std::lock_guard lock(stats_mu_);
       if (aborted_) {

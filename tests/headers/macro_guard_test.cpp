@@ -28,12 +28,6 @@
 #define major(dev) SLUICE_MACRO_GUARD_EXPANDED_major
 #define minor(dev) SLUICE_MACRO_GUARD_EXPANDED_minor
 
-// batcher.h (included by batch_stage.h) still calls std::min(a, b), which
-// windows.h's min macro rewrites; it is included before min/max are defined
-// until that call is written (std::min)(a, b).
-#include "sluice/batch_stage.h"
-#include "sluice/batcher.h"
-
 #define min(a, b) SLUICE_MACRO_GUARD_EXPANDED_min
 #define max(a, b) SLUICE_MACRO_GUARD_EXPANDED_max
 

@@ -20,10 +20,4 @@ inline void spin_pause() noexcept {
 #endif
 }
 
-// The old name, for code outside the library that still calls it (bench/).
-// Skipped where Boost.Fiber's cpu_relax() macro is already defined.
-#ifndef cpu_relax
-inline void cpu_relax() noexcept { spin_pause(); }
-#endif
-
 }  // namespace sluice::detail
