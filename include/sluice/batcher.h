@@ -21,7 +21,11 @@
 //   handed to the sink by rvalue: the sink owns it during the call (I3, I4).
 //   The batcher owns one run-loop thread (plus `flushers` threads when > 1);
 //   the destructor shuts down without a deadline (drains) and joins them.
-//   A supplied Clock must outlive the batcher.
+//   After a shutdown whose Context ended, the destructor returns at once:
+//   sink calls still running are abandoned, their items count as dropped,
+//   and their threads, detached, own the batcher's state (the sink and any
+//   items left) until the sink returns. Such a sink must own what it uses.
+//   A supplied Clock must outlive the Batcher object.
 // Errors: Status codes. A sink that throws is a failed flush (F1), caught and
 //   counted; nothing escapes into any thread. Bad options: create() returns
 //   kInvalidArgument (C1-C5, E3).
