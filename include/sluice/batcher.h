@@ -381,6 +381,14 @@ class BatcherCore {
   // Moves pulled entries into the batch, flushing on size and bytes.
   void absorb(Batch& cur, std::vector<Entry>& staging) {
     if (staging.empty()) return;
+    // The batch's clock starts at the add of its first item: the hint if a
+    // producer left one (the loop was parked), else now (the loop was awake,
+    // so it is taking the items as they come). Read before `buffered` shows
+    // the items, so that anyone who sees them sees a stamp no later.
+    const Clock::time_point t = now();
+    const Clock::duration::rep hint = idle_add_hint_.exchange(0, std::memory_order_acq_rel);
+    const Clock::time_point start =
+        hint != 0 ? std::min(t, Clock::time_point(Clock::duration(hint))) : t;
     {
       std::lock_guard lock(stats_mu_);
       if (aborted_) {
@@ -390,13 +398,6 @@ class BatcherCore {
       taken_ += staging.size();
       stats_.buffered += staging.size();
     }
-    // The batch's clock starts at the add of its first item: the hint if a
-    // producer left one (the loop was parked), else now (the loop was awake,
-    // so it is taking the items as they come).
-    const Clock::time_point t = now();
-    const Clock::duration::rep hint = idle_add_hint_.exchange(0, std::memory_order_acq_rel);
-    const Clock::time_point start =
-        hint != 0 ? std::min(t, Clock::time_point(Clock::duration(hint))) : t;
     for (Entry& e : staging) {
       if (opt_.max_batch_bytes > 0) {
         const std::size_t b = opt_.item_bytes(e.item);
@@ -511,6 +512,7 @@ class BatcherCore {
     }
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    resolve(b.acks, st);  // before `flushing` drops: whoever sees it drop sees the acks settled
     {
       std::lock_guard lock(stats_mu_);
       if (!abandoned_) {  // else abandon() counted these items as dropped
@@ -527,13 +529,13 @@ class BatcherCore {
         }
       }
     }
-    resolve(b.acks, st);
     finish_dispatch(st);
   }
 
   // A batch counted as flushing that never reached the sink: the shutdown
   // deadline passed first.
   void drop_dispatched(Batch& b) {
+    resolve(b.acks, dropped_status());
     {
       std::lock_guard lock(stats_mu_);
       if (!abandoned_) {
@@ -541,7 +543,6 @@ class BatcherCore {
         stats_.dropped_on_shutdown += b.items.size();
       }
     }
-    resolve(b.acks, dropped_status());
     b.items.clear();
     finish_dispatch(dropped_status());
   }
