@@ -315,7 +315,7 @@ class BatcherCore {
     explicit Ack(BatcherCore* o) : owner(o) {}
     Ack(const Ack&) = delete;
     Ack& operator=(const Ack&) = delete;
-    ~Ack() { owner->settle(*this, dropped_status()); }
+    ~Ack() { owner->settle_dropped(*this); }
     BatcherCore* owner;
     std::promise<Status> promise;
     Ack* prev = nullptr;  // acks_ list, guarded by acks_mu_
@@ -579,6 +579,10 @@ class BatcherCore {
   void settle(Ack& a, const Status& st) {
     std::lock_guard lock(acks_mu_);
     settle_locked(a, st);
+  }
+  void settle_dropped(Ack& a) {
+    std::lock_guard lock(acks_mu_);
+    if (a.linked) settle_locked(a, dropped_status());  // no message built when settled
   }
   void settle_locked(Ack& a, const Status& st) {
     if (!a.linked) return;
