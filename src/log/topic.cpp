@@ -212,7 +212,9 @@ Result<std::uint64_t> Topic::Impl::highest_position() {
 }
 
 Topic::Topic(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Topic::~Topic() = default;
+Topic::~Topic() {
+  if (impl_) impl_->close();  // channels may keep impl_ alive; appends end here
+}
 
 Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions options) {
   return Impl::open(log::posix_file_system(), dir, options);

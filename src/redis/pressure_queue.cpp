@@ -433,11 +433,26 @@ PressureQueue::~PressureQueue() = default;
 PressureQueue::PressureQueue(PressureQueue&&) noexcept = default;
 PressureQueue& PressureQueue::operator=(PressureQueue&&) noexcept = default;
 
-const std::string& PressureQueue::name() const noexcept { return impl_->name; }
+namespace {
+
+// A moved-from handle refuses every call instead of crashing.
+Status moved_from() {
+  return {StatusCode::kInvalidArgument, "this PressureQueue handle was moved from"};
+}
+
+}  // namespace
+
+const std::string& PressureQueue::name() const noexcept {
+  static const std::string kNone;
+  return impl_ ? impl_->name : kNone;
+}
 std::string PressureQueue::client_id() const { return Impl::client_id(); }
-std::uint64_t PressureQueue::round_trips() const noexcept { return impl_->conn.round_trips(); }
+std::uint64_t PressureQueue::round_trips() const noexcept {
+  return impl_ ? impl_->conn.round_trips() : 0;
+}
 
 Status PressureQueue::create(std::uint64_t bound) {
+  if (!impl_) return moved_from();
   const std::string b = std::to_string(bound);
   const std::array<std::string_view, 1> extra = {b};
   Answer a;
@@ -457,6 +472,7 @@ Status PressureQueue::create(std::uint64_t bound) {
 }
 
 Result<bool> PressureQueue::exists() {
+  if (!impl_) return moved_from();
   Answer a;
   if (Status s = impl_->run("exists", a); !s.ok()) return s;
   if (a.word != "OK") return unexpected(a.reply.get());
@@ -464,6 +480,7 @@ Result<bool> PressureQueue::exists() {
 }
 
 Result<std::uint64_t> PressureQueue::length() {
+  if (!impl_) return moved_from();
   Answer a;
   if (Status s = impl_->run("length", a); !s.ok()) return s;
   if (a.word != "OK") return unexpected(a.reply.get());
@@ -471,6 +488,7 @@ Result<std::uint64_t> PressureQueue::length() {
 }
 
 Result<bool> PressureQueue::closed() {
+  if (!impl_) return moved_from();
   Answer a;
   if (Status s = impl_->run("closed", a); !s.ok()) return s;
   if (a.word != "OK") return unexpected(a.reply.get());
@@ -478,6 +496,7 @@ Result<bool> PressureQueue::closed() {
 }
 
 Result<PressureStats> PressureQueue::stats() {
+  if (!impl_) return moved_from();
   Answer a;
   if (Status s = impl_->run("stats", a); !s.ok()) return s;
   if (a.word != "OK" || a.size() != 14) return unexpected(a.reply.get());
@@ -499,44 +518,53 @@ Result<PressureStats> PressureQueue::stats() {
 }
 
 PutResult PressureQueue::put(std::string_view message, const Context& ctx) {
+  if (!impl_) return PutResult{moved_from()};
   return impl_->put(std::span<const std::string_view>(&message, 1), ctx, true);
 }
 
 PutResult PressureQueue::try_put(std::string_view message) {
+  if (!impl_) return PutResult{moved_from()};
   return impl_->put(std::span<const std::string_view>(&message, 1), Context(), false);
 }
 
 PutResult PressureQueue::put_many(std::span<const std::string> messages, const Context& ctx) {
+  if (!impl_) return PutResult{moved_from()};
   std::vector<std::string_view> views(messages.begin(), messages.end());
   return impl_->put(views, ctx, true);
 }
 
 PutResult PressureQueue::try_put_many(std::span<const std::string> messages) {
+  if (!impl_) return PutResult{moved_from()};
   std::vector<std::string_view> views(messages.begin(), messages.end());
   return impl_->put(views, Context(), false);
 }
 
 Result<std::string> PressureQueue::get(const Context& ctx) {
+  if (!impl_) return moved_from();
   std::vector<std::string> out;
   if (Status s = impl_->get(out, 1, ctx, true); !s.ok()) return s;
   return std::move(out.front());
 }
 
 Result<std::string> PressureQueue::try_get() {
+  if (!impl_) return moved_from();
   std::vector<std::string> out;
   if (Status s = impl_->get(out, 1, Context(), false); !s.ok()) return s;
   return std::move(out.front());
 }
 
 Status PressureQueue::get_many(std::vector<std::string>& out, std::size_t max, const Context& ctx) {
+  if (!impl_) return moved_from();
   return impl_->get(out, max, ctx, true);
 }
 
 Status PressureQueue::try_get_many(std::vector<std::string>& out, std::size_t max) {
+  if (!impl_) return moved_from();
   return impl_->get(out, max, Context(), false);
 }
 
 Result<std::string> PressureQueue::get_reliable(std::string_view consumer, const Context& ctx) {
+  if (!impl_) return moved_from();
   std::vector<std::string> out;
   if (Status s = get_many_reliable(consumer, out, 1, ctx); !s.ok()) return s;
   return std::move(out.front());
@@ -544,12 +572,14 @@ Result<std::string> PressureQueue::get_reliable(std::string_view consumer, const
 
 Status PressureQueue::get_many_reliable(std::string_view consumer, std::vector<std::string>& out,
                                         std::size_t max, const Context& ctx) {
+  if (!impl_) return moved_from();
   if (consumer.empty())
     return {StatusCode::kInvalidArgument, "a reliable get needs a consumer name"};
   return impl_->get(out, max, ctx, true, consumer);
 }
 
 Status PressureQueue::ack(std::string_view consumer, std::size_t n) {
+  if (!impl_) return moved_from();
   if (consumer.empty() || n == 0) {
     return {StatusCode::kInvalidArgument, "ack needs a consumer name and n >= 1"};
   }
@@ -568,6 +598,7 @@ Status PressureQueue::ack(std::string_view consumer, std::size_t n) {
 }
 
 Result<std::vector<std::string>> PressureQueue::inflight(std::string_view consumer) {
+  if (!impl_) return moved_from();
   const std::string key = impl_->inflight_of(consumer);
   const std::array<std::string_view, 4> argv = {"LRANGE", key, "0", "-1"};
   CallError err;
@@ -581,6 +612,7 @@ Result<std::vector<std::string>> PressureQueue::inflight(std::string_view consum
 }
 
 Result<std::uint64_t> PressureQueue::requeue_inflight(std::string_view consumer) {
+  if (!impl_) return moved_from();
   impl_->inflight_key = impl_->inflight_of(consumer);
   Answer a;
   CallError err;
@@ -590,6 +622,7 @@ Result<std::uint64_t> PressureQueue::requeue_inflight(std::string_view consumer)
 }
 
 Status PressureQueue::close(const Context& ctx) {
+  if (!impl_) return moved_from();
   if (ctx.stop_requested()) return StatusCode::kCancelled;
   Context::Clock::time_point recover_at{};
   for (;;) {
@@ -606,6 +639,7 @@ Status PressureQueue::close(const Context& ctx) {
 }
 
 Result<std::uint64_t> PressureQueue::destroy(const Context& ctx) {
+  if (!impl_) return moved_from();
   if (ctx.stop_requested()) return StatusCode::kCancelled;
   Context::Clock::time_point recover_at{};
   for (;;) {
@@ -623,6 +657,7 @@ Result<std::uint64_t> PressureQueue::destroy(const Context& ctx) {
 }
 
 Result<RepairReport> PressureQueue::repair(bool force) {
+  if (!impl_) return moved_from();
   RepairReport report;
   auto st = stats();
   if (!st.ok()) return st.status();

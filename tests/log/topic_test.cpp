@@ -978,6 +978,26 @@ TEST_F(TopicTest, StatsAndTheirPrometheusText) {
   EXPECT_EQ(e.at("sluice_channel_lag{name=\"events\",channel=\"billing\"}"), 200);
 }
 
+// Misuse is an error, never a crash: a channel kept after its Topic object.
+TEST_F(TopicTest, AChannelMayOutliveItsTopic) {
+  std::unique_ptr<Channel> c;
+  {
+    auto t = open();
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+    c = std::move(*t->channel("late"));
+    ASSERT_TRUE(c->next().ok());
+  }
+  auto rest = drain(*c);  // reads what is there
+  ASSERT_EQ(rest.size(), 9U);
+  ASSERT_TRUE(c->ack(rest.back().seq).ok());
+  EXPECT_EQ(Topic::open(dir_.string(), small()).code(), StatusCode::kInUse)
+      << "the channel still holds the topic open here";
+  c.reset();
+  auto t = open();
+  EXPECT_EQ((*t->channel("late"))->acked(), 10U);
+  EXPECT_EQ(*t->append("more"), 10U);
+}
+
 TEST_F(TopicTest, AMissingParentIsAClearError) {
   auto t = Topic::open("/proc/sluice-cannot-create-here/topic", small());
   EXPECT_EQ(t.code(), StatusCode::kIOError);

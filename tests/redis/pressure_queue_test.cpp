@@ -50,6 +50,24 @@ TEST_F(PressureQueueTest, CreateThenExistsLengthClosed) {
   EXPECT_EQ(again.code(), StatusCode::kAlreadyExists);
 }
 
+// Misuse is an error, never a crash.
+TEST_F(PressureQueueTest, AMovedFromHandleRefusesEveryCall) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  PressureQueue moved = std::move(q);
+  EXPECT_EQ(q.try_put("x").code(),
+            StatusCode::kInvalidArgument);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(q.put("x").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.try_get().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.stats().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.length().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.close().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.destroy().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.repair().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.name(), "");
+  EXPECT_TRUE(moved.try_put("y").ok()) << "the handle it moved to works";
+}
+
 TEST_F(PressureQueueTest, CreateWritesTheProtocolKeys) {
   ASSERT_TRUE(queue().create(5).ok());
   const std::vector<std::string> want = {":bound string 5", ":consumer_free list [0]",

@@ -16,8 +16,10 @@
 //   deadline: kDeadlineExceeded) with nothing written. Once written, a record stays
 //   written; waiting for its sync is not cancellable (its durability is the
 //   point of the call).
-// Ownership: the Topic owns its files and a flusher thread (kInterval). It
-//   must outlive its channels. Records are copied in.
+// Ownership: the Topic owns its files and a flusher thread (kInterval).
+//   Destroying it stops appends (flusher stopped, reserve given back, synced
+//   except in kNone); channels still open keep the files (and the writer's
+//   lock) until the last is gone. Records are copied in.
 // Errors: kInvalidArgument (message too large, bad options), kIOError with
 //   the errno text (disk full included: the failed record is cut off again,
 //   so the log stays consistent), kNotFound/kAlreadyExists for channels.
@@ -178,7 +180,7 @@ class Topic {
   explicit Topic(std::unique_ptr<Impl> impl);
   static Result<std::unique_ptr<Topic>> open_reader(const std::string& canon,
                                                     const TopicOptions& options);
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // channels share it: one may outlive the Topic
 };
 
 // Checks every segment of the topic in `dir` without changing anything.
