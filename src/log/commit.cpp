@@ -4,6 +4,13 @@
 
 namespace sluice::log {
 
+namespace {
+
+// The longest a group-commit leader waits for appenders to come back.
+constexpr std::chrono::microseconds kMaxGather{500};
+
+}  // namespace
+
 Commit::Commit(FileSystem& file_system, std::string directory, TopicOptions options, bool read_only)
     : TopicCore(file_system, std::move(directory), options, read_only) {
   MutexLock lk(mu);
@@ -120,6 +127,10 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
   }
   next_seq = first + payloads.size();
   appended_ += payloads.size();
+  if (opt.durability == Durability::kGroupCommit) {
+    ++unsynced_appends_;
+    if (gathering_) arrive_cv_.notify_all();
+  }
   disk_bytes += bytes;
   dirty_ = true;
   if (opt.durability == Durability::kPerAppend) synced_seq_ = next_seq;
@@ -137,12 +148,25 @@ Status Commit::wait_durable(std::uint64_t upto) {
     // Leader: sync everything written so far (earlier segments were synced
     // when they were sealed), outside the lock so others keep writing.
     syncing_ = true;
+    if (last_group_ > 1 && unsynced_appends_ < last_group_) {
+      const auto until = std::chrono::steady_clock::now() +
+                         std::min<std::chrono::nanoseconds>(sync_time_ / 2, kMaxGather);
+      gathering_ = true;
+      while (unsynced_appends_ < last_group_ && arrive_cv_.wait_until(mu, until)) {
+      }
+      gathering_ = false;
+    }
+    last_group_ = unsynced_appends_;
+    unsynced_appends_ = 0;
     const std::shared_ptr<Segment> seg = segs.back();
     const std::uint64_t end = seg->written;
     const std::uint64_t target = next_seq;
     mu.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
     const Status s = seg->file->sync();
+    const auto took = std::chrono::steady_clock::now() - t0;
     mu.lock();
+    sync_time_ = (3 * sync_time_ + took) / 4;
     ++syncs_;
     syncing_ = false;
     sync_cv_.notify_all();

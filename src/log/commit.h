@@ -14,6 +14,7 @@
 // sync) the sealed segment and the directory before the roll returns.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -76,6 +77,16 @@ class Commit : public TopicCore {
   std::uint64_t synced_seq_ SLUICE_GUARDED_BY(mu) = 0;  // records below are durable
   bool syncing_ SLUICE_GUARDED_BY(mu) = false;          // a leader is in fdatasync
   CondVar sync_cv_;
+  // Group commit: appends waiting for a sync, how many the last sync
+  // covered, and how long syncs take (a moving average). A new leader waits
+  // for the appenders the last sync released (at most half a sync), so one
+  // sync covers them all rather than one sync for the first back and another
+  // for the rest.
+  std::uint64_t unsynced_appends_ SLUICE_GUARDED_BY(mu) = 0;
+  std::uint64_t last_group_ SLUICE_GUARDED_BY(mu) = 0;
+  std::chrono::nanoseconds sync_time_ SLUICE_GUARDED_BY(mu){0};
+  bool gathering_ SLUICE_GUARDED_BY(mu) = false;
+  CondVar arrive_cv_;
   bool dirty_ SLUICE_GUARDED_BY(mu) = false;  // written since the last sync
   // kNone: sealed segments, and directory entries, not synced yet.
   std::vector<std::shared_ptr<Segment>> unsynced_ SLUICE_GUARDED_BY(mu);
