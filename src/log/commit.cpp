@@ -38,7 +38,7 @@ void Commit::close() {
 void Commit::start(std::uint64_t synced) {
   {
     MutexLock lk(mu);
-    synced_seq_ = synced;
+    mark_synced(synced);
   }
   if (opt.durability == Durability::kInterval) flusher_ = std::thread([this] { flush_loop(); });
 }
@@ -55,7 +55,7 @@ void Commit::flush_loop() {
     const Status s = seg->file->sync();  // an error shows on the next sync()
     lk.lock();
     ++syncs_;
-    if (s.ok()) synced_seq_ = std::max(synced_seq_, target);
+    if (s.ok()) mark_synced(target);
   }
 }
 
@@ -89,8 +89,7 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   // Everything in the sealed segment is durable now (kNone: as durable as
   // it will get before sync()), so all of it becomes visible.
   if (!deferred) {
-    synced_seq_ = std::max(synced_seq_, next_seq);
-    sync_cv_.notify_all();
+    mark_synced(next_seq);
   }
   publish(*old, old->written, next_seq);
   old->sealed.store(true, std::memory_order_release);
@@ -133,16 +132,35 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
   }
   disk_bytes += bytes;
   dirty_ = true;
-  if (opt.durability == Durability::kPerAppend) synced_seq_ = next_seq;
+  if (opt.durability == Durability::kPerAppend) mark_synced(next_seq);
   // kGroupCommit publishes in wait_durable, once a sync covered the records.
   if (opt.durability != Durability::kGroupCommit) publish(*seg, seg->written, next_seq);
   return first;
 }
 
+void Commit::mark_synced(std::uint64_t seq) {
+  if (seq <= synced_seq_) return;
+  synced_seq_ = seq;
+  synced_.store(seq, std::memory_order_release);
+  bump_epoch();
+}
+
+void Commit::bump_epoch() {
+  sync_epoch_.fetch_add(1, std::memory_order_release);
+  sync_epoch_.notify_all();
+}
+
 Status Commit::wait_durable(std::uint64_t upto) {
-  while (synced_seq_ < upto) {
+  for (;;) {
+    if (synced_.load(std::memory_order_acquire) >= upto) return Status::Ok();
+    const std::uint32_t epoch = sync_epoch_.load(std::memory_order_acquire);
+    MutexLock lk(mu);
+    if (synced_seq_ >= upto) return Status::Ok();
     if (syncing_) {
-      sync_cv_.wait(mu);
+      // A follower: sleep until the running sync ends (it may not cover
+      // these records: then look again, and maybe lead the next one).
+      lk.unlock();
+      sync_epoch_.wait(epoch, std::memory_order_acquire);
       continue;
     }
     // Leader: sync everything written so far (earlier segments were synced
@@ -161,22 +179,21 @@ Status Commit::wait_durable(std::uint64_t upto) {
     const std::shared_ptr<Segment> seg = segs.back();
     const std::uint64_t end = seg->written;
     const std::uint64_t target = next_seq;
-    mu.unlock();
+    lk.unlock();
     const auto t0 = std::chrono::steady_clock::now();
     const Status s = seg->file->sync();
     const auto took = std::chrono::steady_clock::now() - t0;
-    mu.lock();
+    lk.lock();
     sync_time_ = (3 * sync_time_ + took) / 4;
     ++syncs_;
     syncing_ = false;
-    sync_cv_.notify_all();
-    if (!s.ok()) return s;
-    if (target > synced_seq_) {
-      synced_seq_ = target;
-      publish(*seg, end, target);
+    if (!s.ok()) {
+      bump_epoch();  // a follower takes the lead and tries again
+      return s;
     }
+    if (target > synced_seq_) publish(*seg, end, target);
+    mark_synced(target);
   }
-  return Status::Ok();
 }
 
 Status Commit::sync_locked() {
@@ -192,9 +209,8 @@ Status Commit::sync_locked() {
     if (Status s = fs.sync_dir(dir); !s.ok()) return s;
     dir_dirty_ = false;
   }
-  synced_seq_ = next_seq;
   dirty_ = false;
-  sync_cv_.notify_all();
+  mark_synced(next_seq);
   publish(*last, last->written, next_seq);
   return Status::Ok();
 }

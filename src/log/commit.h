@@ -14,6 +14,7 @@
 // sync) the sealed segment and the directory before the roll returns.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -44,8 +45,10 @@ class Commit : public TopicCore {
   Result<std::uint64_t> write_batch(std::span<const std::string_view> payloads, std::size_t bytes)
       SLUICE_REQUIRES(mu);
   // kGroupCommit: returns once a sync covered every seq below `upto`,
-  // leading one if none runs (the lock is let go during it).
-  Status wait_durable(std::uint64_t upto) SLUICE_REQUIRES(mu);
+  // leading one if none runs. Called without the lock: a follower woken by
+  // the sync that covered it returns without taking the lock again (on two
+  // cores, seven followers queueing for it cost as much as the sync).
+  Status wait_durable(std::uint64_t upto) SLUICE_EXCLUDES(mu);
   // Everything written so far durable and visible: sealed segments not yet
   // synced, the last one, the directory.
   Status sync_locked() SLUICE_REQUIRES(mu);
@@ -76,7 +79,13 @@ class Commit : public TopicCore {
   std::string buf_ SLUICE_GUARDED_BY(mu);               // the pwrite path's buffer
   std::uint64_t synced_seq_ SLUICE_GUARDED_BY(mu) = 0;  // records below are durable
   bool syncing_ SLUICE_GUARDED_BY(mu) = false;          // a leader is in fdatasync
-  CondVar sync_cv_;
+  // Followers sleep on `sync_epoch_`, bumped after every sync attempt (and
+  // every other change of synced_seq_), and read `synced_` without the lock.
+  std::atomic<std::uint64_t> synced_{0};
+  std::atomic<std::uint32_t> sync_epoch_{0};
+  // Records below seq are durable: tell followers.
+  void mark_synced(std::uint64_t seq) SLUICE_REQUIRES(mu);
+  void bump_epoch();
   // Group commit: appends waiting for a sync, how many the last sync
   // covered, and how long syncs take (a moving average). A new leader waits
   // for the appenders the last sync released (at most half a sync), so one

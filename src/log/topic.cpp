@@ -254,6 +254,7 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
   auto first = t.write_batch(payloads, bytes);
   if (!first.ok()) return first;
   if (t.opt.durability == Durability::kGroupCommit) {
+    lk.unlock();
     if (Status s = t.wait_durable(*first + payloads.size()); !s.ok()) return s;
   }
   return first;
