@@ -6,11 +6,11 @@
 // Blocking: park() sleeps in the kernel (futex) until notified, until the
 //   context's stop token fires, or until its deadline; notify_* never block
 //   on anything but the list's short internal mutex.
-// Ordering: the fast path has_waiters() is a seq_cst load. A waiter enlists
-//   (seq_cst RMW) and then re-checks its condition with seq_cst loads; a
-//   notifier makes the condition true (seq_cst store or fence) and then calls
-//   has_waiters(). In the single total order of seq_cst operations one of the
-//   two sees the other, so no wake-up is lost (Dekker's pattern).
+// Ordering: Dekker's pattern. A waiter enlists (seq_cst RMW, then
+//   heavy_fence()) and then re-checks its condition; a notifier makes the
+//   condition true and then reads the waiter count, with light_fence() (or a
+//   seq_cst RMW/store) between the two. One of the two sees the other, so no
+//   wake-up is lost. See light_fence() for why the cost sits on the waiter.
 // Cancellation: a stop callback wakes only the waiter it belongs to.
 // Ownership: Waiter objects live on the waiting thread's stack; a notifier
 //   touches a Waiter only under mu_, and a waiter always delists under mu_
@@ -42,6 +42,42 @@
 
 namespace sluice::detail {
 
+// ---- Asymmetric store-load barrier ----
+// Dekker's pattern needs a store-load barrier on both sides. On the hot side
+// (a push or pull that must check for sleepers) a fence is costly: it waits
+// until the store it orders owns its cache line, which the other side often
+// holds. So the hot side runs light_fence(), a compiler barrier only, and the
+// rare side (a thread about to sleep, or close) runs heavy_fence():
+// membarrier(2), which makes every CPU running one of our threads execute a
+// full barrier. Either the hot side's load runs after that barrier (and sees
+// the rare side's store), or its store ran before it (and is visible to the
+// rare side's load after the call). Where membarrier is missing (old kernel,
+// seccomp), both sides use a seq_cst fence. Under TSan both are no-ops and
+// callers use seq_cst RMWs/stores instead (TSan models neither).
+inline std::atomic<int> g_fence_mode{0};  // 0: not yet known; 1: membarrier; 2: fences
+int init_fence_mode() noexcept;           // registers with membarrier; returns 1 or 2
+
+inline bool asymmetric_fences() noexcept {
+  const int mode = g_fence_mode.load(std::memory_order_relaxed);  // same answer for every thread
+  return (mode != 0 ? mode : init_fence_mode()) == 1;
+}
+
+// The hot side: orders this thread's earlier stores before its later loads,
+// given that the other side runs heavy_fence().
+inline void light_fence() noexcept {
+#if !SLUICE_TSAN
+  if (asymmetric_fences()) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler must not reorder
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+#endif
+}
+
+// The rare side: a full barrier on every CPU running this process's threads.
+// Costs a system call (a few microseconds).
+void heavy_fence() noexcept;
+
 struct Waiter {
   // 0: parked; 1: notified; 2: woken by its stop token. The futex word.
   std::atomic<std::uint32_t> word{0};
@@ -59,7 +95,8 @@ class WaitList {
   bool has_waiters() const noexcept { return count_.load(std::memory_order_seq_cst) != 0; }
   std::uint32_t waiters() const noexcept { return count_.load(std::memory_order_relaxed); }
 
-  // Registers w (FIFO). Call before re-checking the condition.
+  // Registers w (FIFO), then runs heavy_fence(). Call before re-checking the
+  // condition.
   void enlist(Waiter& w);
   // Removes w if it is still listed. Returns false if a notifier already took it
   // (that notification is then the caller's to use or to pass on).
@@ -73,7 +110,8 @@ class WaitList {
   }
   // For a notifier that made the condition true with plain release stores:
   // orders those stores before the waiter check (the store-load barrier of
-  // Dekker's pattern), then wakes up to n waiters.
+  // Dekker's pattern), then wakes up to n waiters. When nobody sleeps this is
+  // one load of a line that only enlisting waiters write: no fence, no RMW.
   void publish_and_notify(std::size_t n) {
 #if SLUICE_TSAN
     // TSan cannot model fences; an RMW on count_ gives the same guarantee (the
@@ -81,7 +119,7 @@ class WaitList {
     // stores). Costs a shared-line RMW, so only under TSan.
     if (count_.fetch_add(0, std::memory_order_seq_cst) != 0) notify_slow(n);
 #else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    light_fence();  // our stores before the count check; enlist() pays the heavy side
     if (count_.load(std::memory_order_relaxed) != 0) notify_slow(n);
 #endif
   }
