@@ -63,7 +63,9 @@ struct BulkResult {
 template <class T>
 class Producer;
 
-template <class T>
+// RingT is internal: detail::Ring (any number of producers and consumers) or
+// detail::SpscRing, which SpscQueue<T> (spsc_queue.h) selects.
+template <class T, class RingT = detail::Ring<T>>
 class Queue {
   static_assert(std::is_nothrow_move_constructible_v<T>,
                 "sluice::Queue<T> needs a noexcept move constructor (a move that throws "
@@ -86,7 +88,7 @@ class Queue {
     if (cap_ == 0) {
       rv_ = std::make_unique<detail::Rendezvous<T>>();
     } else {
-      ring_ = std::make_unique<detail::Ring<T>>(cap_);
+      ring_ = std::make_unique<RingT>(cap_);
     }
   }
 
@@ -245,6 +247,12 @@ class Queue {
     if (policy_ == OverflowPolicy::kSpill && !store_) fail("policy spill needs a spill_store");
     if (policy_ != OverflowPolicy::kSpill && store_)
       fail("a spill_store is only used by policy spill");
+    if (RingT::kSingleConsumer && cap_ > 0 &&
+        (policy_ == OverflowPolicy::kDropOldest || policy_ == OverflowPolicy::kSample)) {
+      fail(std::string("policy ") + std::string(overflow_policy_name(policy_)) +
+           " evicts from the producer's thread, a second consumer: use sluice::Queue, not "
+           "SpscQueue");
+    }
     if (cap_ > (std::size_t{1} << 40)) fail("capacity above 2^40 slots");
   }
 
@@ -562,7 +570,7 @@ class Queue {
   const OverflowPolicy policy_;
   const std::uint32_t sample_every_;
   const std::shared_ptr<SpillStore<T>> store_;
-  std::unique_ptr<detail::Ring<T>> ring_;      // capacity >= 1
+  std::unique_ptr<RingT> ring_;                // capacity >= 1
   std::unique_ptr<detail::Rendezvous<T>> rv_;  // capacity == 0
 
   detail::WaitList not_empty_;  // pullers wait here
@@ -626,14 +634,16 @@ class Producer {
   Queue<T>* q_ = nullptr;
 };
 
-template <class T>
-Producer<T> Queue<T>::producer() {
+template <class T, class RingT>
+Producer<T> Queue<T, RingT>::producer() {
+  static_assert(std::is_same_v<RingT, detail::Ring<T>>,
+                "SpscQueue has one producer: it has no producer handles; call close() when done");
   return Producer<T>(this);
 }
 
 // Input iterator that pulls on increment; equal to end once a pull fails.
-template <class T>
-class Queue<T>::Iterator {
+template <class T, class RingT>
+class Queue<T, RingT>::Iterator {
  public:
   using value_type = T;
   using difference_type = std::ptrdiff_t;
@@ -667,8 +677,8 @@ class Queue<T>::Iterator {
   mutable std::optional<T> cur_;
 };
 
-template <class T>
-class Queue<T>::Range {
+template <class T, class RingT>
+class Queue<T, RingT>::Range {
  public:
   Range(Queue& q, Context ctx) : q_(&q), ctx_(std::move(ctx)) {}
   Iterator begin() { return Iterator(q_, &ctx_, &status_); }

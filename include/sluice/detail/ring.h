@@ -23,10 +23,12 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <thread>
 #include <type_traits>
 #include <utility>
 
 #include "sluice/detail/cpu.h"
+#include "sluice/detail/wait_list.h"
 
 namespace sluice::detail {
 
@@ -35,6 +37,8 @@ enum class RingOp : std::uint8_t { kOk, kWouldBlock, kClosed };
 template <class T>
 class Ring {
  public:
+  static constexpr bool kSingleConsumer = false;  // producers may evict (pop) too
+
   explicit Ring(std::size_t capacity)
       : cap_(capacity),
         mark_(std::uint64_t{1} << bits_for(capacity)),
@@ -271,6 +275,225 @@ class Ring {
   // Set after the mark in tail_; lets readers skip tail_ until close.
   alignas(kCacheLine) std::atomic<bool> closed_{false};
   char pad_[kCacheLine - sizeof(std::atomic<bool>)];
+};
+
+// SpscRing: the buffer under SpscQueue, for one producer and one consumer
+// (Lamport's ring with cached indices, as in rigtorp's SPSCQueue). Same
+// interface as Ring.
+//
+// Design: tail_ (items pushed) is written only by the producer and head_
+// (items popped) only by the consumer, each on its own line beside that
+// side's private copy of the other's index. A push reads head_ only when its
+// copy says full, a pop reads tail_ only when its copy says empty, so while
+// both sides are busy each index line stays with its writer. No RMW, no
+// fence: a push is a plain store of tail_ (release), a pop of head_. Items are
+// contiguous, so consecutive pushes fill a cache line before taking the next.
+// Close: a push counts attempt_ up on entry (odd: in progress) and on exit,
+// and checks closing_ inside. close() sets closing_, runs heavy_fence() and
+// waits out an attempt in progress, so a push either saw closing_ (kClosed)
+// or is complete in tail_ before closed_ is set, and a pop that sees closed_
+// sees every accepted push.
+//
+// Thread safety: one thread at a time in the push calls and one in the pop
+//   calls (a hand-off between threads needs a happens-before, e.g. a join);
+//   close(), closed() and the counts from any thread.
+// Blocking: never, except that close() waits for a push attempt already in
+//   progress (never a waiting one: pushes wait outside the ring) to finish.
+// Ordering: a push's item happens-before its pop (tail_ release / acquire),
+//   and a pop's move-out happens-before the slot's reuse (head_ likewise).
+//   The caller's notify check after a push or pop is WaitList's light side.
+// Ownership: as Ring.
+template <class T>
+class SpscRing {
+ public:
+  static constexpr bool kSingleConsumer = true;  // no eviction by producers
+
+  explicit SpscRing(std::size_t capacity)
+      : cap_(capacity),
+        cells_(static_cast<unsigned char*>(
+            ::operator new (capacity * sizeof(T), std::align_val_t{kAlign}))) {}
+  SpscRing(const SpscRing&) = delete;
+  SpscRing& operator=(const SpscRing&) = delete;
+
+  ~SpscRing() {
+    std::uint64_t head = head_.load(std::memory_order_relaxed);
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    for (std::uint64_t i = head_index_; head != tail; ++head, i = next(i)) cell(i)->~T();
+    ::operator delete (cells_, std::align_val_t{kAlign});
+  }
+
+  std::size_t capacity() const noexcept { return cap_; }
+
+  // Moves `item` in on kOk only. On success *claimed is the tail after the push.
+  RingOp try_push(T& item, std::uint64_t* claimed) noexcept {
+    if (!enter_push()) return RingOp::kClosed;
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);  // only we write it
+    // Full by our copy of head_: only then read the consumer's line.
+    if (tail - head_cache_ == cap_ && room(tail) == 0) {
+      leave_push();
+      return RingOp::kWouldBlock;
+    }
+    ::new (cell(tail_index_)) T(std::move(item));
+    tail_index_ = next(tail_index_);
+    tail_.store(tail + 1, std::memory_order_release);  // publishes the item
+    leave_push();
+    *claimed = tail + 1;
+    return RingOp::kOk;
+  }
+
+  // As Ring::try_push_many.
+  std::size_t try_push_many(T* items, std::size_t n, RingOp* op, std::uint64_t* claimed,
+                            bool all_or_none = false) noexcept {
+    if (!enter_push()) {
+      *op = RingOp::kClosed;
+      return 0;
+    }
+    const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    std::size_t k = cap_ - static_cast<std::size_t>(tail - head_cache_);
+    if (k < n) k = room(tail);  // our copy is short: look at the real head_
+    if (k > n) k = n;
+    if (k == 0 || (all_or_none && k < n)) {
+      leave_push();
+      *op = RingOp::kWouldBlock;
+      return 0;
+    }
+    std::uint64_t i = tail_index_;
+    for (std::size_t j = 0; j < k; ++j, i = next(i)) ::new (cell(i)) T(std::move(items[j]));
+    tail_index_ = i;
+    tail_.store(tail + k, std::memory_order_release);  // publishes all k at once
+    leave_push();
+    *op = RingOp::kOk;
+    *claimed = tail + k;
+    return k;
+  }
+
+  // Moves the oldest item into sink(T&&) on kOk; *pos (if given) is set to
+  // its position in pop order.
+  template <class Sink>
+  RingOp try_pop(Sink&& sink, std::uint64_t* pos = nullptr) {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);  // only we write it
+    // Empty by our copy of tail_: only then read the producer's line.
+    if (head == tail_cache_ && available(head) == 0) {
+      return drained(head) ? RingOp::kClosed : RingOp::kWouldBlock;
+    }
+    T* p = cell(head_index_);
+    sink(std::move(*p));
+    p->~T();
+    head_index_ = next(head_index_);
+    head_.store(head + 1, std::memory_order_release);  // the slot is the producer's again
+    if (pos != nullptr) *pos = head;
+    return RingOp::kOk;
+  }
+
+  // Pops up to max items into sink(T&&). Returns the count.
+  template <class Sink>
+  std::size_t try_pop_many(Sink&& sink, std::size_t max, RingOp* op) {
+    const std::uint64_t head = head_.load(std::memory_order_relaxed);
+    std::size_t k = static_cast<std::size_t>(tail_cache_ - head);
+    if (k < max) k = available(head);
+    if (k == 0) {
+      *op = drained(head) ? RingOp::kClosed : RingOp::kWouldBlock;
+      return 0;
+    }
+    if (k > max) k = max;
+    std::uint64_t i = head_index_;
+    for (std::size_t j = 0; j < k; ++j, i = next(i)) {
+      T* p = cell(i);
+      sink(std::move(*p));
+      p->~T();
+    }
+    head_index_ = i;
+    head_.store(head + k, std::memory_order_release);  // frees all k slots at once
+    *op = RingOp::kOk;
+    return k;
+  }
+
+  // Refuses later pushes and waits for one in progress. Returns true for the
+  // call that closed the ring.
+  bool close() noexcept {
+    const bool first = !closing_.exchange(true, std::memory_order_seq_cst);
+    heavy_fence();  // an attempt that then misses closing_ shows up in attempt_
+    const std::uint64_t seen = attempt_.load(std::memory_order_seq_cst);
+    // Odd: wait for that attempt to end. Any later one will see closing_.
+    if ((seen & 1) != 0) {
+      while (attempt_.load(std::memory_order_acquire) == seen) std::this_thread::yield();
+    }
+    closed_.store(true, std::memory_order_seq_cst);  // every accepted push is in tail_
+    return first;
+  }
+  bool closed() const noexcept { return closing_.load(std::memory_order_seq_cst); }
+
+  std::uint64_t pushed_count() const noexcept { return tail_.load(std::memory_order_acquire); }
+  std::uint64_t popped_count() const noexcept { return head_.load(std::memory_order_acquire); }
+  std::uint64_t count_of(std::uint64_t claimed) const noexcept { return claimed; }
+
+ private:
+#if SLUICE_TSAN
+  // TSan models neither fence: seq_cst store and load make the Dekker pair.
+  static constexpr std::memory_order kEnterStore = std::memory_order_seq_cst;
+#else
+  // Release, so that close() reading a later attempt's number also sees the
+  // tail_ store of the attempt it waited for (a plain store on x86).
+  static constexpr std::memory_order kEnterStore = std::memory_order_release;
+#endif
+  static constexpr std::size_t kAlign = alignof(T) > kCacheLine ? alignof(T) : kCacheLine;
+
+  // Start of a push attempt: false if the ring is closing.
+  bool enter_push() noexcept {
+    attempt_.store(++attempts_, kEnterStore);  // odd: in progress
+    light_fence();  // attempt_ before closing_: close() pays the heavy side
+    if (closing_.load(std::memory_order_seq_cst)) {
+      leave_push();
+      return false;
+    }
+    return true;
+  }
+  // Release: close() reading this sees our tail_ store too.
+  void leave_push() noexcept { attempt_.store(++attempts_, std::memory_order_release); }
+
+  // Free slots for the push at `tail`, after refreshing our copy of head_
+  // (acquire: the consumer's move-out of a slot happens-before we reuse it).
+  std::size_t room(std::uint64_t tail) noexcept {
+    head_cache_ = head_.load(std::memory_order_acquire);
+    return cap_ - static_cast<std::size_t>(tail - head_cache_);
+  }
+  // Items ready for the pop at `head`, after refreshing our copy of tail_
+  // (acquire: the items' construction happens-before we read them).
+  std::size_t available(std::uint64_t head) noexcept {
+    tail_cache_ = tail_.load(std::memory_order_acquire);
+    return static_cast<std::size_t>(tail_cache_ - head);
+  }
+
+  // Closed, and every accepted push popped? closed_ is set only once no push
+  // can still land, so tail_ read after it is final.
+  bool drained(std::uint64_t head) const noexcept {
+    return closed_.load(std::memory_order_acquire) && tail_.load(std::memory_order_acquire) == head;
+  }
+
+  T* cell(std::uint64_t index) const noexcept {
+    return std::launder(reinterpret_cast<T*>(cells_ + index * sizeof(T)));
+  }
+  std::uint64_t next(std::uint64_t index) const noexcept {
+    return index + 1 == cap_ ? 0 : index + 1;  // no division on the hot path
+  }
+
+  const std::uint64_t cap_;
+  unsigned char* const cells_;  // cap_ items, back to back
+
+  // The producer's line: what it writes on every push, and its copy of head_.
+  alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
+  std::atomic<std::uint64_t> attempt_{0};  // push attempts begun + ended; odd: one runs
+  std::uint64_t attempts_ = 0;             // attempt_'s value (only we write it)
+  std::uint64_t tail_index_ = 0;           // tail_ % cap_
+  std::uint64_t head_cache_ = 0;           // head_ as last read; <= head_
+  // The consumer's line, likewise.
+  alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
+  std::uint64_t head_index_ = 0;  // head_ % cap_
+  std::uint64_t tail_cache_ = 0;  // tail_ as last read; <= tail_
+  // Read on every push, written once.
+  alignas(kCacheLine) std::atomic<bool> closing_{false};
+  std::atomic<bool> closed_{false};  // set after closing_, once no push is in progress
+  char pad_[kCacheLine - 2 * sizeof(std::atomic<bool>)];
 };
 
 }  // namespace sluice::detail
