@@ -518,6 +518,13 @@ class Queue {
     // seq_cst: a waiter's enlist-then-recheck must see a spill (wait_list.h).
     if (s == StatusCode::kOk || !store_ || !spill_active_.load(std::memory_order_seq_cst)) return s;
     std::unique_lock lock(spill_mu_);
+    // Memory first, again: a producer spills only after its earlier pushes to
+    // memory completed, and this lock orders its spill before us, so they are
+    // visible now (we may have looked before they landed). A push still in
+    // progress in memory comes first too: wait for it (it will wake us).
+    // Otherwise a spilled item could overtake an older one from its producer.
+    if (pull_ring(sink, max, nullptr) == StatusCode::kOk) return StatusCode::kOk;
+    if (ring_->pushed_count() != ring_->popped_count()) return StatusCode::kWouldBlock;
     std::optional<T> item;
     if (store_->size() > 0 && store_->take(item).ok()) {
       unspilled_.fetch_add(1, std::memory_order_relaxed);

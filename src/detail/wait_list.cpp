@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <stop_token>
 
@@ -44,14 +45,18 @@ struct WakeOnStop {
   }
 };
 
-long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0U, 0); }
+[[maybe_unused]] long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0U, 0); }
 
 }  // namespace
 
 int init_fence_mode() noexcept {
   int mode = 2;
 #if !SLUICE_TSAN
-  const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+  // SLUICE_MEMBARRIER=0 keeps plain fences (to compare, or where the
+  // interprocessor interrupts of membarrier are unwelcome).
+  const char* env = std::getenv("SLUICE_MEMBARRIER");
+  const bool allowed = env == nullptr || std::strcmp(env, "0") != 0;
+  const long cmds = allowed ? membarrier(MEMBARRIER_CMD_QUERY) : 0;
   if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
       membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
     mode = 1;

@@ -44,9 +44,13 @@ class Ring {
         mark_(std::uint64_t{1} << bits_for(capacity)),
         one_lap_(mark_ << 1),
         lap_shift_(bits_for(capacity) + 1),
-        rows_((capacity + kSlotsPerLine - 1) / kSlotsPerLine),
-        slots_(new Slot[rows_ * kSlotsPerLine]) {
-    for (std::size_t i = 0; i < capacity; ++i) slot(i).stamp.store(i, std::memory_order_relaxed);
+        rows_(rows_for(capacity)),
+        slots_(kSplit ? nullptr : new Slot[rows_ * kSlotsPerLine]),
+        stamp_lines_(kSplit ? new StampLine[rows_] : nullptr),
+        cells_(kSplit ? static_cast<unsigned char*>(
+                            ::operator new (capacity * sizeof(T), std::align_val_t{kCellAlign}))
+                      : nullptr) {
+    for (std::size_t i = 0; i < capacity; ++i) stamp(i).store(i, std::memory_order_relaxed);
   }
   Ring(const Ring&) = delete;
   Ring& operator=(const Ring&) = delete;
@@ -55,9 +59,10 @@ class Ring {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     const std::uint64_t tail = tail_.load(std::memory_order_relaxed) & ~mark_;
     while (head != tail) {
-      slot(head & (mark_ - 1)).ptr()->~T();
+      item(head & (mark_ - 1))->~T();
       head = advance(head, 1);
     }
+    if (cells_ != nullptr) ::operator delete (cells_, std::align_val_t{kCellAlign});
   }
 
   std::size_t capacity() const noexcept { return cap_; }
@@ -67,18 +72,18 @@ class Ring {
     std::uint64_t tail = tail_.load(std::memory_order_relaxed);
     for (;;) {
       if ((tail & mark_) != 0) return RingOp::kClosed;
-      Slot& sl = slot(tail & (mark_ - 1));
-      const std::uint64_t stamp = sl.stamp.load(std::memory_order_seq_cst);
-      if (stamp == tail) {
+      const std::uint64_t index = tail & (mark_ - 1);
+      const std::uint64_t st = stamp(index).load(std::memory_order_seq_cst);
+      if (st == tail) {
         const std::uint64_t next = advance(tail, 1);
         if (tail_.compare_exchange_weak(tail, next, std::memory_order_relaxed,
                                         std::memory_order_relaxed)) {
-          ::new (sl.raw()) T(std::move(item));
-          sl.stamp.store(tail + 1, std::memory_order_release);
+          ::new (raw(index)) T(std::move(item));
+          stamp(index).store(tail + 1, std::memory_order_release);
           *claimed = next;
           return RingOp::kOk;
         }
-      } else if (stamp + one_lap_ == tail + 1) {
+      } else if (st + one_lap_ == tail + 1) {
         // The slot still holds last lap's item: full, or a pop is mid-way and
         // will wake us. Not spinning here keeps a preempted popper harmless.
         return RingOp::kWouldBlock;
@@ -103,14 +108,14 @@ class Ring {
       }
       std::size_t k = 0;
       std::uint64_t pos = tail;
-      while (k < n && slot(pos & (mark_ - 1)).stamp.load(std::memory_order_seq_cst) == pos) {
+      while (k < n && stamp(pos & (mark_ - 1)).load(std::memory_order_seq_cst) == pos) {
         ++k;
         pos = advance(pos, 1);
       }
       if (k == 0 || (all_or_none && k < n)) {
         // Stopped at `pos`: full (last lap's item still there), or our tail is stale.
-        const std::uint64_t stamp = slot(pos & (mark_ - 1)).stamp.load(std::memory_order_seq_cst);
-        if (stamp + one_lap_ == pos + 1) {
+        const std::uint64_t st = stamp(pos & (mark_ - 1)).load(std::memory_order_seq_cst);
+        if (st + one_lap_ == pos + 1) {
           *op = RingOp::kWouldBlock;
           return 0;
         }
@@ -122,9 +127,9 @@ class Ring {
                                       std::memory_order_relaxed)) {
         std::uint64_t p = tail;
         for (std::size_t i = 0; i < k; ++i) {
-          Slot& sl = slot(p & (mark_ - 1));
-          ::new (sl.raw()) T(std::move(items[i]));
-          sl.stamp.store(p + 1, std::memory_order_release);
+          const std::uint64_t index = p & (mark_ - 1);
+          ::new (raw(index)) T(std::move(items[i]));
+          stamp(index).store(p + 1, std::memory_order_release);
           p = advance(p, 1);
         }
         *op = RingOp::kOk;
@@ -140,19 +145,19 @@ class Ring {
   RingOp try_pop(Sink&& sink, std::uint64_t* pos = nullptr) {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     for (;;) {
-      Slot& sl = slot(head & (mark_ - 1));
-      const std::uint64_t stamp = sl.stamp.load(std::memory_order_seq_cst);
-      if (stamp == head + 1) {
+      const std::uint64_t index = head & (mark_ - 1);
+      const std::uint64_t st = stamp(index).load(std::memory_order_seq_cst);
+      if (st == head + 1) {
         if (head_.compare_exchange_weak(head, advance(head, 1), std::memory_order_relaxed,
                                         std::memory_order_relaxed)) {
-          T* p = sl.ptr();
+          T* p = item(index);
           sink(std::move(*p));
           p->~T();
-          sl.stamp.store(head + one_lap_, std::memory_order_release);
+          stamp(index).store(head + one_lap_, std::memory_order_release);
           if (pos != nullptr) *pos = count_of(head);
           return RingOp::kOk;
         }
-      } else if (stamp == head) {
+      } else if (st == head) {
         // Empty, or a push is mid-way (it will wake us).
         return drained(head) ? RingOp::kClosed : RingOp::kWouldBlock;
       } else {
@@ -169,13 +174,13 @@ class Ring {
     for (;;) {
       std::size_t k = 0;
       std::uint64_t pos = head;
-      while (k < max && slot(pos & (mark_ - 1)).stamp.load(std::memory_order_seq_cst) == pos + 1) {
+      while (k < max && stamp(pos & (mark_ - 1)).load(std::memory_order_seq_cst) == pos + 1) {
         ++k;
         pos = advance(pos, 1);
       }
       if (k == 0) {
-        const std::uint64_t stamp = slot(head & (mark_ - 1)).stamp.load(std::memory_order_seq_cst);
-        if (stamp == head) {
+        const std::uint64_t st = stamp(head & (mark_ - 1)).load(std::memory_order_seq_cst);
+        if (st == head) {
           *op = drained(head) ? RingOp::kClosed : RingOp::kWouldBlock;
           return 0;
         }
@@ -187,11 +192,11 @@ class Ring {
                                       std::memory_order_relaxed)) {
         std::uint64_t p = head;
         for (std::size_t i = 0; i < k; ++i) {
-          Slot& sl = slot(p & (mark_ - 1));
-          T* item = sl.ptr();
-          sink(std::move(*item));
-          item->~T();
-          sl.stamp.store(p + one_lap_, std::memory_order_release);
+          const std::uint64_t index = p & (mark_ - 1);
+          T* it = item(index);
+          sink(std::move(*it));
+          it->~T();
+          stamp(index).store(p + one_lap_, std::memory_order_release);
           p = advance(p, 1);
         }
         *op = RingOp::kOk;
@@ -220,26 +225,54 @@ class Ring {
   }
 
  private:
+  // Layout. An item that fits in a line with its stamp lives there (Slot):
+  // one line per operation. A bigger one (kSplit) lives in an array of items
+  // alone, back to back from a line boundary, and its stamp in a separate
+  // array: a 64-byte item then fills exactly one line that no other position
+  // shares. (Slots of stamp + 64 bytes straddled lines, so a pusher and a
+  // popper one position apart wrote the same line.)
   struct Slot {
     std::atomic<std::uint64_t> stamp{0};
     alignas(T) unsigned char storage[sizeof(T)];
-    void* raw() noexcept { return storage; }
-    T* ptr() noexcept { return std::launder(reinterpret_cast<T*>(storage)); }
   };
+  static constexpr bool kSplit = sizeof(Slot) > kCacheLine;
+  static constexpr std::size_t kStampsPerLine = kCacheLine / sizeof(std::atomic<std::uint64_t>);
+  struct alignas(kCacheLine) StampLine {
+    std::atomic<std::uint64_t> stamp[kStampsPerLine];
+  };
+  static constexpr std::size_t kCellAlign = alignof(T) > kCacheLine ? alignof(T) : kCacheLine;
 
-  // Consecutive positions go to different cache lines (as in atomic_queue,
-  // but for any capacity): index i lives at column i % K, row i / K, where K
-  // slots fill a line. A producer and a consumer a few positions apart then
-  // never write the same line. Padding slots past `capacity` are never used.
+  // Consecutive positions' stamps go to different cache lines (as in
+  // atomic_queue, but for any capacity): index i lives at column i % K, row
+  // i / K, where K slots (or stamps) fill a line. A producer and a consumer a
+  // few positions apart then never write the same line. Padding past
+  // `capacity` is never used.
   static constexpr std::size_t kSlotsPerLine =
-      sizeof(Slot) < kCacheLine ? kCacheLine / sizeof(Slot) : 1;
-  Slot& slot(std::uint64_t index) const noexcept {
-    if constexpr (kSlotsPerLine == 1) {
-      return slots_[index];
+      kSplit ? kStampsPerLine : (sizeof(Slot) < kCacheLine ? kCacheLine / sizeof(Slot) : 1);
+  static std::uint64_t rows_for(std::size_t cap) noexcept {
+    const std::uint64_t rows = (cap + kSlotsPerLine - 1) / kSlotsPerLine;
+    // Split stamps: each column starts a line, so columns never share one.
+    return kSplit ? (rows + kStampsPerLine - 1) / kStampsPerLine * kStampsPerLine : rows;
+  }
+  std::uint64_t spread(std::uint64_t index) const noexcept {
+    return kSlotsPerLine == 1 ? index : (index % kSlotsPerLine) * rows_ + index / kSlotsPerLine;
+  }
+  std::atomic<std::uint64_t>& stamp(std::uint64_t index) const noexcept {
+    if constexpr (kSplit) {
+      const std::uint64_t at = spread(index);
+      return stamp_lines_[at / kStampsPerLine].stamp[at % kStampsPerLine];
     } else {
-      return slots_[(index % kSlotsPerLine) * rows_ + index / kSlotsPerLine];
+      return slots_[spread(index)].stamp;
     }
   }
+  void* raw(std::uint64_t index) const noexcept {
+    if constexpr (kSplit) {
+      return cells_ + index * sizeof(T);
+    } else {
+      return slots_[spread(index)].storage;
+    }
+  }
+  T* item(std::uint64_t index) const noexcept { return std::launder(static_cast<T*>(raw(index))); }
 
   // Closed, and every claimed position popped? Reads the producers' tail_
   // line only once closed_ (read-mostly, its own line) says so, so an empty
@@ -267,7 +300,9 @@ class Ring {
   const std::uint64_t one_lap_;  // one lap in stamp units
   const unsigned lap_shift_;
   const std::uint64_t rows_;
-  const std::unique_ptr<Slot[]> slots_;
+  const std::unique_ptr<Slot[]> slots_;             // !kSplit
+  const std::unique_ptr<StampLine[]> stamp_lines_;  // kSplit
+  unsigned char* const cells_;                      // kSplit: capacity items, back to back
 
   // Producers' and consumers' words on separate lines (no false sharing).
   alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
