@@ -170,10 +170,13 @@ StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
     cpu_relax();
   }
   const auto yield_until = std::chrono::steady_clock::now() + yield_budget();
-  do {
+  for (;;) {
+    // Also after the last yield: it may have lasted a time slice, and the
+    // partner ran meanwhile. Enlisting costs a heavy_fence() (a system call).
     if (attempt() == Attempt::kDone) return StatusCode::kOk;
+    if (std::chrono::steady_clock::now() >= yield_until) break;
     std::this_thread::yield();
-  } while (std::chrono::steady_clock::now() < yield_until);
+  }
   for (;;) {
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
     Waiter w;
