@@ -12,7 +12,12 @@
 //   --filter S: only workloads whose name contains S; --peers S,S2: only queues
 //   whose name contains one of the comma-separated S (sluice::Queue always
 //   runs, as the reference).
-// Items are 64-bit words, or plain 64- or 256-byte structs.
+// Items are 64-bit words, or plain 64- or 256-byte structs. A "pinned apart"
+// workload puts its producer and consumer on different CPUs, so that both
+// sides are busy at once (unpinned, the scheduler may let them take turns
+// on one core, where a ring that never sleeps wins by batching).
+#include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -49,8 +54,33 @@ struct Workload {
   int producers;
   int consumers;
   std::size_t capacity;
-  std::size_t bytes;  // item size: 8 (a word), 64 or 256
+  std::size_t bytes;    // item size: 8 (a word), 64 or 256
+  bool pinned = false;  // producers and consumers on different CPUs, each on its own
 };
+
+// The CPUs this process may run on.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &set)) cpus.push_back(i);
+  }
+  return cpus;
+}
+
+// Thread k of a pinned workload runs on the k-th allowed CPU (round robin):
+// with one producer and one consumer, each has a core to itself, so both
+// sides stay busy at once instead of taking turns on one core.
+void pin_self(int k) {
+  static const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus[static_cast<std::size_t>(k) % cpus.size()], &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
 
 struct Sample {
   double items_per_s;
@@ -69,6 +99,7 @@ Sample run_throughput(const Workload& w, std::uint64_t items) {
   std::vector<std::thread> threads;
   for (int p = 0; p < w.producers; ++p) {
     threads.emplace_back([&, p] {
+      if (w.pinned) pin_self(p);
       ready.count_down();
       go.wait();
       const std::uint64_t base = static_cast<std::uint64_t>(p) * per_p;
@@ -77,6 +108,7 @@ Sample run_throughput(const Workload& w, std::uint64_t items) {
   }
   for (int c = 0; c < w.consumers; ++c) {
     threads.emplace_back([&, c] {
+      if (w.pinned) pin_self(w.producers + c);
       ready.count_down();
       go.wait();
       const std::uint64_t n =
@@ -242,6 +274,7 @@ int main(int argc, char** argv) {
   }
   const std::vector<Workload> workloads = {
       {"SPSC cap 1024, 64-bit", 1, 1, 1024, 8},
+      {"SPSC cap 1024, 64-bit, pinned apart", 1, 1, 1024, 8, true},
       {"SPSC cap 16, 64-bit", 1, 1, 16, 8},
       {"MPMC 2x2 cap 1024, 64-bit", 2, 2, 1024, 8},
       {"MPMC 4x4 cap 1024, 64-bit", 4, 4, 1024, 8},
@@ -339,6 +372,7 @@ int main(int argc, char** argv) {
   const std::string spsc = SluiceSpscQueue<std::uint64_t>::kName;
   const std::string boost_spsc = BoostSpscQueue<std::uint64_t>::kName;
   ratio_of("SPSC cap 1024, 64-bit", spsc, boost_spsc, 1.0, "throughput");
+  ratio_of("SPSC cap 1024, 64-bit, pinned apart", spsc, boost_spsc, 1.0, "throughput");
   if (p50.count(cq)) {
     const double r = median(p50[ours]) / median(p50[cq]);
     std::printf("| round trip p50 <= 1.1x %s | %.2fx | %s |\n", cq.c_str(), r,
