@@ -99,13 +99,19 @@ class Queue {
   // policy or capacity 0) until room, close, cancellation or deadline.
   // kOk (moved in), kClosed, kCancelled, kDeadlineExceeded, kDropped,
   // kRejected, kSampledOut, or a spill store's error.
-  Status push(T&& item, const Context& ctx = {}) { return push_one(item, &ctx); }
+  Status push(T&& item, const Context& ctx) { return push_one(item, &ctx); }
+  // The same with a context that never ends the wait. (An overload, not a
+  // default argument: a Context built per call added stores that, with the
+  // two sides on different cores, queued behind the ring's and halved
+  // SpscQueue's throughput.)
+  Status push(T&& item) { return push_one(item, &default_ctx_); }
   // Never waits: kWouldBlock where push would have waited.
   Status try_push(T&& item) { return push_one(item, nullptr); }
 
   // Pulls the oldest item. Blocks until one arrives, or returns kClosed once
   // closed and drained, or kCancelled / kDeadlineExceeded.
-  Result<T> pull(const Context& ctx = {}) { return pull_one(&ctx); }
+  Result<T> pull(const Context& ctx) { return pull_one(&ctx); }
+  Result<T> pull() { return pull_one(&default_ctx_); }
   // Never waits: kWouldBlock when empty (and not closed).
   Result<T> try_pull() { return pull_one(nullptr); }
 
@@ -137,9 +143,8 @@ class Queue {
   // Pushes items in order, several per synchronisation, waiting as push does.
   // Stops at the first item not accepted: the first `count` items were moved
   // from, the rest are untouched; `status` is that item's outcome.
-  BulkResult push_many(std::span<T> items, const Context& ctx = {}) {
-    return push_span(items, &ctx);
-  }
+  BulkResult push_many(std::span<T> items, const Context& ctx) { return push_span(items, &ctx); }
+  BulkResult push_many(std::span<T> items) { return push_span(items, &default_ctx_); }
   BulkResult try_push_many(std::span<T> items) { return push_span(items, nullptr); }
 
   // Pushes all of `items` or none, in order, in one claim: a concurrent close
@@ -147,7 +152,8 @@ class Queue {
   // slots are free at once. kInvalidArgument if items.size() > capacity or
   // capacity is 0; other policies refuse the whole group when it does not fit
   // (kDropped / kRejected, counted per item; DropOldest/Sample/Spill: kRejected).
-  Status push_all(std::span<T> items, const Context& ctx = {}) { return push_group(items, &ctx); }
+  Status push_all(std::span<T> items, const Context& ctx) { return push_group(items, &ctx); }
+  Status push_all(std::span<T> items) { return push_group(items, &default_ctx_); }
   Status try_push_all(std::span<T> items) { return push_group(items, nullptr); }
 
   // Waits for at least one item, then moves up to `max` available items to
@@ -155,8 +161,12 @@ class Queue {
   // count > 0 with kOk, or count == 0 with kClosed / kCancelled /
   // kDeadlineExceeded (kWouldBlock for try_pull_many).
   template <class Out>
-  BulkResult pull_many(Out out, std::size_t max, const Context& ctx = {}) {
+  BulkResult pull_many(Out out, std::size_t max, const Context& ctx) {
     return pull_span(out, max, &ctx);
+  }
+  template <class Out>
+  BulkResult pull_many(Out out, std::size_t max) {
+    return pull_span(out, max, &default_ctx_);
   }
   template <class Out>
   BulkResult try_pull_many(Out out, std::size_t max) {
@@ -579,6 +589,7 @@ class Queue {
   const std::shared_ptr<SpillStore<T>> store_;
   std::unique_ptr<RingT> ring_;                // capacity >= 1
   std::unique_ptr<detail::Rendezvous<T>> rv_;  // capacity == 0
+  const Context default_ctx_{};                // never ends a wait; read-only
 
   detail::WaitList not_empty_;  // pullers wait here
   detail::WaitList not_full_;   // Block-policy pushers wait here
@@ -598,7 +609,6 @@ class Queue {
 
   mutable std::mutex spill_mu_;
   std::atomic<bool> spill_active_{false};
-  const Context default_ctx_{};
 };
 
 // Producer<T>: a counted producer handle. The queue closes when the last

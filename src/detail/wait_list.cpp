@@ -100,8 +100,6 @@ void WaitList::enlist(Waiter& w) {
     w.linked = true;
     count_.fetch_add(1, std::memory_order_seq_cst);  // Dekker: before the caller's re-check
   }
-  // Outside mu_: the system call takes microseconds, and notifiers take mu_.
-  heavy_fence();  // pairs with the notifiers' light_fence()
 }
 
 bool WaitList::delist(Waiter& w) {
@@ -132,8 +130,9 @@ void WaitList::wake(Waiter& w, std::uint32_t value) {
   futex_wake(&w.word);
 }
 
-void WaitList::park(Waiter& w, const Context& ctx) {
+void WaitList::park(Waiter& w, const Context& ctx, const Context::Clock::time_point* until) {
   const auto* deadline = ctx.deadline() ? &*ctx.deadline() : nullptr;
+  if (until != nullptr && (deadline == nullptr || *until < *deadline)) deadline = until;
   if (ctx.token().stop_possible()) {
     std::stop_callback<WakeOnStop> on_stop(ctx.token(), WakeOnStop{&w});
     if (w.word.load(std::memory_order_acquire) == 0) futex_wait(&w.word, 0, deadline);

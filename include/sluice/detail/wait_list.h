@@ -6,11 +6,13 @@
 // Blocking: park() sleeps in the kernel (futex) until notified, until the
 //   context's stop token fires, or until its deadline; notify_* never block
 //   on anything but the list's short internal mutex.
-// Ordering: Dekker's pattern. A waiter enlists (seq_cst RMW, then
-//   heavy_fence()) and then re-checks its condition; a notifier makes the
-//   condition true and then reads the waiter count, with light_fence() (or a
-//   seq_cst RMW/store) between the two. One of the two sees the other, so no
-//   wake-up is lost. See light_fence() for why the cost sits on the waiter.
+// Ordering: Dekker's pattern. A waiter enlists (seq_cst RMW) and re-checks
+//   its condition; a notifier makes the condition true and then reads the
+//   waiter count, with light_fence() (or a seq_cst RMW/store) between the
+//   two. With a light fence both may miss each other, so await() sleeps only
+//   briefly after enlisting, then runs heavy_fence() and re-checks before it
+//   sleeps for good: no wake-up is lost; one may come up to kRaceBound late.
+//   See light_fence() for why the cost sits on the waiter.
 // Cancellation: a stop callback wakes only the waiter it belongs to.
 // Ownership: Waiter objects live on the waiting thread's stack; a notifier
 //   touches a Waiter only under mu_, and a waiter always delists under mu_
@@ -47,9 +49,9 @@ namespace sluice::detail {
 // (a push or pull that must check for sleepers) a fence is costly: it waits
 // until the store it orders owns its cache line, which the other side often
 // holds. So the hot side runs light_fence(), a compiler barrier only, and the
-// rare side (a thread about to sleep, or close) runs heavy_fence():
-// membarrier(2), which makes every CPU running one of our threads execute a
-// full barrier. Either the hot side's load runs after that barrier (and sees
+// rare side (a waiter not woken within kRaceBound, or SpscQueue's close) runs
+// heavy_fence(): membarrier(2), which makes every CPU running one of our
+// threads execute a full barrier. Either the hot side's load runs after that barrier (and sees
 // the rare side's store), or its store ran before it (and is visible to the
 // rare side's load after the call). Where membarrier is missing (old kernel,
 // seccomp), both sides use a seq_cst fence. Under TSan both are no-ops and
@@ -75,7 +77,7 @@ inline void light_fence() noexcept {
 }
 
 // The rare side: a full barrier on every CPU running this process's threads.
-// Costs a system call (a few microseconds).
+// A system call: 2-5 us, ~70 us on this VM when it must interrupt a busy CPU.
 void heavy_fence() noexcept;
 
 struct Waiter {
@@ -95,8 +97,7 @@ class WaitList {
   bool has_waiters() const noexcept { return count_.load(std::memory_order_seq_cst) != 0; }
   std::uint32_t waiters() const noexcept { return count_.load(std::memory_order_relaxed); }
 
-  // Registers w (FIFO), then runs heavy_fence(). Call before re-checking the
-  // condition.
+  // Registers w (FIFO). Call before re-checking the condition.
   void enlist(Waiter& w);
   // Removes w if it is still listed. Returns false if a notifier already took it
   // (that notification is then the caller's to use or to pass on).
@@ -131,9 +132,11 @@ class WaitList {
   // alive for the call (e.g. by holding the lock its owner takes before leaving).
   static void wake(Waiter& w, std::uint32_t value = 1);
 
-  // Sleeps until w is notified, ctx's token stops, or ctx's deadline passes.
-  // May return spuriously; callers re-check their condition.
-  static void park(Waiter& w, const Context& ctx);
+  // Sleeps until w is notified, ctx's token stops, or ctx's deadline (or
+  // `until`, if given) passes. May return spuriously; callers re-check their
+  // condition.
+  static void park(Waiter& w, const Context& ctx,
+                   const Context::Clock::time_point* until = nullptr);
 
  private:
   void notify_slow(std::size_t n);
@@ -152,6 +155,13 @@ enum class Attempt : std::uint8_t { kDone, kWouldBlock };
 // Bounded by time, not count: 240 yields stole so much CPU from compute
 // threads sharing the cores that a 2-worker stage scaled 1.07x, not 1.9x.
 inline constexpr int kSpinPauses = 16;
+// How long a newly parked waiter sleeps before it runs heavy_fence() and
+// looks again. Only a notifier that raced with the enlist (each missed the
+// other's store) leaves it asleep that long; any other notifier wakes it at
+// once. A waiter woken earlier never pays for the fence: on this VM a
+// membarrier that must interrupt the other CPU took ~70 us, and paying it on
+// every park cost pinned SPSC a third of its throughput.
+inline constexpr std::chrono::microseconds kRaceBound{50};
 inline std::chrono::nanoseconds yield_budget() {
   static const std::chrono::nanoseconds budget = [] {
     const char* e = std::getenv("SLUICE_YIELD_NS");
@@ -172,7 +182,7 @@ StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
   const auto yield_until = std::chrono::steady_clock::now() + yield_budget();
   for (;;) {
     // Also after the last yield: it may have lasted a time slice, and the
-    // partner ran meanwhile. Enlisting costs a heavy_fence() (a system call).
+    // partner ran meanwhile. Parking costs system calls.
     if (attempt() == Attempt::kDone) return StatusCode::kOk;
     if (std::chrono::steady_clock::now() >= yield_until) break;
     std::this_thread::yield();
@@ -186,7 +196,22 @@ StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
       if (!wl.delist(w)) wl.notify_one();
       return StatusCode::kOk;
     }
-    WaitList::park(w, ctx);
+    if (asymmetric_fences()) {
+      const auto brief = std::chrono::steady_clock::now() + kRaceBound;
+      WaitList::park(w, ctx, &brief);
+      if (w.word.load(std::memory_order_acquire) == 0 && ctx.err() == StatusCode::kOk) {
+        // Not woken: perhaps a notifier read the count before our enlist
+        // and we re-checked before its store landed. The fence settles it.
+        heavy_fence();
+        if (attempt() == Attempt::kDone) {
+          if (!wl.delist(w)) wl.notify_one();
+          return StatusCode::kOk;
+        }
+        WaitList::park(w, ctx);
+      }
+    } else {
+      WaitList::park(w, ctx);  // notifiers fence (or RMW): there is no race to settle
+    }
     const bool notified = !wl.delist(w);
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) {
       if (notified) wl.notify_one();
