@@ -591,8 +591,10 @@ class Queue {
   std::unique_ptr<detail::Rendezvous<T>> rv_;  // capacity == 0
   const Context default_ctx_{};                // never ends a wait; read-only
 
-  detail::WaitList not_empty_;  // pullers wait here
-  detail::WaitList not_full_;   // Block-policy pushers wait here
+  // Each on its own line: parking writes them, and every push and pull reads
+  // the members above (read-only after construction).
+  alignas(detail::kCacheLine) detail::WaitList not_empty_;  // pullers wait here
+  alignas(detail::kCacheLine) detail::WaitList not_full_;   // Block-policy pushers wait here
 
   // Slow-path counters: touched only when the queue is full or spilling.
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> dropped_{0};

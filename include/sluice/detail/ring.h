@@ -304,12 +304,13 @@ class Ring {
   const std::unique_ptr<StampLine[]> stamp_lines_;  // kSplit
   unsigned char* const cells_;                      // kSplit: capacity items, back to back
 
-  // Producers' and consumers' words on separate lines (no false sharing).
-  alignas(kCacheLine) std::atomic<std::uint64_t> tail_{0};
-  alignas(kCacheLine) std::atomic<std::uint64_t> head_{0};
+  // Producers' and consumers' words on separate pairs of lines (no false
+  // sharing, also not through adjacent-line prefetchers).
+  alignas(2 * kCacheLine) std::atomic<std::uint64_t> tail_{0};
+  alignas(2 * kCacheLine) std::atomic<std::uint64_t> head_{0};
   // Set after the mark in tail_; lets readers skip tail_ until close.
-  alignas(kCacheLine) std::atomic<bool> closed_{false};
-  char pad_[kCacheLine - sizeof(std::atomic<bool>)];
+  alignas(2 * kCacheLine) std::atomic<bool> closed_{false};
+  char pad_[2 * kCacheLine - sizeof(std::atomic<bool>)];
 };
 
 // SpscRing: the buffer under SpscQueue, for one producer and one consumer
