@@ -327,6 +327,9 @@ int main(int argc, char** argv) {
       auto t = open_topic(env.fresh("gc"), sluice::Durability::kGroupCommit);
       const double a = append_rate(*t, group_n, 8, 100, 1);
       r["group commit, 8 producers"].push_back(a);
+      const sluice::TopicStats st = t->stats();
+      r["ratio: group commit records per sync"].push_back(static_cast<double>(st.appended) /
+                                                          static_cast<double>(st.syncs));
       r["ratio: group commit / per-append (same run)"].push_back(a / per_append);
       r["consume+ack ratio: group commit"].push_back(consume_rate(*t, group_n) / a);
     }

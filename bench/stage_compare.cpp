@@ -10,17 +10,24 @@
 // (serial_in_order), 4 x N tokens, max_allowed_parallelism N.
 // Workloads: a trivial function (per-item overhead) and a ~20 us CPU-bound
 // function. Medians over R interleaved runs.
-// Usage: stage_compare [--quick] [--runs R]
+// Cancel latency: a Stage with a worker blocked in every place one can block
+// (full output, inside fn on a cancellable wait, the strict reorder lag or
+// the per-key dispatcher, the input), then cancel(): the time until wait()
+// returns, i.e. every thread has exited and the output is closed. The seed's
+// target is 10 ms; 200 x R samples per mode (50 in quick mode).
+// Usage: stage_compare [--quick] [--runs R] [--cancel-only]
 #include <tbb/global_control.h>
 #include <tbb/parallel_pipeline.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -143,9 +150,108 @@ double run_tbb(std::size_t width, std::uint64_t items, std::uint64_t work_us) {
   return static_cast<double>(items) / secs;
 }
 
+// Waits (yielding) for a state of the stage under test; gives up loudly.
+template <class Pred>
+void wait_until_state(Pred pred, const char* what) {
+  const auto until = Clock::now() + std::chrono::seconds(10);
+  while (!pred()) {
+    if (Clock::now() > until) {
+      std::fprintf(stderr, "cancel latency: never reached: %s\n", what);
+      std::exit(2);
+    }
+    std::this_thread::yield();
+  }
+}
+
+// Microseconds from cancel() to wait() returning, with workers blocked as
+// described at the top (kStrict: width 4, kPerKey: width 3).
+double run_cancel(sluice::Ordering ord) {
+  constexpr int kSlow = 100;  // items >= kSlow wait in fn until cancelled
+  sluice::Queue<int> in(64);
+  std::atomic<int> in_fn{0};
+  sluice::StageOptions<int> o;
+  o.width = ord == sluice::Ordering::kStrict ? 4 : 3;
+  o.ordering = ord;
+  o.window = 2;  // strict: a worker 2 items ahead of the oldest unwritten one waits
+  o.output_capacity = 1;
+  o.key = [](const int& v) { return static_cast<std::size_t>(v % 3); };
+  auto st = std::move(sluice::Stage<int, int>::create(
+                          in,
+                          [&](int&& v, const sluice::Context& ctx) -> sluice::Result<int> {
+                            if (v < kSlow) return v;
+                            in_fn++;
+                            std::mutex m;
+                            std::condition_variable_any cv;
+                            std::unique_lock lock(m);
+                            cv.wait(lock, ctx.token(), [] { return false; });
+                            return v;
+                          },
+                          o))
+                .value();
+  auto& out = st->output();
+  (void)in.push(0);  // fills the output
+  wait_until_state([&] { return out.approx_size() == 1; }, "output full");
+  (void)in.push(3);  // its writer waits for room (per-key: the same worker)
+  wait_until_state([&] { return out.stats().waiting_pushers == 1; }, "writer waiting");
+  (void)in.push(kSlow + 1);
+  wait_until_state([&] { return in_fn.load() == 1; }, "a worker in fn");
+  if (ord == sluice::Ordering::kStrict) {
+    (void)in.push(4);  // 2 past the oldest unwritten result: waits on the lag
+    wait_until_state([&] { return st->stats().items_in == 4; }, "a worker on the lag");
+    wait_until_state([&] { return in.stats().waiting_pullers == 1; }, "a worker on the input");
+  } else {
+    // The busy worker's queue (4) fills; the dispatcher waits with a fifth.
+    for (int i = 1; i <= 5; ++i) (void)in.push(kSlow + 1 + 3 * i);
+    wait_until_state([&] { return in.stats().pulled == 8; }, "the dispatcher waiting");
+  }
+  const auto t0 = Clock::now();
+  st->cancel();
+  const sluice::Status s = st->wait();
+  const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  if (s.code() != sluice::StatusCode::kCancelled || !out.closed()) {
+    std::fprintf(stderr, "cancel latency: wait() said %s\n", s.to_string().c_str());
+    std::exit(2);
+  }
+  in.close();
+  return us;
+}
+
+double percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  if (v.empty()) return 0;
+  const auto k = static_cast<std::size_t>(p * static_cast<double>(v.size()) + 0.999999);
+  return v[std::min(v.size(), std::max<std::size_t>(k, 1)) - 1];
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
+}
+
+void print_cancel(const std::vector<double>& cancel_strict,
+                  const std::vector<double>& cancel_per_key) {
+  std::printf(
+      "\n## Cancel latency: cancel() until every worker is out and the output is closed\n\n");
+  // Other processes on a 2-core host stretch the tail by whole scheduler slices.
+  if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+    char load[64] = {};
+    if (std::fgets(load, sizeof load, f) != nullptr)
+      std::printf("Load average at the end: %s\n", load);
+    std::fclose(f);
+  }
+  std::printf("| Stage | runs | p50 | p99 | max | target: max < 10 ms |\n");
+  std::printf("|---|---:|---:|---:|---:|---|\n");
+  auto cancel_row = [](const char* what, const std::vector<double>& v) {
+    const double mx = percentile(v, 1.0);
+    std::printf("| %s | %zu | %.0f us | %.0f us | %.0f us | %s |\n", what, v.size(),
+                percentile(v, 0.5), percentile(v, 0.99), mx, mx < 10'000 ? "yes" : "NO");
+  };
+  cancel_row("strict, N=4: workers on a full output, in fn, on the lag, on the input",
+             cancel_strict);
+  cancel_row(
+      "per-key, N=3: worker on a full output, in fn, on its queue; dispatcher on a full "
+      "queue",
+      cancel_per_key);
 }
 
 }  // namespace
@@ -153,22 +259,34 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   int runs = 5;
   std::uint64_t trivial_items = 1'000'000, work_items = 40'000;
+  int cancel_runs = 0;  // per round: 200 (50 in quick mode)
+  bool cancel_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       runs = 1;
       trivial_items = 50'000;
       work_items = 2'000;
+      cancel_runs = 50;
     } else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
       runs = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--cancel-only") == 0) {
+      cancel_only = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--runs R]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--runs R] [--cancel-only]\n", argv[0]);
       return 2;
     }
   }
+  if (cancel_runs == 0) cancel_runs = 200;
   calibrate();
   using sluice::Ordering;
   std::map<std::string, std::vector<double>> r;
+  std::vector<double> cancel_strict, cancel_per_key;
   for (int k = 0; k < runs; ++k) {
+    for (int i = 0; i < cancel_runs; ++i) {
+      cancel_strict.push_back(run_cancel(Ordering::kStrict));
+      cancel_per_key.push_back(run_cancel(Ordering::kPerKey));
+    }
+    if (cancel_only) continue;
     for (std::size_t n : {1, 2}) {
       const std::string w = " N=" + std::to_string(n);
       r["trivial sluice unordered" + w].push_back(
@@ -184,6 +302,10 @@ int main(int argc, char** argv) {
       r["20us run_pipeline unordered" + w].push_back(
           run_fused(n, Ordering::kUnordered, work_items, 20));
     }
+  }
+  if (cancel_only) {
+    print_cancel(cancel_strict, cancel_per_key);
+    return 0;
   }
   auto m = [&](const std::string& k) { return median(r[k]); };
   std::printf("# stage_compare: %d run(s), medians; trivial: %llu items, 20 us: %llu items\n\n",
@@ -238,5 +360,6 @@ int main(int argc, char** argv) {
   const double fcost = f2 / fs2 - 1;
   std::printf("| strict order costs <= 15%% over unordered (20 us, N=2) | %.1f%% | %s |\n",
               fcost * 100, fcost <= 0.15 ? "yes" : "NO");
+  print_cancel(cancel_strict, cancel_per_key);
   return 0;
 }

@@ -2,8 +2,10 @@
 // the sink writes them 100 at a time (or every 20 ms), a flush() acts as a
 // fence at the end of a request, and shutdown() drains with a deadline.
 // Prints the Prometheus metrics the application would serve.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,16 +20,18 @@ struct Row {
 };
 
 int main() {
-  long long written = 0;
+  // The sink owns what it uses: after a shutdown whose deadline passed, a
+  // sink call still running may outlive the batcher (and this scope).
+  auto written = std::make_shared<std::atomic<long long>>(0);
   sluice::BatcherOptions<Row> opts;
   opts.name = "events";
   opts.max_batch_size = 100;
   opts.max_batch_delay = 20ms;
   opts.queue_depth = 1000;  // bounded: request threads wait rather than grow memory
-  opts.sink = [&written](std::vector<Row>&& rows, const sluice::Context& ctx) -> sluice::Status {
+  opts.sink = [written](std::vector<Row>&& rows, const sluice::Context& ctx) -> sluice::Status {
     if (ctx.stop_requested()) return sluice::StatusCode::kCancelled;
-    std::this_thread::sleep_for(1ms);                // the round trip to the database
-    written += static_cast<long long>(rows.size());  // one sink call at a time
+    std::this_thread::sleep_for(1ms);  // the round trip to the database
+    *written += static_cast<long long>(rows.size());
     return sluice::Status::Ok();
   };
   auto created = sluice::Batcher<Row>::create(std::move(opts));
@@ -54,8 +58,8 @@ int main() {
 
   sluice::Status s = batcher->shutdown(sluice::with_timeout(2s));
   const sluice::BatcherStats st = batcher->stats();
-  std::printf("shutdown: %s; written %lld of %llu accepted\n\n", s.to_string().c_str(), written,
-              static_cast<unsigned long long>(st.enqueued));
+  std::printf("shutdown: %s; written %lld of %llu accepted\n\n", s.to_string().c_str(),
+              written->load(), static_cast<unsigned long long>(st.enqueued));
   std::printf("%s", batcher->prometheus().c_str());
-  return s.ok() && written == 10000 ? 0 : 1;
+  return s.ok() && *written == 10000 ? 0 : 1;
 }

@@ -1,7 +1,9 @@
 // A distributed, bounded queue on Redis: a producer thread and a consumer
 // thread share one pressure queue (they could be separate machines).
 // Connection settings come from the pressure protocol's environment variables
-// (REDIS_SERVER, REDIS_PORT, REDIS_DB, PRESSURE_PREFIX) or REDIS_URL.
+// (REDIS_SERVER, REDIS_PORT, REDIS_DB, PRESSURE_PREFIX), REDIS_USERNAME and
+// REDIS_PASSWORD, or REDIS_URL. A wrong password fails the first call with
+// "redis: authentication failed at host:port: ...".
 // Run: REDIS_PORT=6379 ./redis_example   (needs a running redis-server >= 6.2)
 #include <chrono>
 #include <cstdio>
@@ -26,7 +28,8 @@ int main() {
     return 1;
   }
 
-  // The producer: single puts, then a batch; a full queue makes it wait.
+  // The producer: single puts, then a batch; a full queue makes it wait,
+  // holding the producer role meanwhile (as every pressure client does).
   std::thread producer([&] {
     sluice::PressureQueue q(*options, name);  // one handle per thread
     for (int i = 0; i < 10; ++i) {

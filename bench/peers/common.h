@@ -39,7 +39,7 @@ template <class F>
 void spin_until(F&& f) {
   for (int i = 0; !f(); ++i) {
     if (i < 64) {
-      sluice::detail::cpu_relax();
+      sluice::detail::spin_pause();
     } else {
       std::this_thread::yield();
     }

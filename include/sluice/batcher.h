@@ -21,7 +21,11 @@
 //   handed to the sink by rvalue: the sink owns it during the call (I3, I4).
 //   The batcher owns one run-loop thread (plus `flushers` threads when > 1);
 //   the destructor shuts down without a deadline (drains) and joins them.
-//   A supplied Clock must outlive the batcher.
+//   After a shutdown whose Context ended, the destructor returns at once:
+//   sink calls still running are abandoned, their items count as dropped,
+//   and their threads, detached, own the batcher's state (the sink and any
+//   items left) until the sink returns. Such a sink must own what it uses.
+//   A supplied Clock must outlive the Batcher object.
 // Errors: Status codes. A sink that throws is a failed flush (F1), caught and
 //   counted; nothing escapes into any thread. Bad options: create() returns
 //   kInvalidArgument (C1-C5, E3).
@@ -106,44 +110,32 @@ struct BatcherStats {
 // The M1 metric set in the Prometheus text format, labelled name="<name>".
 std::string to_prometheus(const BatcherStats& stats, std::string_view name);
 
+namespace detail {
+
+// The state every batcher thread touches, shared by the Batcher handle and
+// its threads: a sink call the destructor abandons (it ignored cancellation)
+// finishes against live state, and the last thread out frees it.
 template <class T>
-class Batcher {
-  static_assert(std::is_nothrow_move_assignable_v<T>,
-                "sluice::Batcher<T> needs a noexcept move assignment (a refused item is moved "
-                "back to the caller)");
-
+class BatcherCore {
  public:
-  // Validates the options (C1-C5) and starts the run loop.
-  static Result<std::unique_ptr<Batcher>> create(BatcherOptions<T> options) {
-    if (options.max_batch_size == 0) return invalid("max_batch_size must be > 0");
-    if (options.max_batch_delay <= Clock::duration::zero()) {
-      return invalid("max_batch_delay must be > 0");
+  explicit BatcherCore(BatcherOptions<T> o)
+      : opt_(std::move(o)),
+        clock_(opt_.clock != nullptr ? opt_.clock : &Clock::steady()),
+        steady_(clock_->is_steady()),
+        input_(opt_.queue_depth) {
+    live_threads_ = 1 + (opt_.flushers > 1 ? opt_.flushers : 0);
+    if (opt_.flushers > 1) {
+      jobs_ = std::make_unique<Queue<Batch>>(0);  // rendezvous: at most `flushers` in flight
     }
-    if (!options.sink) return invalid("a sink is required");
-    if (options.max_batch_bytes > 0 && !options.item_bytes) {
-      return invalid("max_batch_bytes needs an item_bytes function");
-    }
-    if (options.flushers == 0) return invalid("flushers must be >= 1");
-    if (options.queue_depth == 0) options.queue_depth = 1024;
-    if (options.flush_timeout <= Clock::duration::zero())
-      options.flush_timeout = std::chrono::seconds(5);
-    return std::unique_ptr<Batcher>(new Batcher(std::move(options)));
   }
 
-  Batcher(const Batcher&) = delete;
-  Batcher& operator=(const Batcher&) = delete;
+  BatcherCore(const BatcherCore&) = delete;
+  BatcherCore& operator=(const BatcherCore&) = delete;
 
-  // Drains (shutdown without a deadline) and joins the threads.
-  ~Batcher() {
-    if (clock_sub_ != 0) clock_.unsubscribe(clock_sub_);
-    (void)shutdown();
-    for (auto& t : flusher_threads_) t.join();
-    loop_.join();
-  }
+  bool steady() const noexcept { return steady_; }
+  const BatcherOptions<T>& options() const { return opt_; }
 
-  // Waits for room in the bounded input. kOk (moved in), kClosed after
-  // shutdown began (E1), kCancelled / kDeadlineExceeded (item untouched, E2).
-  Status add(T&& item, const Context& ctx = {}) {
+  Status add(T&& item, const Context& ctx) {
     note_add_if_idle();
     Entry e{std::move(item), nullptr};
     Status s = input_.push(std::move(e), ctx);
@@ -151,8 +143,6 @@ class Batcher {
     return s;
   }
 
-  // Never waits: kWouldBlock when the input is full, kClosed after shutdown;
-  // both counted in try_add_refused. Item untouched unless kOk.
   Status try_add(T&& item) {
     note_add_if_idle();
     Entry e{std::move(item), nullptr};
@@ -164,10 +154,7 @@ class Batcher {
     return s;
   }
 
-  // All items or none, atomically against a concurrent shutdown; waits until
-  // there is room for all. kInvalidArgument if items.size() > queue_depth.
-  // The items are moved from only on kOk.
-  Status add_batch(std::span<T> items, const Context& ctx = {}) {
+  Status add_batch(std::span<T> items, const Context& ctx) {
     if (items.size() > opt_.queue_depth) {
       return {StatusCode::kInvalidArgument, "add_batch: more items than queue_depth"};
     }
@@ -182,27 +169,21 @@ class Batcher {
     return s;
   }
 
-  // Like add, and returns a future that always resolves: with the sink's
-  // status for the batch holding the item, or kDropped if the item was
-  // dropped on shutdown. No future is left pending once the batcher is gone.
-  Result<std::future<Status>> add_with_ack(T&& item, const Context& ctx = {}) {
-    auto promise = std::make_unique<std::promise<Status>>();
-    std::future<Status> future = promise->get_future();
+  Result<std::future<Status>> add_with_ack(T&& item, const Context& ctx) {
+    auto ack = std::make_unique<Ack>(this);
+    std::future<Status> future = ack->promise.get_future();
+    link(*ack);  // before the loop can see it: abandon() must find every pending ack
     note_add_if_idle();
-    Entry e{std::move(item), std::move(promise)};
+    Entry e{std::move(item), std::move(ack)};
     Status s = input_.push(std::move(e), ctx);
     if (!s.ok()) {
       item = std::move(e.item);
-      return s;
+      return s;  // e's ack settles unseen as it goes
     }
     return future;
   }
 
-  // Flushes every item added before this call (those still queued and the
-  // batch being built) and waits until they and any batch in flight have
-  // been through the sink. Returns the first sink error among them, kOk, or
-  // the context's error (the flush still happens), or kClosed after shutdown.
-  Status flush(const Context& ctx = {}) {
+  Status flush(const Context& ctx) {
     if (ctx.stop_requested()) return StatusCode::kCancelled;
     if (shutdown_started_.load(std::memory_order_acquire)) return StatusCode::kClosed;
     auto req = std::make_shared<FlushRequest>();
@@ -216,13 +197,7 @@ class Batcher {
     return req->status;
   }
 
-  // Stops accepting items (S3), drains the input and the buffer through the
-  // sink (S4) and waits for that. kOk after a clean drain (I6). If ctx ends
-  // first: sink calls in progress are cancelled, every item not yet handed to
-  // the sink is counted in dropped_on_shutdown (I7, S7), and the context's
-  // error is returned at once. Idempotent: later calls wait for the first's
-  // drain (S2).
-  Status shutdown(const Context& ctx = {}) {
+  Status shutdown(const Context& ctx) {
     if (!shutdown_started_.exchange(true, std::memory_order_acq_rel)) {
       input_.close();
       wake();
@@ -245,82 +220,49 @@ class Batcher {
     return s;
   }
 
-  std::string prometheus() const { return to_prometheus(stats(), opt_.name); }
-  const BatcherOptions<T>& options() const { return opt_; }
-
- private:
-  struct Entry {
-    T item;
-    std::unique_ptr<std::promise<Status>> ack;  // null for plain adds
-  };
-  struct Batch {
-    std::vector<T> items;
-    std::vector<std::unique_ptr<std::promise<Status>>> acks;
-    std::size_t bytes = 0;
-    std::optional<Clock::time_point> first;  // when its first item was added
-  };
-  struct FlushRequest {
-    std::mutex mu;
-    std::condition_variable_any cv;
-    bool done = false;
-    Status status;
-  };
-
-  static Status invalid(std::string_view why) {
-    return {StatusCode::kInvalidArgument, std::string("batcher: ") + std::string(why)};
-  }
-
-  explicit Batcher(BatcherOptions<T> o)
-      : opt_(std::move(o)),
-        clock_(opt_.clock != nullptr ? *opt_.clock : Clock::steady()),
-        input_(opt_.queue_depth) {
-    if (!clock_.is_steady()) clock_sub_ = clock_.subscribe([this] { wake(); });
-    live_threads_ = 1 + (opt_.flushers > 1 ? opt_.flushers : 0);
-    if (opt_.flushers > 1) {
-      jobs_ = std::make_unique<Queue<Batch>>(0);  // rendezvous: at most `flushers` in flight
-      for (std::size_t i = 0; i < opt_.flushers; ++i) {
-        flusher_threads_.emplace_back([this] {
-          for (Batch& b : *jobs_) run_sink(b);
-          thread_exit();
-        });
-      }
-    }
-    loop_ = std::thread([this] { run(); });
-  }
-
-  // The run loop is parked, so it will see this item only after a futex
-  // wake-up, which can take milliseconds on a busy host: record the add time
-  // so the wake-up does not delay the time trigger. A busy loop costs the
-  // producer one relaxed load and no clock read.
-  void note_add_if_idle() {
-    if (input_.waiting_pullers() == 0) return;
-    Clock::duration::rep expected = 0;
-    const Clock::duration::rep now = clock_.now().time_since_epoch().count();
-    idle_add_hint_.compare_exchange_strong(expected, now != 0 ? now : 1, std::memory_order_acq_rel);
-  }
-
   void wake() {
     std::lock_guard lock(wake_mu_);
     wake_.request_stop();
   }
 
-  // Shutdown deadline passed: everything not yet handed to the sink is dropped.
-  void abort() {
+  // The destructor, after a shutdown whose Context ended: if threads still
+  // run (a sink ignores its stop token), stop reading the user's clock,
+  // count what sink calls hold as dropped, resolve every pending ack, and
+  // return true: the caller detaches the threads, which own this state.
+  bool abandon() {
     {
       std::lock_guard lock(stats_mu_);
-      if (!aborted_) {
-        aborted_ = true;
-        const std::uint64_t pushed = input_.stats().pushed;  // final: input is closed
-        stats_.dropped_on_shutdown += (pushed - taken_) + stats_.buffered;
-        taken_ = pushed;
-        stats_.buffered = 0;
-      }
+      if (!aborted_) return false;
     }
-    abort_.request_stop();
-    wake();
+    {
+      std::lock_guard lock(done_mu_);
+      if (finished_) return false;  // every thread is out: joins are immediate
+    }
+    {
+      std::lock_guard lock(clock_mu_);
+      clock_ = nullptr;
+    }
+    {
+      std::lock_guard lock(stats_mu_);
+      abandoned_ = true;  // later sink returns change no counter
+      stats_.dropped_on_shutdown += stats_.flushing;
+      stats_.flushing = 0;
+    }
+    std::lock_guard lock(acks_mu_);
+    while (acks_ != nullptr) {
+      Ack& a = *acks_;
+      settle_locked(a, a.in_sink ? abandoned_status() : dropped_status());
+    }
+    return true;
   }
 
-  // ---- run loop: owns the batch being built (I1) ----
+  // ---- threads ----
+  void run_flusher() {
+    for (Batch& b : *jobs_) run_sink(b);
+    thread_exit();
+  }
+
+  // The run loop: owns the batch being built (I1).
   void run() {
     Batch cur = fresh_batch();
     std::vector<Entry> staging;
@@ -340,12 +282,11 @@ class Batcher {
         complete(requests, s);
         continue;
       }
-      if (cur.first && clock_.now() - *cur.first >= opt_.max_batch_delay) {
+      if (cur.first && now() - *cur.first >= opt_.max_batch_delay) {
         flush(cur, FlushReason::kTime);
       }
       Context ctx(wake_token);
-      if (cur.first && clock_.is_steady())
-        ctx = Context(wake_token, *cur.first + opt_.max_batch_delay);
+      if (cur.first && steady_) ctx = Context(wake_token, *cur.first + opt_.max_batch_delay);
       staging.clear();
       const BulkResult r = input_.pull_many(std::back_inserter(staging),
                                             opt_.max_batch_size - cur.items.size(), ctx);
@@ -366,16 +307,88 @@ class Batcher {
     thread_exit();
   }
 
+ private:
+  // One per add_with_ack. Linked in acks_ (under acks_mu_) until settled, so
+  // abandon() can resolve what threads it leaves behind still hold. Settled
+  // at the latest when destroyed: no future is left pending.
+  struct Ack {
+    explicit Ack(BatcherCore* o) : owner(o) {}
+    Ack(const Ack&) = delete;
+    Ack& operator=(const Ack&) = delete;
+    ~Ack() { owner->settle_dropped(*this); }
+    BatcherCore* owner;
+    std::promise<Status> promise;
+    Ack* prev = nullptr;  // acks_ list, guarded by acks_mu_
+    Ack* next = nullptr;
+    bool linked = false;
+    bool in_sink = false;  // its batch was handed to the sink
+  };
+  using AckPtr = std::unique_ptr<Ack>;
+
+  struct Entry {
+    T item;
+    AckPtr ack;  // null for plain adds
+  };
+  struct Batch {
+    std::vector<T> items;
+    std::vector<AckPtr> acks;
+    std::size_t bytes = 0;
+    std::optional<Clock::time_point> first;  // when its first item was added
+  };
+  struct FlushRequest {
+    std::mutex mu;
+    std::condition_variable_any cv;
+    bool done = false;
+    Status status;
+  };
+
+  // The time on the batcher's clock. A manual clock is read under clock_mu_,
+  // so that abandon() can stop all reads before the clock may go away.
+  Clock::time_point now() {
+    if (steady_) return std::chrono::steady_clock::now();
+    std::lock_guard lock(clock_mu_);
+    if (clock_ != nullptr) last_now_ = clock_->now();
+    return last_now_;
+  }
+
+  // The run loop is parked, so it will see this item only after a futex
+  // wake-up, which can take milliseconds on a busy host: record the add time
+  // so the wake-up does not delay the time trigger. A busy loop costs the
+  // producer one relaxed load and no clock read.
+  void note_add_if_idle() {
+    if (input_.waiting_pullers() == 0) return;
+    Clock::duration::rep expected = 0;
+    const Clock::duration::rep t = now().time_since_epoch().count();
+    idle_add_hint_.compare_exchange_strong(expected, t != 0 ? t : 1, std::memory_order_acq_rel);
+  }
+
+  // Shutdown deadline passed: everything not yet handed to the sink is dropped.
+  void abort() {
+    {
+      std::lock_guard lock(stats_mu_);
+      if (!aborted_) {
+        aborted_ = true;
+        const std::uint64_t pushed = input_.stats().pushed;  // final: input is closed
+        stats_.dropped_on_shutdown += (pushed - taken_) + stats_.buffered;
+        taken_ = pushed;
+        stats_.buffered = 0;
+      }
+    }
+    abort_.request_stop();
+    wake();
+  }
+
   // Moves pulled entries into the batch, flushing on size and bytes.
   void absorb(Batch& cur, std::vector<Entry>& staging) {
     if (staging.empty()) return;
     // The batch's clock starts at the add of its first item: the hint if a
     // producer left one (the loop was parked), else now (the loop was awake,
-    // so it is taking the items as they come).
-    const Clock::time_point now = clock_.now();
+    // so it is taking the items as they come). Read before `buffered` shows
+    // the items, so that anyone who sees them sees a stamp no later.
+    const Clock::time_point t = now();
     const Clock::duration::rep hint = idle_add_hint_.exchange(0, std::memory_order_acq_rel);
     const Clock::time_point start =
-        hint != 0 ? std::min(now, Clock::time_point(Clock::duration(hint))) : now;
+        hint != 0 ? (std::min)(t, Clock::time_point(Clock::duration(hint))) : t;
     {
       std::lock_guard lock(stats_mu_);
       if (aborted_) {
@@ -392,7 +405,7 @@ class Batcher {
           flush(cur, FlushReason::kBytes);
         cur.bytes += b;
       }
-      if (cur.items.empty()) cur.first = &e == &staging.front() ? start : now;
+      if (cur.items.empty()) cur.first = &e == &staging.front() ? start : t;
       cur.items.push_back(std::move(e.item));
       if (e.ack) cur.acks.push_back(std::move(e.ack));
       if (cur.items.size() >= opt_.max_batch_size) {
@@ -439,17 +452,21 @@ class Batcher {
   void flush(Batch& cur, FlushReason reason) {
     const std::size_t n = cur.items.size();
     if (n == 0) return;
+    bool aborted = false;
     {
       std::lock_guard lock(stats_mu_);
-      if (aborted_) {
-        resolve(cur.acks, dropped_status());  // counted by abort()
-        cur = fresh_batch();
-        return;
+      aborted = aborted_;
+      if (!aborted) {
+        stats_.buffered -= n;
+        stats_.flushing += n;
+        ++stats_.flushes_by_reason[static_cast<std::size_t>(reason)];
+        stats_.batch_size.observe(static_cast<double>(n));
       }
-      stats_.buffered -= n;
-      stats_.flushing += n;
-      ++stats_.flushes_by_reason[static_cast<std::size_t>(reason)];
-      stats_.batch_size.observe(static_cast<double>(n));
+    }
+    if (aborted) {
+      resolve(cur.acks, dropped_status());  // counted by abort()
+      cur = fresh_batch();
+      return;
     }
     {
       std::lock_guard lock(fence_mu_);
@@ -457,13 +474,28 @@ class Batcher {
     }
     Batch out = std::exchange(cur, fresh_batch());
     if (jobs_) {
-      (void)jobs_->push(std::move(out));  // waits for a free flusher: backpressure
+      // Waits for a free flusher (backpressure), but not past the shutdown
+      // deadline: flushers stuck in a sink must not hold the loop.
+      if (!jobs_->push(std::move(out), Context(abort_.get_token())).ok()) drop_dispatched(out);
     } else {
       run_sink(out);
     }
   }
 
   void run_sink(Batch& b) {
+    bool aborted = false;
+    {
+      std::lock_guard lock(stats_mu_);
+      aborted = aborted_;
+    }
+    if (aborted) {  // the deadline passed before the sink got it
+      drop_dispatched(b);
+      return;
+    }
+    if (!b.acks.empty()) {
+      std::lock_guard lock(acks_mu_);
+      for (auto& a : b.acks) a->in_sink = true;
+    }
     const std::size_t n = b.items.size();
     const Context ctx(abort_.get_token(), std::chrono::steady_clock::now() + opt_.flush_timeout);
     const auto t0 = std::chrono::steady_clock::now();
@@ -480,21 +512,42 @@ class Batcher {
     }
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    resolve(b.acks, st);  // before `flushing` drops: whoever sees it drop sees the acks settled
     {
       std::lock_guard lock(stats_mu_);
-      stats_.flushing -= n;
-      if (st.ok()) {
-        stats_.flushed_ok += n;
-        ++stats_.flushes_ok;
-        stats_.flush_seconds_ok.observe(secs);
-      } else {
-        stats_.flushed_fail += n;
-        ++stats_.flushes_failed;
-        stats_.flush_seconds_fail.observe(secs);
-        if (threw) ++stats_.sink_exceptions;
+      if (!abandoned_) {  // else abandon() counted these items as dropped
+        stats_.flushing -= n;
+        if (st.ok()) {
+          stats_.flushed_ok += n;
+          ++stats_.flushes_ok;
+          stats_.flush_seconds_ok.observe(secs);
+        } else {
+          stats_.flushed_fail += n;
+          ++stats_.flushes_failed;
+          stats_.flush_seconds_fail.observe(secs);
+          if (threw) ++stats_.sink_exceptions;
+        }
       }
     }
-    resolve(b.acks, st);
+    finish_dispatch(st);
+  }
+
+  // A batch counted as flushing that never reached the sink: the shutdown
+  // deadline passed first.
+  void drop_dispatched(Batch& b) {
+    resolve(b.acks, dropped_status());
+    {
+      std::lock_guard lock(stats_mu_);
+      if (!abandoned_) {
+        stats_.flushing -= b.items.size();
+        stats_.dropped_on_shutdown += b.items.size();
+      }
+    }
+    b.items.clear();
+    finish_dispatch(dropped_status());
+  }
+
+  void finish_dispatch(const Status& st) {
     std::lock_guard lock(fence_mu_);
     if (!st.ok() && fence_error_.ok()) fence_error_ = st;
     if (--outstanding_ == 0) fence_cv_.notify_all();
@@ -509,13 +562,44 @@ class Batcher {
     return {StatusCode::kDropped,
             "dropped on shutdown: the deadline passed before the sink got it"};
   }
-  static void resolve(std::vector<std::unique_ptr<std::promise<Status>>>& acks, const Status& st) {
-    for (auto& a : acks) a->set_value(st);
+  static Status abandoned_status() {
+    return {StatusCode::kDropped,
+            "dropped on shutdown: the batcher was destroyed after the deadline while its sink, "
+            "ignoring cancellation, still ran; the sink may yet write the item"};
+  }
+
+  void link(Ack& a) {
+    std::lock_guard lock(acks_mu_);
+    a.linked = true;
+    a.next = acks_;
+    if (acks_ != nullptr) acks_->prev = &a;
+    acks_ = &a;
+  }
+  // Resolves the ack's future once: later settles do nothing.
+  void settle(Ack& a, const Status& st) {
+    std::lock_guard lock(acks_mu_);
+    settle_locked(a, st);
+  }
+  void settle_dropped(Ack& a) {
+    std::lock_guard lock(acks_mu_);
+    if (a.linked) settle_locked(a, dropped_status());  // no message built when settled
+  }
+  void settle_locked(Ack& a, const Status& st) {
+    if (!a.linked) return;
+    a.linked = false;
+    if (a.prev != nullptr) a.prev->next = a.next;
+    if (a.next != nullptr) a.next->prev = a.prev;
+    if (acks_ == &a) acks_ = a.next;
+    a.prev = a.next = nullptr;
+    a.promise.set_value(st);
+  }
+  void resolve(std::vector<AckPtr>& acks, const Status& st) {
+    for (auto& a : acks) settle(*a, st);
     acks.clear();
   }
-  static void drop(std::vector<Entry>& entries) {
+  void drop(std::vector<Entry>& entries) {
     for (Entry& e : entries) {
-      if (e.ack) e.ack->set_value(dropped_status());
+      if (e.ack) settle(*e.ack, dropped_status());
     }
     entries.clear();
   }
@@ -537,8 +621,16 @@ class Batcher {
   }
 
   const BatcherOptions<T> opt_;
-  Clock& clock_;
-  std::uint64_t clock_sub_ = 0;
+
+  std::mutex clock_mu_;
+  Clock* clock_;  // guarded by clock_mu_ unless steady_; null once abandoned
+  const bool steady_;
+  Clock::time_point last_now_{};  // guarded by clock_mu_
+
+  // Before the queues: entries they still hold settle their acks on the way out.
+  std::mutex acks_mu_;
+  Ack* acks_ = nullptr;  // unsettled acks; guarded by acks_mu_
+
   Queue<Entry> input_;
   std::atomic<std::uint64_t> try_add_refused_{0};
   std::atomic<bool> shutdown_started_{false};
@@ -549,6 +641,7 @@ class Batcher {
   BatcherStats stats_;       // guarded by stats_mu_ (enqueued/queued/in_flight derived)
   std::uint64_t taken_ = 0;  // items the run loop took from input_; guarded by stats_mu_
   bool aborted_ = false;     // guarded by stats_mu_
+  bool abandoned_ = false;   // guarded by stats_mu_
 
   std::mutex wake_mu_;
   std::stop_source wake_;  // fired to interrupt the run loop's wait; replaced after
@@ -565,8 +658,116 @@ class Batcher {
   bool finished_ = false;
 
   std::unique_ptr<Queue<Batch>> jobs_;  // flushers > 1
-  std::vector<std::thread> flusher_threads_;
-  std::thread loop_;
+};
+
+}  // namespace detail
+
+template <class T>
+class Batcher {
+  static_assert(std::is_nothrow_move_assignable_v<T>,
+                "sluice::Batcher<T> needs a noexcept move assignment (a refused item is moved "
+                "back to the caller)");
+  using Core = detail::BatcherCore<T>;
+
+ public:
+  // Validates the options (C1-C5) and starts the run loop.
+  static Result<std::unique_ptr<Batcher>> create(BatcherOptions<T> options) {
+    if (options.max_batch_size == 0) return invalid("max_batch_size must be > 0");
+    if (options.max_batch_delay <= Clock::duration::zero()) {
+      return invalid("max_batch_delay must be > 0");
+    }
+    if (!options.sink) return invalid("a sink is required");
+    if (options.max_batch_bytes > 0 && !options.item_bytes) {
+      return invalid("max_batch_bytes needs an item_bytes function");
+    }
+    if (options.flushers == 0) return invalid("flushers must be >= 1");
+    if (options.queue_depth == 0) options.queue_depth = 1024;
+    if (options.flush_timeout <= Clock::duration::zero())
+      options.flush_timeout = std::chrono::seconds(5);
+    return std::unique_ptr<Batcher>(new Batcher(std::move(options)));
+  }
+
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Drains (shutdown without a deadline) and joins the threads. After a
+  // shutdown whose Context ended, returns at once instead: sink calls still
+  // running are abandoned (their items count as dropped_on_shutdown, every
+  // pending ack resolves kDropped) and their threads, detached, keep the
+  // batcher's state alive until the sink returns.
+  ~Batcher() {
+    if (clock_sub_ != 0) clock_->unsubscribe(clock_sub_);
+    if (core_->abandon()) {
+      for (auto& t : threads_) t.detach();
+      return;
+    }
+    (void)core_->shutdown(Context());
+    for (auto& t : threads_) t.join();
+  }
+
+  // Waits for room in the bounded input. kOk (moved in), kClosed after
+  // shutdown began (E1), kCancelled / kDeadlineExceeded (item untouched, E2).
+  Status add(T&& item, const Context& ctx = {}) { return core_->add(std::move(item), ctx); }
+
+  // Never waits: kWouldBlock when the input is full, kClosed after shutdown;
+  // both counted in try_add_refused. Item untouched unless kOk.
+  Status try_add(T&& item) { return core_->try_add(std::move(item)); }
+
+  // All items or none, atomically against a concurrent shutdown; waits until
+  // there is room for all. kInvalidArgument if items.size() > queue_depth.
+  // The items are moved from only on kOk.
+  Status add_batch(std::span<T> items, const Context& ctx = {}) {
+    return core_->add_batch(items, ctx);
+  }
+
+  // Like add, and returns a future that always resolves: with the sink's
+  // status for the batch holding the item, or kDropped if the item was
+  // dropped on shutdown. No future is left pending once the batcher is gone.
+  Result<std::future<Status>> add_with_ack(T&& item, const Context& ctx = {}) {
+    return core_->add_with_ack(std::move(item), ctx);
+  }
+
+  // Flushes every item added before this call (those still queued and the
+  // batch being built) and waits until they and any batch in flight have
+  // been through the sink. Returns the first sink error among them, kOk, or
+  // the context's error (the flush still happens), or kClosed after shutdown.
+  Status flush(const Context& ctx = {}) { return core_->flush(ctx); }
+
+  // Stops accepting items (S3), drains the input and the buffer through the
+  // sink (S4) and waits for that. kOk after a clean drain (I6). If ctx ends
+  // first: sink calls in progress are cancelled, every item not yet handed to
+  // the sink is counted in dropped_on_shutdown (I7, S7), and the context's
+  // error is returned at once. Idempotent: later calls wait for the first's
+  // drain (S2).
+  Status shutdown(const Context& ctx = {}) { return core_->shutdown(ctx); }
+
+  BatcherStats stats() const { return core_->stats(); }
+
+  std::string prometheus() const { return to_prometheus(stats(), options().name); }
+  const BatcherOptions<T>& options() const { return core_->options(); }
+
+ private:
+  static Status invalid(std::string_view why) {
+    return {StatusCode::kInvalidArgument, std::string("batcher: ") + std::string(why)};
+  }
+
+  explicit Batcher(BatcherOptions<T> o) : core_(std::make_shared<Core>(std::move(o))) {
+    const BatcherOptions<T>& opt = core_->options();
+    if (!core_->steady()) {
+      clock_ = opt.clock;
+      clock_sub_ = clock_->subscribe([c = core_.get()] { c->wake(); });
+    }
+    // Each thread holds the core, so it may outlive this handle (~Batcher).
+    for (std::size_t i = 0; opt.flushers > 1 && i < opt.flushers; ++i) {
+      threads_.emplace_back([c = core_] { c->run_flusher(); });
+    }
+    threads_.emplace_back([c = core_] { c->run(); });
+  }
+
+  std::shared_ptr<Core> core_;
+  Clock* clock_ = nullptr;  // a manual clock we subscribed to
+  std::uint64_t clock_sub_ = 0;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace sluice

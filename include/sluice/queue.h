@@ -616,6 +616,9 @@ class Queue {
 // Producer<T>: a counted producer handle. The queue closes when the last
 // handle is released (destroyed, or done() called). Move-only; thread-safe
 // like the queue itself, but one handle should belong to one producer.
+// A handle that is released, moved from or default-constructed refuses
+// every push with kClosed and leaves the item with the caller. The queue
+// must outlive its handles.
 template <class T>
 class Producer {
  public:
@@ -635,9 +638,16 @@ class Producer {
   // Another handle on the same queue; safe while this one is live.
   Producer clone() const { return q_ != nullptr ? Producer(q_) : Producer(); }
 
-  Status push(T&& item, const Context& ctx = {}) { return q_->push(std::move(item), ctx); }
-  Status try_push(T&& item) { return q_->try_push(std::move(item)); }
+  Status push(T&& item, const Context& ctx = {}) {
+    if (q_ == nullptr) return released();
+    return q_->push(std::move(item), ctx);
+  }
+  Status try_push(T&& item) {
+    if (q_ == nullptr) return released();
+    return q_->try_push(std::move(item));
+  }
   BulkResult push_many(std::span<T> items, const Context& ctx = {}) {
+    if (q_ == nullptr) return {0, StatusCode::kClosed};
     return q_->push_many(items, ctx);
   }
 
@@ -650,6 +660,10 @@ class Producer {
  private:
   friend class Queue<T>;
   explicit Producer(Queue<T>* q) : q_(q) { q_->add_producer(); }
+  // Not the queue's own kClosed: says why, since the queue may still be open.
+  static Status released() {
+    return {StatusCode::kClosed, "producer handle released (done(), moved from, or empty)"};
+  }
   Queue<T>* q_ = nullptr;
 };
 
@@ -682,6 +696,10 @@ class Queue<T, RingT>::Iterator {
 
  private:
   void advance() {
+    if (q_ == nullptr) {  // a default-constructed iterator is already at the end
+      cur_.reset();
+      return;
+    }
     Result<T> r = q_->pull(*ctx_);
     if (r.ok()) {
       cur_.emplace(std::move(*r));

@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 namespace sluice {
 
@@ -26,5 +28,9 @@ struct QueueStats {
   std::uint64_t waiting_pushers = 0;  // threads parked in push now
   std::uint64_t waiting_pullers = 0;  // threads parked in pull now
 };
+
+// The snapshot in the Prometheus text format (metrics.h), labelled
+// name="<name>": counters sluice_queue_*_total, gauges for the rest.
+std::string to_prometheus(const QueueStats& stats, std::string_view name);
 
 }  // namespace sluice

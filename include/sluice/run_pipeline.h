@@ -43,6 +43,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -66,6 +67,9 @@ struct PipelineStats {
   std::uint64_t sunk = 0;    // given to the sink
   std::uint64_t errors = 0;  // error results among them (fn failed or threw)
 };
+
+// The result in the Prometheus text format (metrics.h), labelled name="<name>".
+std::string to_prometheus(const PipelineStats& stats, std::string_view name);
 
 namespace detail {
 
@@ -113,7 +117,7 @@ class PipelineRun {
       // Cheap fn: take several items per visit to the source (fewer shared
       // cache lines per item); costly fn: one at a time, for balance.
       const auto per_item = (std::chrono::steady_clock::now() - t0) / items.size();
-      want = per_item < kCheapItem ? std::min(want * 2, max_batch_)
+      want = per_item < kCheapItem ? (std::min)(want * 2, max_batch_)
                                    : std::max<std::size_t>(1, want / 2);
     }
   }

@@ -63,6 +63,10 @@ struct StageStats {
   double blocked_on_output_s = 0;  // likewise, waiting for room in the output
 };
 
+// The snapshot in the Prometheus text format (metrics.h), labelled
+// name="<name>".
+std::string to_prometheus(const StageStats& stats, std::string_view name);
+
 // Adapts fn(In) -> Result<Out> to a stage fed by another stage's output:
 // errors from upstream pass through untouched, values are processed.
 template <class Fn>

@@ -10,6 +10,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -82,30 +84,60 @@ class [[nodiscard]] Status {
 std::ostream& operator<<(std::ostream& os, const Status& s);
 std::ostream& operator<<(std::ostream& os, StatusCode c);
 
+namespace detail {
+[[noreturn]] inline void result_value_of_error(const Status& status) noexcept {
+  std::fprintf(stderr, "sluice::Result: value of a failed Result (%s)\n",
+               status.to_string().c_str());
+  std::abort();
+}
+}  // namespace detail
+
 // Result<T> holds a T (status ok) or a non-ok Status. The C++20 stand-in for
-// std::expected. Accessing the value of a failed Result is a programming error
-// (asserted in debug builds).
+// std::expected. Accessing the value of a failed Result is a programming
+// error: in builds without NDEBUG it prints the status and aborts; with
+// NDEBUG it is undefined behaviour. A Result made from an ok Status (no
+// value) is not ok: it holds kInternal, so the mistake shows as an error.
 template <class T>
 class [[nodiscard]] Result {
  public:
-  /* implicit */ Result(T value) : value_(std::move(value)) {}          // NOLINT
-  /* implicit */ Result(Status status) : status_(std::move(status)) {}  // NOLINT
-  /* implicit */ Result(StatusCode code) : status_(code) {}             // NOLINT
+  /* implicit */ Result(T value) : value_(std::move(value)) {}         // NOLINT
+  /* implicit */ Result(Status status) : status_(std::move(status)) {  // NOLINT
+    if (status_.ok()) status_ = ok_without_value();
+  }
+  /* implicit */ Result(StatusCode code) : status_(code) {  // NOLINT
+    if (code == StatusCode::kOk) status_ = ok_without_value();
+  }
 
   bool ok() const noexcept { return value_.has_value(); }
   explicit operator bool() const noexcept { return ok(); }
   const Status& status() const noexcept { return status_; }
   StatusCode code() const noexcept { return status_.code(); }
 
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T& operator*() & { return *value_; }
-  T&& operator*() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
+  T& value() & { return checked(); }
+  const T& value() const& { return checked(); }
+  T&& value() && { return std::move(checked()); }
+  T& operator*() & { return checked(); }
+  T&& operator*() && { return std::move(checked()); }
+  T* operator->() { return &checked(); }
+  const T* operator->() const { return &checked(); }
 
  private:
+  T& checked() {
+#ifndef NDEBUG
+    if (!value_) detail::result_value_of_error(status_);
+#endif
+    return *value_;
+  }
+  const T& checked() const {
+#ifndef NDEBUG
+    if (!value_) detail::result_value_of_error(status_);
+#endif
+    return *value_;
+  }
+  static Status ok_without_value() {
+    return {StatusCode::kInternal, "Result made from an ok status without a value"};
+  }
+
   std::optional<T> value_;
   Status status_;
 };

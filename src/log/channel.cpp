@@ -18,7 +18,7 @@ using log::kSegmentHeaderSize;
 using log::MutexLock;
 
 struct Channel::Impl {
-  Topic::Impl* topic = nullptr;
+  std::shared_ptr<Topic::Impl> topic;  // a channel may outlive its Topic object
   std::string name;
   std::string path;
   std::unique_ptr<log::File> file;  // the position file, locked while open
@@ -346,7 +346,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     }
   }
   auto c = std::make_unique<Channel::Impl>();  // its destructor unregisters
-  c->topic = &t;
+  c->topic = impl_;
   c->name = std::string(name);
   c->path = t.channel_path(name);
   c->durable_positions = options.durable_positions;
@@ -400,7 +400,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     reg.acked = c->acked;
     reg.file = c->file.get();
   }
-  return std::make_unique<Channel>(std::move(c));
+  return std::unique_ptr<Channel>(new Channel(std::move(c)));
 }
 
 }  // namespace sluice

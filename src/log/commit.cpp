@@ -4,6 +4,13 @@
 
 namespace sluice::log {
 
+namespace {
+
+// The longest a group-commit leader waits for appenders to come back.
+constexpr std::chrono::microseconds kMaxGather{500};
+
+}  // namespace
+
 Commit::Commit(FileSystem& file_system, std::string directory, TopicOptions options, bool read_only)
     : TopicCore(file_system, std::move(directory), options, read_only) {
   MutexLock lk(mu);
@@ -31,7 +38,7 @@ void Commit::close() {
 void Commit::start(std::uint64_t synced) {
   {
     MutexLock lk(mu);
-    synced_seq_ = synced;
+    mark_synced(synced);
   }
   if (opt.durability == Durability::kInterval) flusher_ = std::thread([this] { flush_loop(); });
 }
@@ -47,7 +54,8 @@ void Commit::flush_loop() {
     lk.unlock();
     const Status s = seg->file->sync();  // an error shows on the next sync()
     lk.lock();
-    if (s.ok()) synced_seq_ = std::max(synced_seq_, target);
+    ++syncs_;
+    if (s.ok()) mark_synced(target);
   }
 }
 
@@ -62,6 +70,7 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   if (Status s = trim_reserve(*old); !s.ok()) return s;
   const bool deferred = opt.durability == Durability::kNone;
   if (!deferred) {
+    ++syncs_;
     if (Status s = old->file->sync(); !s.ok()) return s;
   }
   // The header is synced before the directory entry that names it can be:
@@ -80,8 +89,7 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   // Everything in the sealed segment is durable now (kNone: as durable as
   // it will get before sync()), so all of it becomes visible.
   if (!deferred) {
-    synced_seq_ = std::max(synced_seq_, next_seq);
-    sync_cv_.notify_all();
+    mark_synced(next_seq);
   }
   publish(*old, old->written, next_seq);
   old->sealed.store(true, std::memory_order_release);
@@ -109,6 +117,7 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
   const std::uint64_t first = next_seq;
   if (Status s = write_records(*seg, payloads, first, bytes, buf_); !s.ok()) return s;
   if (opt.durability == Durability::kPerAppend) {
+    ++syncs_;
     if (Status s = seg->file->sync(); !s.ok()) {
       (void)seg->file->truncate(at);  // never reported, never visible: take it back
       seg->written = seg->cap = at;
@@ -116,54 +125,92 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
     }
   }
   next_seq = first + payloads.size();
+  appended_ += payloads.size();
+  if (opt.durability == Durability::kGroupCommit) {
+    ++unsynced_appends_;
+    if (gathering_) arrive_cv_.notify_all();
+  }
   disk_bytes += bytes;
   dirty_ = true;
-  if (opt.durability == Durability::kPerAppend) synced_seq_ = next_seq;
+  if (opt.durability == Durability::kPerAppend) mark_synced(next_seq);
   // kGroupCommit publishes in wait_durable, once a sync covered the records.
   if (opt.durability != Durability::kGroupCommit) publish(*seg, seg->written, next_seq);
   return first;
 }
 
+void Commit::mark_synced(std::uint64_t seq) {
+  if (seq <= synced_seq_) return;
+  synced_seq_ = seq;
+  synced_.store(seq, std::memory_order_release);
+  bump_epoch();
+}
+
+void Commit::bump_epoch() {
+  sync_epoch_.fetch_add(1, std::memory_order_release);
+  sync_epoch_.notify_all();
+}
+
 Status Commit::wait_durable(std::uint64_t upto) {
-  while (synced_seq_ < upto) {
+  for (;;) {
+    if (synced_.load(std::memory_order_acquire) >= upto) return Status::Ok();
+    const std::uint32_t epoch = sync_epoch_.load(std::memory_order_acquire);
+    MutexLock lk(mu);
+    if (synced_seq_ >= upto) return Status::Ok();
     if (syncing_) {
-      sync_cv_.wait(mu);
+      // A follower: sleep until the running sync ends (it may not cover
+      // these records: then look again, and maybe lead the next one).
+      lk.unlock();
+      sync_epoch_.wait(epoch, std::memory_order_acquire);
       continue;
     }
     // Leader: sync everything written so far (earlier segments were synced
     // when they were sealed), outside the lock so others keep writing.
     syncing_ = true;
+    if (last_group_ > 1 && unsynced_appends_ < last_group_) {
+      const auto until = std::chrono::steady_clock::now() +
+                         std::min<std::chrono::nanoseconds>(sync_time_ / 2, kMaxGather);
+      gathering_ = true;
+      while (unsynced_appends_ < last_group_ && arrive_cv_.wait_until(mu, until)) {
+      }
+      gathering_ = false;
+    }
+    last_group_ = unsynced_appends_;
+    unsynced_appends_ = 0;
     const std::shared_ptr<Segment> seg = segs.back();
     const std::uint64_t end = seg->written;
     const std::uint64_t target = next_seq;
-    mu.unlock();
+    lk.unlock();
+    const auto t0 = std::chrono::steady_clock::now();
     const Status s = seg->file->sync();
-    mu.lock();
+    const auto took = std::chrono::steady_clock::now() - t0;
+    lk.lock();
+    sync_time_ = (3 * sync_time_ + took) / 4;
+    ++syncs_;
     syncing_ = false;
-    sync_cv_.notify_all();
-    if (!s.ok()) return s;
-    if (target > synced_seq_) {
-      synced_seq_ = target;
-      publish(*seg, end, target);
+    if (!s.ok()) {
+      bump_epoch();  // a follower takes the lead and tries again
+      return s;
     }
+    if (target > synced_seq_) publish(*seg, end, target);
+    mark_synced(target);
   }
-  return Status::Ok();
 }
 
 Status Commit::sync_locked() {
   for (const auto& seg : unsynced_) {
+    ++syncs_;
     if (Status s = seg->file->sync(); !s.ok()) return s;
   }
   unsynced_.clear();
   const std::shared_ptr<Segment> last = segs.back();
+  ++syncs_;
   if (Status s = last->file->sync(); !s.ok()) return s;
   if (dir_dirty_) {
     if (Status s = fs.sync_dir(dir); !s.ok()) return s;
     dir_dirty_ = false;
   }
-  synced_seq_ = next_seq;
   dirty_ = false;
-  sync_cv_.notify_all();
+  mark_synced(next_seq);
   publish(*last, last->written, next_seq);
   return Status::Ok();
 }

@@ -14,6 +14,8 @@
 // sync) the sealed segment and the directory before the roll returns.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -43,8 +45,10 @@ class Commit : public TopicCore {
   Result<std::uint64_t> write_batch(std::span<const std::string_view> payloads, std::size_t bytes)
       SLUICE_REQUIRES(mu);
   // kGroupCommit: returns once a sync covered every seq below `upto`,
-  // leading one if none runs (the lock is let go during it).
-  Status wait_durable(std::uint64_t upto) SLUICE_REQUIRES(mu);
+  // leading one if none runs. Called without the lock: a follower woken by
+  // the sync that covered it returns without taking the lock again (on two
+  // cores, seven followers queueing for it cost as much as the sync).
+  Status wait_durable(std::uint64_t upto) SLUICE_EXCLUDES(mu);
   // Everything written so far durable and visible: sealed segments not yet
   // synced, the last one, the directory.
   Status sync_locked() SLUICE_REQUIRES(mu);
@@ -61,6 +65,9 @@ class Commit : public TopicCore {
   // Idempotent; the destructor calls it too.
   void close() SLUICE_EXCLUDES(mu);
 
+  std::uint64_t appended() const SLUICE_REQUIRES(mu) { return appended_; }
+  std::uint64_t syncs() const SLUICE_REQUIRES(mu) { return syncs_; }
+
  protected:
   WriteOptions wopt_ SLUICE_GUARDED_BY(mu);
 
@@ -72,12 +79,30 @@ class Commit : public TopicCore {
   std::string buf_ SLUICE_GUARDED_BY(mu);               // the pwrite path's buffer
   std::uint64_t synced_seq_ SLUICE_GUARDED_BY(mu) = 0;  // records below are durable
   bool syncing_ SLUICE_GUARDED_BY(mu) = false;          // a leader is in fdatasync
-  CondVar sync_cv_;
+  // Followers sleep on `sync_epoch_`, bumped after every sync attempt (and
+  // every other change of synced_seq_), and read `synced_` without the lock.
+  std::atomic<std::uint64_t> synced_{0};
+  std::atomic<std::uint32_t> sync_epoch_{0};
+  // Records below seq are durable: tell followers.
+  void mark_synced(std::uint64_t seq) SLUICE_REQUIRES(mu);
+  void bump_epoch();
+  // Group commit: appends waiting for a sync, how many the last sync
+  // covered, and how long syncs take (a moving average). A new leader waits
+  // for the appenders the last sync released (at most half a sync), so one
+  // sync covers them all rather than one sync for the first back and another
+  // for the rest.
+  std::uint64_t unsynced_appends_ SLUICE_GUARDED_BY(mu) = 0;
+  std::uint64_t last_group_ SLUICE_GUARDED_BY(mu) = 0;
+  std::chrono::nanoseconds sync_time_ SLUICE_GUARDED_BY(mu){0};
+  bool gathering_ SLUICE_GUARDED_BY(mu) = false;
+  CondVar arrive_cv_;
   bool dirty_ SLUICE_GUARDED_BY(mu) = false;  // written since the last sync
   // kNone: sealed segments, and directory entries, not synced yet.
   std::vector<std::shared_ptr<Segment>> unsynced_ SLUICE_GUARDED_BY(mu);
   bool dir_dirty_ SLUICE_GUARDED_BY(mu) = false;
-  std::thread flusher_;  // kInterval
+  std::uint64_t appended_ SLUICE_GUARDED_BY(mu) = 0;  // records, since open
+  std::uint64_t syncs_ SLUICE_GUARDED_BY(mu) = 0;     // segment fdatasyncs, since open
+  std::thread flusher_;                               // kInterval
   bool stopping_ SLUICE_GUARDED_BY(mu) = false;
   bool closed_ SLUICE_GUARDED_BY(mu) = false;
   CondVar stop_cv_;

@@ -81,6 +81,11 @@ class CondVar {
   void wait_for(Mutex& mu, Duration d) SLUICE_REQUIRES(mu) {
     cv_.wait_for(mu, d);
   }
+  // false once `until` passed.
+  template <class TimePoint>
+  bool wait_until(Mutex& mu, TimePoint until) SLUICE_REQUIRES(mu) {
+    return cv_.wait_until(mu, until) == std::cv_status::no_timeout;
+  }
   void notify_all() { cv_.notify_all(); }
 
  private:

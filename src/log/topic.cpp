@@ -11,6 +11,7 @@
 #include "log/position.h"
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
+#include "sluice/metrics.h"
 
 namespace sluice {
 
@@ -211,7 +212,9 @@ Result<std::uint64_t> Topic::Impl::highest_position() {
 }
 
 Topic::Topic(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Topic::~Topic() = default;
+Topic::~Topic() {
+  if (impl_) impl_->close();  // channels may keep impl_ alive; appends end here
+}
 
 Result<std::unique_ptr<Topic>> Topic::open(const std::string& dir, TopicOptions options) {
   return Impl::open(log::posix_file_system(), dir, options);
@@ -251,6 +254,7 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
   auto first = t.write_batch(payloads, bytes);
   if (!first.ok()) return first;
   if (t.opt.durability == Durability::kGroupCommit) {
+    lk.unlock();
     if (Status s = t.wait_durable(*first + payloads.size()); !s.ok()) return s;
   }
   return first;
@@ -277,6 +281,55 @@ std::uint64_t Topic::disk_bytes() const {
 }
 const RecoveryReport& Topic::recovery() const { return impl_->report; }
 RetentionStats Topic::retention() const { return impl_->retention_stats(); }
+
+TopicStats Topic::stats() const {
+  TopicStats s;
+  s.retention = impl_->retention_stats();
+  MutexLock lk(impl_->mu);
+  s.first_seq = impl_->first_seq;
+  s.next_seq = impl_->next_seq;
+  s.visible_seq = impl_->visible_seq;
+  s.segments = impl_->segs.size();
+  s.disk_bytes = impl_->disk_bytes;
+  s.appended = impl_->appended();
+  s.syncs = impl_->syncs();
+  for (const auto& [name, c] : impl_->open_channels) s.channels.push_back({name, c.acked});
+  return s;
+}
+
+std::string to_prometheus(const TopicStats& s, std::string_view name) {
+  PrometheusWriter w;
+  const std::string n = "name=\"" + prometheus_escape(name) + "\"";
+  const auto one = [&](const char* metric, const char* type, const char* help, std::uint64_t v) {
+    w.header(metric, type, help);
+    w.sample(metric, n, static_cast<double>(v));
+  };
+  one("sluice_topic_appended_total", "counter", "Records appended since open.", s.appended);
+  one("sluice_topic_syncs_total", "counter", "Segment fdatasyncs since open.", s.syncs);
+  one("sluice_topic_segments_deleted_total", "counter", "Segments deleted by retention.",
+      s.retention.segments_deleted);
+  one("sluice_topic_segments_capped_total", "counter",
+      "Segments a cap deleted before every channel passed them.", s.retention.segments_capped);
+  one("sluice_topic_records_dropped_total", "counter",
+      "Records a cap deleted before the slowest channel acknowledged them.",
+      s.retention.records_dropped);
+  one("sluice_topic_first_seq", "gauge", "The oldest retained record.", s.first_seq);
+  one("sluice_topic_next_seq", "gauge", "The seq the next append gets.", s.next_seq);
+  one("sluice_topic_visible_seq", "gauge", "Channels see records below it.", s.visible_seq);
+  one("sluice_topic_segments", "gauge", "Retained segment files.", s.segments);
+  one("sluice_topic_disk_bytes", "gauge", "Bytes in retained segments.", s.disk_bytes);
+  w.header("sluice_channel_acked_seq", "gauge", "First seq a channel has not acknowledged.");
+  for (const auto& c : s.channels) {
+    w.sample("sluice_channel_acked_seq", n + ",channel=\"" + prometheus_escape(c.channel) + "\"",
+             static_cast<double>(c.acked));
+  }
+  w.header("sluice_channel_lag", "gauge", "Records appended and not acknowledged by a channel.");
+  for (const auto& c : s.channels) {
+    w.sample("sluice_channel_lag", n + ",channel=\"" + prometheus_escape(c.channel) + "\"",
+             static_cast<double>(s.next_seq > c.acked ? s.next_seq - c.acked : 0));
+  }
+  return w.text();
+}
 const std::string& Topic::dir() const { return impl_->dir; }
 const TopicOptions& Topic::options() const { return impl_->opt; }
 

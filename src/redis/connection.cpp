@@ -3,6 +3,8 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -18,6 +20,13 @@ timeval to_timeval(std::chrono::milliseconds ms) {
 }
 
 std::string_view reply_text(const redisReply* r) { return {r->str, r->len}; }
+
+std::string millis(std::chrono::milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
+
+bool is_auth_error(std::string_view e) {
+  return e.starts_with("NOAUTH") || e.starts_with("WRONGPASS") || e.starts_with("ERR AUTH") ||
+         e.starts_with("ERR invalid password") || e.starts_with("ERR Client sent AUTH");
+}
 
 }  // namespace
 
@@ -41,9 +50,18 @@ Status Connection::ensure() {
   if (ctx_ != nullptr) return Status::Ok();
   redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port,
                                             to_timeval(options_.connect_timeout));
+  const int connect_errno = errno;  // hiredis leaves connect()'s errno
   if (c == nullptr) return {StatusCode::kUnavailable, "redis: out of memory"};
   if (c->err != 0) {
-    std::string msg = "redis at " + options_.endpoint() + " is unreachable: " + c->errstr;
+    std::string msg;
+    if (c->err == REDIS_ERR_IO && connect_errno == ECONNREFUSED) {
+      msg = "redis: connection refused at " + address() + " (is redis-server running there?)";
+    } else if (c->err == REDIS_ERR_IO && connect_errno == ETIMEDOUT) {
+      msg = "redis: timed out after " + millis(options_.connect_timeout) + " connecting to " +
+            address() + " (RedisOptions::connect_timeout)";
+    } else {
+      msg = "redis: cannot connect to " + address() + ": " + c->errstr;
+    }
     redisFree(c);
     return {StatusCode::kUnavailable, msg};
   }
@@ -53,7 +71,7 @@ Status Connection::ensure() {
 
   // Set-up commands, pipelined: one round trip.
   std::vector<std::vector<std::string>> cmds;
-  if (!options_.password.empty()) {
+  if (!options_.password.empty() || !options_.user.empty()) {
     if (options_.user.empty()) {
       cmds.push_back({"AUTH", options_.password});
     } else {
@@ -76,18 +94,28 @@ Status Connection::ensure() {
   for (const auto& cmd : cmds) {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK) {
-      std::string msg =
-          "redis at " + options_.endpoint() + ": connection set-up failed: " + ctx_->errstr;
+      const std::string what =
+          cmd[0] == "CLIENT" || cmd[0] == "SCRIPT" ? cmd[0] + " " + cmd[1] : cmd[0];
+      std::string msg = io_failure("connection set-up: no reply to " + what, errno);
       drop();
       return {StatusCode::kUnavailable, msg};
     }
     Reply r(static_cast<redisReply*>(raw));
     if (r->type == REDIS_REPLY_ERROR) {
-      std::string msg = "redis at " + options_.endpoint() + ": " + cmd[0] +
-                        " failed: " + std::string(reply_text(r.get()));
+      // After a refused AUTH (or none) every later command says NOAUTH: the
+      // first error is the one to report.
+      Status s = error_reply(reply_text(r.get()));
+      if (s.code() == StatusCode::kInternal) {
+        const std::string text(reply_text(r.get()));
+        s = cmd[0] == "SELECT"
+                ? Status(StatusCode::kInvalidArgument, "redis: cannot use database " +
+                                                           std::to_string(options_.db) + " at " +
+                                                           address() + ": " + text)
+                : Status(StatusCode::kUnavailable,
+                         "redis: " + cmd[0] + " failed at " + address() + ": " + text);
+      }
       drop();
-      // A refused password or database number is the caller's to fix.
-      return {cmd[0] == "SCRIPT" ? StatusCode::kUnavailable : StatusCode::kInvalidArgument, msg};
+      return s;
     }
     if (cmd[0] == "SCRIPT") sha_.assign(r->str, r->len);
   }
@@ -114,9 +142,8 @@ Reply Connection::roundtrip(std::span<const std::string_view> argv, CallError& e
   int done = 0;
   while (done == 0) {
     if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
-      err.status = {
-          StatusCode::kUnavailable,
-          "redis at " + options_.endpoint() + ": connection lost while sending: " + ctx_->errstr};
+      err.status = {StatusCode::kUnavailable,
+                    io_failure("sending " + std::string(argv.front()), errno)};
       drop();
       return nullptr;
     }
@@ -125,12 +152,57 @@ Reply Connection::roundtrip(std::span<const std::string_view> argv, CallError& e
   if (redisGetReply(ctx_, &raw) != REDIS_OK) {
     err.maybe_ran = true;
     err.status = {StatusCode::kUnavailable,
-                  "redis at " + options_.endpoint() +
-                      ": no reply (connection lost or timed out: " + ctx_->errstr + ")"};
+                  io_failure("no reply to " + std::string(argv.front()), errno)};
     drop();
     return nullptr;
   }
   return Reply(static_cast<redisReply*>(raw));
+}
+
+std::string Connection::address() const {
+  return options_.host + ":" + std::to_string(options_.port);
+}
+
+std::string Connection::io_failure(const std::string& doing, int err_no) const {
+  // A blocking hiredis read or write that hits SO_RCVTIMEO/SO_SNDTIMEO
+  // fails with EAGAIN: that is io_timeout passing, not a broken socket.
+  if (ctx_->err == REDIS_ERR_IO && (err_no == EAGAIN || err_no == EWOULDBLOCK)) {
+    return "redis: timed out after " + millis(options_.io_timeout) + " talking to " + address() +
+           " (" + doing + "; RedisOptions::io_timeout)";
+  }
+  if (ctx_->err == REDIS_ERR_EOF) {
+    return "redis: " + address() + " closed the connection (" + doing + ")";
+  }
+  return "redis: connection to " + address() + " failed (" + doing + "): " + ctx_->errstr;
+}
+
+Status Connection::error_reply(std::string_view text) const {
+  if (is_auth_error(text)) {
+    std::string hint;
+    if (options_.password.empty() && options_.user.empty()) {
+      hint =
+          "no password was given: set RedisOptions::password (and user, for an ACL user), "
+          "REDIS_PASSWORD (and REDIS_USERNAME) or redis://[user]:password@host in REDIS_URL";
+    } else if (text.starts_with("ERR AUTH")) {
+      hint = "this server has no password: give none";
+    } else {
+      hint = "check the password for user '" +
+             (options_.user.empty() ? std::string("default") : options_.user) +
+             "': RedisOptions::user/password, REDIS_USERNAME/REDIS_PASSWORD or REDIS_URL";
+    }
+    // Not retried into success: the settings are the caller's to fix.
+    return {StatusCode::kInvalidArgument, "redis: authentication failed at " + address() + ": " +
+                                              std::string(text) + " (" + hint + ")"};
+  }
+  if (text.starts_with("NOPERM")) {
+    return {StatusCode::kInvalidArgument,
+            "redis: permission denied at " + address() + " for user '" +
+                (options_.user.empty() ? std::string("default") : options_.user) +
+                "': " + std::string(text) +
+                " (sluice needs EVALSHA, EVAL, SCRIPT LOAD, CLIENT SETNAME/LIST, BLMOVE, LRANGE "
+                "and the queue's keys)"};
+  }
+  return {StatusCode::kInternal, "redis error at " + address() + ": " + std::string(text)};
 }
 
 Reply Connection::call(std::span<const std::string_view> argv, CallError& err) {

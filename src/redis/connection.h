@@ -45,6 +45,13 @@ class Connection {
   Reply eval_script(std::span<const std::string_view> keys, std::span<const std::string_view> args,
                     CallError& err);
 
+  // The Status for a Redis error reply: authentication and permission
+  // errors name the server and say what to fix (kInvalidArgument); any
+  // other is kInternal.
+  Status error_reply(std::string_view text) const;
+  // "host:port", for messages.
+  std::string address() const;
+
   const RedisOptions& options() const noexcept { return options_; }
   std::uint64_t round_trips() const noexcept { return round_trips_; }
 
@@ -52,6 +59,8 @@ class Connection {
   Status ensure();
   void drop() noexcept;
   Reply roundtrip(std::span<const std::string_view> argv, CallError& err);
+  // Why a read or write failed; `err_no` is errno right after it.
+  std::string io_failure(const std::string& doing, int err_no) const;
 
   RedisOptions options_;
   std::string name_;

@@ -1,8 +1,11 @@
 -- sluice's pressure-protocol steps, one server-side script (docs/redis_keys.md).
--- Each call is one protocol operation done atomically: it takes the role token,
--- acts and gives the token back before any other client can run, so a client
--- that dies never leaves a token taken. Scripts never block; the caller waits
--- outside (BLMOVE key key RIGHT RIGHT, which moves nothing) and calls again.
+-- Each call is one protocol step done atomically. An operation that can finish
+-- at once takes the role, acts and gives it back in one script. A put that
+-- must wait for room (a get for data) keeps the role across its wait, as the
+-- protocol's clients do, and the script that finishes it gives it back; the
+-- holder is recorded in :producer/:consumer so that repair can restore the
+-- token of one that died. Scripts never block; the caller waits outside
+-- (BLMOVE key key RIGHT RIGHT, which moves nothing) and calls again.
 --
 -- KEYS: 1 data, 2 :bound, 3 :producer, 4 :consumer, 5 :producer_free,
 --       6 :consumer_free, 7 :stats:produced_messages, 8 :stats:produced_bytes,
@@ -12,7 +15,7 @@
 --       ${prefix}:${name}:inflight; neither is one of the protocol's keys)
 -- ARGV: 1 operation, 2 client id, 3.. operation arguments.
 -- Reply: { status, ... } where status is OK, NOQUEUE, INUSE, CLOSED, FULL,
---        EMPTY, EXISTS, REMNANTS or BUSY.
+--        EMPTY, EXISTS, REMNANTS, BUSY, NOTHELD or CHANGED.
 
 local DATA, BOUND, PRODUCER, CONSUMER = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local PFREE, CFREE = KEYS[5], KEYS[6]
@@ -21,22 +24,45 @@ local NOTFULL, CLOSED = KEYS[11], KEYS[12]
 local op, id = ARGV[1], ARGV[2]
 
 -- The hot paths (put, get) avoid closures and redundant calls: each
--- redis.call costs about a microsecond of server time. The role token is
--- checked rather than popped and pushed back (inside one atomic script the
--- two are indistinguishable from outside), and :producer/:consumer are
--- written only when they change (a write costs twice a read).
+-- redis.call costs about a microsecond of server time. When the operation
+-- finishes in this script, the role token is checked rather than popped and
+-- pushed back (inside one atomic script the two are indistinguishable from
+-- outside), and :producer/:consumer are written only when they change (a
+-- write costs twice a read).
+
+-- put and get take a mode (ARGV[3]) for when they cannot finish at once:
+--   'try'  never keeps the role (the protocol's non-blocking Put/Get);
+--   'wait' takes the role and keeps it while the caller waits for room or
+--          data, as the protocol's blocking Put/Get do (BRPOP the token, SET
+--          the holder, then wait);
+--   'held' the caller took the role in an earlier step and waited: it acts
+--          if the role is still its own (token missing, holder = id) and
+--          gives the role back once done. A role it lost (repair restored
+--          it) is taken again like 'wait'.
+-- The reply's last element says whether the caller now holds the role.
 
 if op == 'put' then
+  -- ARGV[4..]: the messages.
   local got = redis.call('MGET', BOUND, PRODUCER)
   local b = got[1]
-  if not b then return {'NOQUEUE'} end
-  -- One call answers both "is the role free" and "is it closed": 2*free + closed.
-  local gate = redis.call('EXISTS', PFREE, PFREE, CLOSED)
-  if gate < 2 then return {'INUSE'} end
-  if got[2] ~= id then redis.call('SET', PRODUCER, id) end
-  if gate == 3 then return {'CLOSED'} end
+  local hold = ARGV[3] ~= 'try'
+  local held = ARGV[3] == 'held' and got[2] == id and redis.call('EXISTS', PFREE) == 0
+  if not held then
+    if not b then return {'NOQUEUE'} end
+    -- One call answers both "is the role free" and "is it closed": 2*free + closed.
+    local gate = redis.call('EXISTS', PFREE, PFREE, CLOSED)
+    if gate < 2 then return {'INUSE'} end
+    if got[2] ~= id then redis.call('SET', PRODUCER, id) end
+    if gate == 3 then return {'CLOSED'} end
+  elseif not b or redis.call('EXISTS', CLOSED) == 1 then
+    -- Closed or deleted while we waited: give the role back (a deleter
+    -- waits for it). Unlike the existing clients, push nothing (hazard 8).
+    redis.call('LPUSH', PFREE, '0')
+    if not b then return {'NOQUEUE'} end
+    return {'CLOSED'}
+  end
   b = tonumber(b) or 0
-  local n = #ARGV - 2
+  local n = #ARGV - 3
   local len
   if b > 0 then
     -- The atomic re-check: never past the bound, whatever :not_full says.
@@ -44,13 +70,14 @@ if op == 'put' then
     if n > b - len then n = math.max(b - len, 0) end
     if n == 0 then
       redis.call('DEL', NOTFULL)  -- full: no token (a stale refill is undone)
-      return {'FULL', len}
+      if hold and not held then redis.call('RPOP', PFREE) end
+      return {'FULL', len, hold and 1 or 0}
     end
   end
   local bytes = 0
-  local i = 3
-  while i <= n + 2 do
-    local j = math.min(i + 199, n + 2)  -- unpack() has a stack limit
+  local i = 4
+  while i <= n + 3 do
+    local j = math.min(i + 199, n + 3)  -- unpack() has a stack limit
     len = redis.call('LPUSH', DATA, unpack(ARGV, i, j))
     for k = i, j do bytes = bytes + #ARGV[k] end
     i = j + 1
@@ -61,25 +88,43 @@ if op == 'put' then
   -- Below the bound it is already there (every client refills it when a
   -- get makes room), so only reaching the bound needs a call.
   if b > 0 and len >= b then redis.call('DEL', NOTFULL) end
-  return {'OK', n, len}
+  if n == #ARGV - 3 then
+    if held then redis.call('LPUSH', PFREE, '0') end
+    return {'OK', n, len, 0}
+  end
+  -- A prefix went in and the rest must wait for room: keep the role.
+  if hold and not held then redis.call('RPOP', PFREE) end
+  return {'OK', n, len, hold and 1 or 0}
 
 elseif op == 'get' then
+  -- ARGV[4]: how many at most; ARGV[5]: the reliable consumer's name.
   local got = redis.call('MGET', BOUND, CONSUMER)
   local b = got[1]
-  if not b then return {'NOQUEUE'} end
-  if redis.call('EXISTS', CFREE) == 0 then return {'INUSE'} end
-  if got[2] ~= id then redis.call('SET', CONSUMER, id) end
-  local items = redis.call('RPOP', DATA, tonumber(ARGV[3]))
+  local hold = ARGV[3] ~= 'try'
+  local held = ARGV[3] == 'held' and got[2] == id and redis.call('EXISTS', CFREE) == 0
+  if not b then
+    if held then redis.call('LPUSH', CFREE, '0') end  -- a deleter waits for it
+    return {'NOQUEUE'}
+  end
+  if not held then
+    if redis.call('EXISTS', CFREE) == 0 then return {'INUSE'} end
+    if got[2] ~= id then redis.call('SET', CONSUMER, id) end
+  end
+  local items = redis.call('RPOP', DATA, tonumber(ARGV[4]))
   if not items then
-    if redis.call('EXISTS', CLOSED) == 1 then return {'CLOSED'} end
-    return {'EMPTY'}
+    if redis.call('EXISTS', CLOSED) == 1 then
+      if held then redis.call('LPUSH', CFREE, '0') end
+      return {'CLOSED'}
+    end
+    if hold and not held then redis.call('RPOP', CFREE) end
+    return {'EMPTY', hold and 1 or 0}
   end
   if KEYS[13] then
     -- Reliable get: the items move to this consumer's in-flight list in the
     -- same step, and count as consumed only when acknowledged.
     if redis.call('LPUSH', KEYS[13], unpack(items)) == #items then
       -- A new in-flight list: register its consumer so delete can find it.
-      redis.call('SADD', DATA .. ':inflight', ARGV[4])
+      redis.call('SADD', DATA .. ':inflight', ARGV[5])
     end
   else
     local bytes = 0
@@ -97,6 +142,7 @@ elseif op == 'get' then
     if nf == 0 then redis.call('LPUSH', NOTFULL, '0')
     elseif nf > 1 then redis.call('LTRIM', NOTFULL, 0, 0) end
   end
+  if held then redis.call('LPUSH', CFREE, '0') end
   local reply = {'OK', len}
   for k = 1, #items do reply[k + 2] = items[k] end
   return reply
@@ -202,9 +248,30 @@ elseif op == 'stats' then
           redis.call('LLEN', PFREE), redis.call('LLEN', CFREE),
           redis.call('LLEN', NOTFULL), inflight_total()}
 
+elseif op == 'release' then
+  -- ARGV[3]: 'producer' or 'consumer'. Gives back a role this client took in
+  -- an earlier step, only if it still holds it. Works on a queue being
+  -- deleted too: the deleter waits for the token.
+  local free, holder = PFREE, PRODUCER
+  if ARGV[3] == 'consumer' then free, holder = CFREE, CONSUMER end
+  if redis.call('EXISTS', free) == 1 or redis.call('GET', holder) ~= id then
+    return {'NOTHELD'}
+  end
+  redis.call('LPUSH', free, '0')
+  return {'OK'}
+
+elseif op == 'holder' then
+  -- ARGV[3]: 'producer' or 'consumer'. Is the role free, and who holds it.
+  local free, holder = PFREE, PRODUCER
+  if ARGV[3] == 'consumer' then free, holder = CFREE, CONSUMER end
+  return {'OK', redis.call('LLEN', free), redis.call('GET', holder) or ''}
+
 elseif op == 'restore_token' then
-  -- ARGV[3]: 'producer' or 'consumer'; ARGV[4]: the holder repair judged gone.
-  -- Restores only if nothing changed since it looked.
+  -- ARGV[3]: 'producer' or 'consumer'; ARGV[4]: the holder judged gone.
+  -- Restores only if nothing changed since it looked, and records the
+  -- restorer as holder, so that a second restorer that judged the same dead
+  -- holder finds it changed (instead of pushing a second token after a new
+  -- holder took the first).
   if not exists(BOUND) then return {'NOQUEUE'} end
   local free, holder = PFREE, PRODUCER
   if ARGV[3] == 'consumer' then free, holder = CFREE, CONSUMER end
@@ -212,6 +279,7 @@ elseif op == 'restore_token' then
     return {'CHANGED'}
   end
   redis.call('LPUSH', free, '0')
+  redis.call('SET', holder, id)
   return {'OK'}
 
 elseif op == 'tidy' then

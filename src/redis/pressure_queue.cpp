@@ -99,12 +99,55 @@ Status unexpected(const redisReply* r) {
 
 }  // namespace
 
+namespace {
+
+enum Role : std::uint8_t { kProducerRole, kConsumerRole };
+constexpr std::array<std::string_view, 2> kRoleName = {"producer", "consumer"};
+
+// How long a call waits for a role held by someone else before it checks
+// whether the holder is provably gone (and then again as often).
+constexpr std::chrono::seconds kRecoverEvery{1};
+
+// Whether the client that recorded `holder` ("<host>_pid<N>[_tid<M>]") is
+// gone: true/false when provable, nullopt when it cannot be told.
+// `client_list` returns CLIENT LIST (nullopt if it cannot be read); it is
+// called only for holders on other hosts.
+template <class ClientList>
+std::optional<bool> holder_gone(std::string_view holder, ClientList&& client_list) {
+  const auto at = holder.rfind("_pid");
+  if (holder.empty() || at == std::string_view::npos) return std::nullopt;
+  std::string_view host = holder.substr(0, at);
+  std::string_view rest = holder.substr(at + 4);
+  long pid = 0;
+  auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
+  if (ec != std::errc() || pid <= 0) return std::nullopt;
+  if (host == hostname()) {
+    // The process table is the truth here, and has no lag: the server may
+    // still list a killed process's connection for a moment.
+    return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+  }
+  const std::optional<std::string> clients = client_list();
+  if (!clients) return std::nullopt;
+  const std::string proc = std::string(host) + "_pid" + std::to_string(pid);
+  if (clients->find("name=" + proc + " ") != std::string::npos) return false;
+  // sluice ids end in _tid<M>, and sluice names every connection after its
+  // process: none open means it is gone. The existing clients name none.
+  if (std::string_view(p, rest.data() + rest.size()).starts_with("_tid")) return true;
+  return std::nullopt;
+}
+
+}  // namespace
+
 struct PressureQueue::Impl {
   Impl(RedisOptions o, std::string n) : name(std::move(n)), conn(std::move(o), process_id()) {
     const std::string base = conn.options().prefix + ":" + name;
     for (std::size_t i = 0; i < kKeyCount; ++i) keys[i] = base + std::string(kSuffix[i]);
     for (std::size_t i = 0; i < kKeyCount; ++i) key_views[i] = keys[i];
   }
+  // Best effort: give back a role a failed call could not (see `owed`).
+  ~Impl() { settle(); }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   std::string name;
   redis::Connection conn;
@@ -112,6 +155,10 @@ struct PressureQueue::Impl {
   std::array<std::string_view, kKeyCount + 1> key_views;
   std::string inflight_key;  // set for one run() by the reliable calls
   std::vector<std::string_view> args;
+  // A role a call took and could not give back because Redis could not be
+  // reached, with the id it was taken under. The next call (or the
+  // destructor) gives it back first; if the process dies, repair does.
+  std::array<std::string, 2> owed;
 
   static std::string client_id() {
     thread_local const std::string id =
@@ -119,14 +166,17 @@ struct PressureQueue::Impl {
     return id;
   }
 
-  // Runs the script with ARGV = op, client id, extra...; fills `answer` or
-  // returns the failure (err.maybe_ran says whether it may have run).
+  // Runs the script with ARGV = op, client id (or `as`), [mode], extra...;
+  // fills `answer` or returns the failure (err.maybe_ran says whether it
+  // may have run).
   Status run(std::string_view op, std::span<const std::string_view> extra, Answer& answer,
-             CallError& err) {
-    const std::string id = client_id();
+             CallError& err, std::string_view mode = {}, std::string_view as = {}) {
+    if (as.empty() && (!owed[0].empty() || !owed[1].empty())) settle();
+    const std::string id = as.empty() ? client_id() : std::string(as);
     args.clear();
     args.push_back(op);
     args.push_back(id);
+    if (!mode.empty()) args.push_back(mode);
     args.insert(args.end(), extra.begin(), extra.end());
     std::span<const std::string_view> ks(key_views.data(), inflight_key.empty() ? 12 : 13);
     if (!inflight_key.empty()) key_views[12] = inflight_key;
@@ -134,6 +184,7 @@ struct PressureQueue::Impl {
     inflight_key.clear();
     if (!answer.reply) return err.status;
     const redisReply* r = answer.reply.get();
+    if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(text(r));
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return unexpected(r);
     answer.word = text(r->element[0]);
     if (answer.word == "NOQUEUE") {
@@ -145,6 +196,62 @@ struct PressureQueue::Impl {
   Status run(std::string_view op, Answer& answer) {
     CallError err;
     return run(op, {}, answer, err);
+  }
+
+  // Gives back `role`, taken under `id`, if it is still held under it.
+  // Remembers it in `owed` when Redis cannot be reached.
+  void give_back(Role role, std::string id) {
+    const std::array<std::string_view, 1> extra = {kRoleName[role]};
+    Answer a;
+    CallError err;
+    // NOTHELD is fine too: a script that timed out gave it back, or repair did.
+    const bool done = run("release", extra, a, err, {}, id).ok();
+    owed[role] = done ? std::string() : std::move(id);
+  }
+
+  void settle() {
+    const std::string keep = std::move(inflight_key);  // the caller's run() needs it
+    inflight_key.clear();
+    for (Role role : {kProducerRole, kConsumerRole}) {
+      if (!owed[role].empty()) give_back(role, owed[role]);
+    }
+    inflight_key = keep;
+  }
+
+  // Restores `role`'s token if its recorded holder is provably gone (killed
+  // while it held the role). Errors are left to the caller's next step.
+  void recover(Role role) {
+    const std::array<std::string_view, 1> extra = {kRoleName[role]};
+    Answer a;
+    CallError err;
+    if (!run("holder", extra, a, err).ok() || a.word != "OK" || a.size() != 3) return;
+    if (integer(a.at(1)) > 0) return;  // free by now
+    const std::string holder(text(a.at(2)));
+    if (holder_gone(holder, [&] { return client_list(); }) != std::optional<bool>(true)) return;
+    const std::array<std::string_view, 2> restore = {kRoleName[role], holder};
+    Answer b;
+    (void)run("restore_token", restore, b, err);
+  }
+
+  std::optional<std::string> client_list() {
+    const std::array<std::string_view, 2> argv = {"CLIENT", "LIST"};
+    CallError err;
+    Reply r = conn.call(argv, err);
+    if (!r || r->type == REDIS_REPLY_ERROR) return std::nullopt;
+    return std::string(text(r.get()));
+  }
+
+  // Called before each wait for a role another client holds: once the call
+  // has waited kRecoverEvery, and then as often, restore the role if its
+  // holder died holding it.
+  void waiting_for(Role role, Context::Clock::time_point& next_check) {
+    const auto now = Context::Clock::now();
+    if (next_check == Context::Clock::time_point()) {
+      next_check = now + kRecoverEvery;
+    } else if (now >= next_check) {
+      next_check = now + kRecoverEvery;
+      recover(role);
+    }
   }
 
   // run() for an operation that changes the queue: a failure after the
@@ -180,17 +287,26 @@ struct PressureQueue::Impl {
     CallError err;
     Reply r = conn.call(argv, err);
     if (!r) return err.status;  // nothing was moved, so nothing is in doubt
-    if (r->type == REDIS_REPLY_ERROR) return unexpected(r.get());
+    if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(text(r.get()));
     return ctx.err();
+  }
+
+  // The script's mode (pressure.lua): hold the role across a wait only when
+  // the call may wait; a call whose context has already ended just tries.
+  static std::string_view mode(bool holding, bool wait, const Context& ctx) {
+    if (holding) return "held";
+    return wait && ctx.err() == StatusCode::kOk ? "wait" : "try";
   }
 
   PutResult put(std::span<const std::string_view> msgs, const Context& ctx, bool wait) {
     PutResult res;
-    std::size_t i = 0;
     if (ctx.stop_requested()) {
       res.status = StatusCode::kCancelled;
       return res;
     }
+    bool holding = false;  // the producer role, kept while waiting for room
+    Context::Clock::time_point recover_at{};
+    std::size_t i = 0;
     while (i < msgs.size()) {
       std::size_t n = 0;
       std::size_t bytes = 0;
@@ -201,40 +317,47 @@ struct PressureQueue::Impl {
       }
       Answer a;
       CallError err;
-      if (Status s = run("put", msgs.subspan(i, n), a, err); !s.ok()) {
+      if (Status s = run("put", msgs.subspan(i, n), a, err, mode(holding, wait, ctx)); !s.ok()) {
         if (err.maybe_ran) res.in_doubt = n;
+        if (s.code() == StatusCode::kNotFound) holding = false;  // the script gave it back
         res.status = std::move(s);
-        return res;
+        break;
       }
       if (a.word == "OK") {
         const std::uint64_t done = integer(a.at(1));
         i += done;
         res.enqueued += done;
+        holding = integer(a.at(3)) == 1;
         continue;
       }
+      holding = false;
       Status why;
       Key gate = kProducerFree;
       if (a.word == "FULL") {
+        holding = integer(a.at(2)) == 1;
         why = {StatusCode::kWouldBlock, "pressure queue '" + name + "' is full"};
         gate = kNotFull;
       } else if (a.word == "INUSE") {
         why = {StatusCode::kInUse, "another producer is using pressure queue '" + name + "'"};
+        if (wait) waiting_for(kProducerRole, recover_at);
       } else if (a.word == "CLOSED") {
         res.status = {StatusCode::kClosed, "pressure queue '" + name + "' is closed"};
-        return res;
+        break;
       } else {
         res.status = unexpected(a.reply.get());
-        return res;
+        break;
       }
       if (!wait) {
         res.status = std::move(why);
-        return res;
+        break;
       }
       if (Status s = wait_on(gate, ctx); !s.ok()) {
         res.status = std::move(s);
-        return res;
+        break;
       }
     }
+    // Returning for any reason (done, cancelled, deadline, error) ends the hold.
+    if (holding) give_back(kProducerRole, client_id());
     return res;
   }
 
@@ -247,6 +370,16 @@ struct PressureQueue::Impl {
              std::string_view consumer = {}) {
     if (max == 0) return {StatusCode::kInvalidArgument, "get_many: max must be at least 1"};
     if (ctx.stop_requested()) return StatusCode::kCancelled;
+    bool holding = false;  // the consumer role, kept while waiting for data
+    Context::Clock::time_point recover_at{};
+    Status result = get_loop(out, max, ctx, wait, consumer, holding, recover_at);
+    if (holding) give_back(kConsumerRole, client_id());
+    return result;
+  }
+
+  Status get_loop(std::vector<std::string>& out, std::size_t max, const Context& ctx, bool wait,
+                  std::string_view consumer, bool& holding,
+                  Context::Clock::time_point& recover_at) {
     const std::string count = std::to_string(std::min(max, kChunkMessages));
     const std::array<std::string_view, 2> extra_args = {count, consumer};
     const std::span<const std::string_view> extra(extra_args.data(), consumer.empty() ? 1 : 2);
@@ -254,7 +387,8 @@ struct PressureQueue::Impl {
       Answer a;
       CallError err;
       if (!consumer.empty()) inflight_key = inflight_of(consumer);
-      if (Status s = run("get", extra, a, err); !s.ok()) {
+      if (Status s = run("get", extra, a, err, mode(holding, wait, ctx)); !s.ok()) {
+        if (s.code() == StatusCode::kNotFound) holding = false;  // the script gave it back
         if (err.maybe_ran && !consumer.empty()) {
           return {StatusCode::kUnavailable, std::string(s.message()) +
                                                 "; messages this get may have taken are in " +
@@ -267,6 +401,7 @@ struct PressureQueue::Impl {
         }
         return s;
       }
+      holding = false;
       Key gate = kConsumerFree;
       Status why;
       if (a.word == "OK") {
@@ -274,10 +409,12 @@ struct PressureQueue::Impl {
         return Status::Ok();
       }
       if (a.word == "EMPTY") {
+        holding = integer(a.at(1)) == 1;
         why = {StatusCode::kWouldBlock, "pressure queue '" + name + "' is empty"};
         gate = kData;
       } else if (a.word == "INUSE") {
         why = {StatusCode::kInUse, "another consumer is using pressure queue '" + name + "'"};
+        if (wait) waiting_for(kConsumerRole, recover_at);
       } else if (a.word == "CLOSED") {
         return {StatusCode::kClosed, "pressure queue '" + name + "' is closed and drained"};
       } else {
@@ -296,11 +433,26 @@ PressureQueue::~PressureQueue() = default;
 PressureQueue::PressureQueue(PressureQueue&&) noexcept = default;
 PressureQueue& PressureQueue::operator=(PressureQueue&&) noexcept = default;
 
-const std::string& PressureQueue::name() const noexcept { return impl_->name; }
+namespace {
+
+// A moved-from handle refuses every call instead of crashing.
+Status moved_from() {
+  return {StatusCode::kInvalidArgument, "this PressureQueue handle was moved from"};
+}
+
+}  // namespace
+
+const std::string& PressureQueue::name() const noexcept {
+  static const std::string kNone;
+  return impl_ ? impl_->name : kNone;
+}
 std::string PressureQueue::client_id() const { return Impl::client_id(); }
-std::uint64_t PressureQueue::round_trips() const noexcept { return impl_->conn.round_trips(); }
+std::uint64_t PressureQueue::round_trips() const noexcept {
+  return impl_ ? impl_->conn.round_trips() : 0;
+}
 
 Status PressureQueue::create(std::uint64_t bound) {
+  if (!impl_) return moved_from();
   const std::string b = std::to_string(bound);
   const std::array<std::string_view, 1> extra = {b};
   Answer a;
@@ -320,6 +472,7 @@ Status PressureQueue::create(std::uint64_t bound) {
 }
 
 Result<bool> PressureQueue::exists() {
+  if (!impl_) return moved_from();
   Answer a;
   if (Status s = impl_->run("exists", a); !s.ok()) return s;
   if (a.word != "OK") return unexpected(a.reply.get());
@@ -327,6 +480,7 @@ Result<bool> PressureQueue::exists() {
 }
 
 Result<std::uint64_t> PressureQueue::length() {
+  if (!impl_) return moved_from();
   Answer a;
   if (Status s = impl_->run("length", a); !s.ok()) return s;
   if (a.word != "OK") return unexpected(a.reply.get());
@@ -334,6 +488,7 @@ Result<std::uint64_t> PressureQueue::length() {
 }
 
 Result<bool> PressureQueue::closed() {
+  if (!impl_) return moved_from();
   Answer a;
   if (Status s = impl_->run("closed", a); !s.ok()) return s;
   if (a.word != "OK") return unexpected(a.reply.get());
@@ -341,6 +496,7 @@ Result<bool> PressureQueue::closed() {
 }
 
 Result<PressureStats> PressureQueue::stats() {
+  if (!impl_) return moved_from();
   Answer a;
   if (Status s = impl_->run("stats", a); !s.ok()) return s;
   if (a.word != "OK" || a.size() != 14) return unexpected(a.reply.get());
@@ -362,44 +518,53 @@ Result<PressureStats> PressureQueue::stats() {
 }
 
 PutResult PressureQueue::put(std::string_view message, const Context& ctx) {
+  if (!impl_) return PutResult{moved_from()};
   return impl_->put(std::span<const std::string_view>(&message, 1), ctx, true);
 }
 
 PutResult PressureQueue::try_put(std::string_view message) {
+  if (!impl_) return PutResult{moved_from()};
   return impl_->put(std::span<const std::string_view>(&message, 1), Context(), false);
 }
 
 PutResult PressureQueue::put_many(std::span<const std::string> messages, const Context& ctx) {
+  if (!impl_) return PutResult{moved_from()};
   std::vector<std::string_view> views(messages.begin(), messages.end());
   return impl_->put(views, ctx, true);
 }
 
 PutResult PressureQueue::try_put_many(std::span<const std::string> messages) {
+  if (!impl_) return PutResult{moved_from()};
   std::vector<std::string_view> views(messages.begin(), messages.end());
   return impl_->put(views, Context(), false);
 }
 
 Result<std::string> PressureQueue::get(const Context& ctx) {
+  if (!impl_) return moved_from();
   std::vector<std::string> out;
   if (Status s = impl_->get(out, 1, ctx, true); !s.ok()) return s;
   return std::move(out.front());
 }
 
 Result<std::string> PressureQueue::try_get() {
+  if (!impl_) return moved_from();
   std::vector<std::string> out;
   if (Status s = impl_->get(out, 1, Context(), false); !s.ok()) return s;
   return std::move(out.front());
 }
 
 Status PressureQueue::get_many(std::vector<std::string>& out, std::size_t max, const Context& ctx) {
+  if (!impl_) return moved_from();
   return impl_->get(out, max, ctx, true);
 }
 
 Status PressureQueue::try_get_many(std::vector<std::string>& out, std::size_t max) {
+  if (!impl_) return moved_from();
   return impl_->get(out, max, Context(), false);
 }
 
 Result<std::string> PressureQueue::get_reliable(std::string_view consumer, const Context& ctx) {
+  if (!impl_) return moved_from();
   std::vector<std::string> out;
   if (Status s = get_many_reliable(consumer, out, 1, ctx); !s.ok()) return s;
   return std::move(out.front());
@@ -407,12 +572,14 @@ Result<std::string> PressureQueue::get_reliable(std::string_view consumer, const
 
 Status PressureQueue::get_many_reliable(std::string_view consumer, std::vector<std::string>& out,
                                         std::size_t max, const Context& ctx) {
+  if (!impl_) return moved_from();
   if (consumer.empty())
     return {StatusCode::kInvalidArgument, "a reliable get needs a consumer name"};
   return impl_->get(out, max, ctx, true, consumer);
 }
 
 Status PressureQueue::ack(std::string_view consumer, std::size_t n) {
+  if (!impl_) return moved_from();
   if (consumer.empty() || n == 0) {
     return {StatusCode::kInvalidArgument, "ack needs a consumer name and n >= 1"};
   }
@@ -431,11 +598,13 @@ Status PressureQueue::ack(std::string_view consumer, std::size_t n) {
 }
 
 Result<std::vector<std::string>> PressureQueue::inflight(std::string_view consumer) {
+  if (!impl_) return moved_from();
   const std::string key = impl_->inflight_of(consumer);
   const std::array<std::string_view, 4> argv = {"LRANGE", key, "0", "-1"};
   CallError err;
   Reply r = impl_->conn.call(argv, err);
   if (!r) return err.status;
+  if (r->type == REDIS_REPLY_ERROR) return impl_->conn.error_reply(text(r.get()));
   if (r->type != REDIS_REPLY_ARRAY) return unexpected(r.get());
   std::vector<std::string> out;
   for (std::size_t i = r->elements; i-- > 0;) out.emplace_back(text(r->element[i]));
@@ -443,6 +612,7 @@ Result<std::vector<std::string>> PressureQueue::inflight(std::string_view consum
 }
 
 Result<std::uint64_t> PressureQueue::requeue_inflight(std::string_view consumer) {
+  if (!impl_) return moved_from();
   impl_->inflight_key = impl_->inflight_of(consumer);
   Answer a;
   CallError err;
@@ -452,7 +622,9 @@ Result<std::uint64_t> PressureQueue::requeue_inflight(std::string_view consumer)
 }
 
 Status PressureQueue::close(const Context& ctx) {
+  if (!impl_) return moved_from();
   if (ctx.stop_requested()) return StatusCode::kCancelled;
+  Context::Clock::time_point recover_at{};
   for (;;) {
     Answer a;
     if (Status s = impl_->change("close", {}, a, "closed"); !s.ok()) return s;
@@ -461,68 +633,66 @@ Status PressureQueue::close(const Context& ctx) {
       return {StatusCode::kClosed, "pressure queue '" + impl_->name + "' was already closed"};
     }
     if (a.word != "INUSE") return unexpected(a.reply.get());
+    impl_->waiting_for(kProducerRole, recover_at);
     if (Status s = impl_->wait_on(kProducerFree, ctx); !s.ok()) return s;
   }
 }
 
 Result<std::uint64_t> PressureQueue::destroy(const Context& ctx) {
+  if (!impl_) return moved_from();
   if (ctx.stop_requested()) return StatusCode::kCancelled;
+  Context::Clock::time_point recover_at{};
   for (;;) {
     Answer a;
     if (Status s = impl_->change("delete", {}, a, "deleted"); !s.ok()) return s;
     if (a.word == "OK") return integer(a.at(1));
     if (a.word != "BUSY" || a.size() != 3) return unexpected(a.reply.get());
     // Closed and woken; wait for whoever holds a role to give it back.
-    const Key gate = integer(a.at(1)) == 0 ? kProducerFree : kConsumerFree;
-    if (Status s = impl_->wait_on(gate, ctx); !s.ok()) return s;
+    const bool producer = integer(a.at(1)) == 0;
+    impl_->waiting_for(producer ? kProducerRole : kConsumerRole, recover_at);
+    if (Status s = impl_->wait_on(producer ? kProducerFree : kConsumerFree, ctx); !s.ok()) {
+      return s;
+    }
   }
 }
-
-namespace {
-
-// Whether the client that recorded `holder` ("<host>_pid<N>[_tid<M>]") is
-// gone: true/false when provable, nullopt when it cannot be told.
-std::optional<bool> holder_gone(std::string_view holder, std::string_view client_list) {
-  const auto at = holder.rfind("_pid");
-  if (holder.empty() || at == std::string_view::npos) return std::nullopt;
-  std::string_view host = holder.substr(0, at);
-  std::string_view rest = holder.substr(at + 4);
-  long pid = 0;
-  auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
-  if (ec != std::errc() || pid <= 0) return std::nullopt;
-  const std::string proc = std::string(host) + "_pid" + std::to_string(pid);
-  if (client_list.find("name=" + proc + " ") != std::string_view::npos) return false;
-  if (host == hostname()) {
-    return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
-  }
-  return std::nullopt;  // another host, and its client does not name its connections
-}
-
-}  // namespace
 
 Result<RepairReport> PressureQueue::repair(bool force) {
+  if (!impl_) return moved_from();
   RepairReport report;
   auto st = stats();
   if (!st.ok()) return st.status();
-  std::string clients;
-  {
-    const std::array<std::string_view, 2> argv = {"CLIENT", "LIST"};
-    CallError err;
-    Reply r = impl_->conn.call(argv, err);
-    if (!r) return err.status;
-    clients = std::string(text(r.get()));
-  }
-  struct Role {
+  // CLIENT LIST only when a holder on another host needs it, and once.
+  std::optional<std::string> clients;
+  Status list_error;
+  bool listed = false;
+  const auto client_list = [&]() -> std::optional<std::string> {
+    if (!listed) {
+      listed = true;
+      const std::array<std::string_view, 2> argv = {"CLIENT", "LIST"};
+      CallError err;
+      Reply r = impl_->conn.call(argv, err);
+      if (!r) {
+        list_error = err.status;
+      } else if (r->type == REDIS_REPLY_ERROR) {
+        list_error = impl_->conn.error_reply(text(r.get()));
+      } else {
+        clients = std::string(text(r.get()));
+      }
+    }
+    return clients;
+  };
+  struct RoleState {
     const char* name;
     bool free;
     const std::string& holder;
   };
-  const std::array<Role, 2> roles = {Role{"producer", st->producer_free, st->producer},
-                                     Role{"consumer", st->consumer_free, st->consumer}};
-  for (const Role& role : roles) {
+  const std::array<RoleState, 2> roles = {RoleState{"producer", st->producer_free, st->producer},
+                                          RoleState{"consumer", st->consumer_free, st->consumer}};
+  for (const RoleState& role : roles) {
     if (role.free) continue;
     const std::string who = role.holder.empty() ? std::string("nobody recorded") : role.holder;
-    const std::optional<bool> gone = holder_gone(role.holder, clients);
+    const std::optional<bool> gone = holder_gone(role.holder, client_list);
+    if (!list_error.ok()) return list_error;
     if (gone == std::optional<bool>(false)) {
       report.left_alone.push_back(std::string(role.name) + " role is held by " + who +
                                   ", which is alive");

@@ -80,6 +80,9 @@ Result<RedisOptions> RedisOptions::from_env(RedisOptions base) {
     }
   }
   if (const char* v = env("PRESSURE_PREFIX")) base.prefix = v;
+  // Credentials, which the protocol does not name: the usual variables.
+  if (const char* v = env("REDIS_USERNAME")) base.user = v;
+  if (const char* v = env("REDIS_PASSWORD")) base.password = v;
   return base;
 }
 

@@ -10,14 +10,18 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
+#include <latch>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "testutil/threads.h"
 #include "testutil/wait_for.h"
 
 namespace sluice {
@@ -185,8 +189,13 @@ TEST(BatcherTest, T4_ShutdownTimeout) {
   EXPECT_GT(s.dropped_on_shutdown, 0u);
   EXPECT_EQ(s.dropped_on_shutdown + s.flushing + s.flushed_fail, 7u);
   expect_conserved(s);
-  b.reset();  // joins: the sink was cancelled
+  // The sink honours its token: it returns soon after the deadline.
+  ASSERT_TRUE(eventually([&] { return b->stats().flushing == 0; }));
   EXPECT_TRUE(cancelled.load());
+  const BatcherStats after = b->stats();
+  EXPECT_EQ(after.flushed_fail, 2u);  // the sink's own answer, kCancelled
+  EXPECT_EQ(after.dropped_on_shutdown, 5u);
+  expect_conserved(after);
 }
 
 // T5
@@ -419,7 +428,10 @@ TEST(BatcherTest, EveryAckResolvesWhateverTheOutcome) {
   }
   ASSERT_TRUE(eventually([&] { return b->stats().flushing == 2; }));  // third batch stuck
   EXPECT_EQ(b->shutdown(with_timeout(30ms)).code(), StatusCode::kDeadlineExceeded);
-  b.reset();  // joins
+  // Let the cancelled sink give its own answer before the batcher goes (the
+  // destructor would abandon a sink call still running: see below).
+  ASSERT_TRUE(eventually([&] { return b->stats().flushing == 0; }));
+  b.reset();
   std::vector<StatusCode> codes;
   for (auto& f : acks) {
     ASSERT_EQ(f.wait_for(0s), std::future_status::ready);  // none left pending
@@ -432,6 +444,96 @@ TEST(BatcherTest, EveryAckResolvesWhateverTheOutcome) {
   EXPECT_EQ(codes[4], StatusCode::kCancelled);  // the sink's own answer to cancellation
   EXPECT_EQ(codes[5], StatusCode::kCancelled);
   for (int i = 6; i < 10; ++i) EXPECT_EQ(codes[i], StatusCode::kDropped) << i;
+}
+
+// A sink that ignores cancellation (here: waits on a latch the test releases
+// at the end). After a shutdown whose deadline passed, the destructor must
+// return at once instead of waiting for it, count the items it holds as lost,
+// resolve every ack, and leave the still-running sink nothing dangling: the
+// abandoned threads own the batcher's state (run under ASan and TSan).
+TEST(BatcherTest, DestructorAfterAShutdownDeadlineAbandonsASinkThatIgnoresCancellation) {
+  std::thread([] {}).join();  // runtimes start helper threads on the first thread (TSan)
+  const std::size_t threads_before = testutil::thread_count();
+  for (const std::size_t flushers : {1, 2}) {
+    for (const bool manual_clock : {false, true}) {
+      SCOPED_TRACE("flushers " + std::to_string(flushers) + (manual_clock ? ", manual clock" : ""));
+      struct SinkState {
+        std::latch gate{1};
+        std::atomic<int> entered{0};
+        std::atomic<int> returned{0};
+      };
+      auto state = std::make_shared<SinkState>();
+      const std::weak_ptr<SinkState> sink_state = state;
+      auto clock = manual_clock ? std::make_unique<ManualClock>() : nullptr;
+      BatcherOptions<int> o;
+      o.max_batch_size = 2;
+      o.max_batch_delay = 1h;
+      o.flushers = flushers;
+      o.clock = clock.get();
+      // Owns what it uses (a copy of `state`): it outlives the Batcher object.
+      o.sink = [state](std::vector<int>&&, const Context&) {
+        state->entered++;
+        state->gate.wait();  // ignores ctx
+        state->returned++;
+        return Status::Ok();
+      };
+      auto b = make(std::move(o));  // the batcher holds the only copy of the sink
+      std::vector<std::future<Status>> acks;
+      for (int i = 0; i < 7; ++i) {
+        auto r = b->add_with_ack(int{i});
+        ASSERT_TRUE(r.ok());
+        acks.push_back(std::move(r).value());
+      }
+      // One batch per flusher in the sink; with 2 flushers the loop's next
+      // batch waits for a free one, and is dropped at the deadline.
+      const std::uint64_t in_sink = 2 * flushers;
+      ASSERT_TRUE(eventually([&] {
+        return state->entered.load() == static_cast<int>(flushers) &&
+               b->stats().flushing == in_sink + (flushers > 1 ? 2 : 0);
+      }));
+      const auto deadline = 50ms;
+      const auto t0 = std::chrono::steady_clock::now();
+      EXPECT_EQ(b->shutdown(with_timeout(deadline)).code(), StatusCode::kDeadlineExceeded);
+      ASSERT_TRUE(eventually([&] { return b->stats().flushing == in_sink; }));
+      const BatcherStats s = b->stats();
+      EXPECT_EQ(s.enqueued, 7u);
+      EXPECT_EQ(s.dropped_on_shutdown, 7u - in_sink);
+      expect_conserved(s);
+
+      // Destroy on another thread, so that the old behaviour (waiting for
+      // the sink) fails here instead of hanging.
+      std::promise<void> destroyed;
+      std::future<void> destroyed_f = destroyed.get_future();
+      std::thread destroyer([&] {
+        b.reset();
+        destroyed.set_value();
+      });
+      const bool returned = destroyed_f.wait_until(t0 + deadline + 1s) == std::future_status::ready;
+      if (!returned) state->gate.count_down();  // let the blocked destructor finish
+      destroyer.join();
+      ASSERT_TRUE(returned) << "the destructor waited for a sink that ignores cancellation";
+      EXPECT_EQ(state->returned.load(), 0);  // it really did not wait
+
+      // Every ack resolved, and says which items were lost where.
+      std::uint64_t abandoned = 0, never_handed = 0;
+      for (auto& f : acks) {
+        ASSERT_EQ(f.wait_for(0s), std::future_status::ready);
+        const Status st = f.get();
+        ASSERT_EQ(st.code(), StatusCode::kDropped) << st;
+        (st.message().find("may yet write") != std::string_view::npos ? abandoned : never_handed)++;
+      }
+      EXPECT_EQ(abandoned, s.flushing);
+      EXPECT_EQ(never_handed, s.dropped_on_shutdown);
+
+      // The user's clock may go now; then the sink returns into a batcher
+      // whose handle is gone. Its threads finish and free the state.
+      clock.reset();
+      state->gate.count_down();
+      state.reset();
+      ASSERT_TRUE(eventually([&] { return sink_state.expired(); }));
+      ASSERT_TRUE(eventually([&] { return testutil::thread_count() == threads_before; }));
+    }
+  }
 }
 
 TEST(BatcherTest, AddBatchIsAllOrNoneAgainstAConcurrentShutdown) {

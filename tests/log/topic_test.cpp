@@ -21,6 +21,7 @@
 
 #include "log/format.h"
 #include "sluice/log/channel.h"
+#include "testutil/prometheus.h"
 #include "testutil/temp_dir.h"
 #include "testutil/wait_for.h"
 
@@ -951,6 +952,50 @@ TEST_F(TopicTest, BadOptionsSayWhichOne) {
   t = Topic::open(dir_.string(), o);
   EXPECT_EQ(t.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(t.status().message().find("segment_bytes (100)"), std::string_view::npos);
+}
+
+TEST_F(TopicTest, StatsAndTheirPrometheusText) {
+  TopicOptions o = small();
+  o.durability = Durability::kPerAppend;
+  auto t = open(o);
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  auto c = std::move(*t->channel("billing"));
+  auto got = drain(*c);
+  ASSERT_TRUE(c->ack(got[99].seq).ok());
+  const TopicStats s = t->stats();
+  EXPECT_EQ(s.next_seq, 300U);
+  EXPECT_EQ(s.visible_seq, 300U);
+  EXPECT_EQ(s.appended, 300U);
+  EXPECT_GE(s.syncs, 300U) << "one per append";
+  EXPECT_EQ(s.segments, segments().size());
+  ASSERT_EQ(s.channels.size(), 1U);
+  EXPECT_EQ(s.channels[0].acked, 100U);
+  const auto e = testutil::parse_prometheus(to_prometheus(s, "events"));
+  ASSERT_EQ(e.error, "");
+  EXPECT_EQ(e.at("sluice_topic_appended_total{name=\"events\"}"), 300);
+  EXPECT_EQ(e.at("sluice_topic_next_seq{name=\"events\"}"), 300);
+  EXPECT_EQ(e.at("sluice_topic_disk_bytes{name=\"events\"}"), static_cast<double>(s.disk_bytes));
+  EXPECT_EQ(e.at("sluice_channel_lag{name=\"events\",channel=\"billing\"}"), 200);
+}
+
+// Misuse is an error, never a crash: a channel kept after its Topic object.
+TEST_F(TopicTest, AChannelMayOutliveItsTopic) {
+  std::unique_ptr<Channel> c;
+  {
+    auto t = open();
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+    c = std::move(*t->channel("late"));
+    ASSERT_TRUE(c->next().ok());
+  }
+  auto rest = drain(*c);  // reads what is there
+  ASSERT_EQ(rest.size(), 9U);
+  ASSERT_TRUE(c->ack(rest.back().seq).ok());
+  EXPECT_EQ(Topic::open(dir_.string(), small()).code(), StatusCode::kInUse)
+      << "the channel still holds the topic open here";
+  c.reset();
+  auto t = open();
+  EXPECT_EQ((*t->channel("late"))->acked(), 10U);
+  EXPECT_EQ(*t->append("more"), 10U);
 }
 
 TEST_F(TopicTest, AMissingParentIsAClearError) {

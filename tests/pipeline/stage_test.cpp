@@ -10,8 +10,10 @@
 #include <chrono>
 #include <condition_variable>
 #include <map>
+#include <mutex>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -161,6 +163,79 @@ TEST(StageTest, CancellationStopsEveryWorkerPromptlyAndClosesTheOutput) {
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_LT(took, 2s);  // generous here; bench/stage_compare reports the real figure
   EXPECT_EQ(st->output().pull().code(), StatusCode::kClosed);
+}
+
+// The seed's cancel promise, with a worker blocked in every place a worker
+// can block at once: on a full output, inside fn (a cancellable wait), on
+// the input, and per mode on the reorder lag (strict) or the dispatcher on a
+// full per-key queue. Cancel mid-stream: every thread exits and the output is
+// closed, holding only what was written before. The time this takes is
+// measured in bench/stage_compare (cancel latency); here a generous bound
+// turns a regression into a failure instead of a hang.
+TEST(StageTest, CancelMidStreamWakesWorkersBlockedEverywhereAndClosesTheOutputOnce) {
+  constexpr int kSlow = 100;  // items >= kSlow wait in fn until cancelled
+  for (const Ordering ord : {Ordering::kUnordered, Ordering::kStrict, Ordering::kPerKey}) {
+    SCOPED_TRACE("ordering " + std::to_string(static_cast<int>(ord)));
+    Queue<int> in(64);
+    std::atomic<int> in_fn{0}, fn_cancelled{0};
+    StageOptions<int> o = opts(ord == Ordering::kStrict ? 4 : 3, ord);
+    o.output_capacity = 1;
+    o.window = 2;  // strict: a worker 2 items ahead of the oldest unwritten result waits
+    o.key = [](const int& v) { return static_cast<std::size_t>(v % 3); };
+    auto st = make(
+        in,
+        [&](int&& v, const Context& ctx) -> Result<int> {
+          if (v < kSlow) return v;
+          in_fn++;
+          std::mutex m;
+          std::condition_variable_any cv;
+          std::unique_lock lock(m);
+          cv.wait(lock, ctx.token(), [] { return false; });
+          fn_cancelled++;
+          return v;
+        },
+        o);
+    Queue<Result<int>>& out = st->output();
+    // A result fills the output; the next one's writer waits for room.
+    ASSERT_TRUE(in.push(0).ok());
+    ASSERT_TRUE(eventually([&] { return out.approx_size() == 1; }));
+    ASSERT_TRUE(in.push(3).ok());  // per-key: the same worker as 0
+    ASSERT_TRUE(eventually([&] { return out.stats().waiting_pushers == 1; }));
+    // One worker inside fn.
+    ASSERT_TRUE(in.push(kSlow + 1).ok());  // key 2
+    ASSERT_TRUE(eventually([&] { return in_fn.load() == 1; }));
+    if (ord == Ordering::kStrict) {
+      // seq 3 is 2 past the oldest unwritten (seq 1): its worker waits on the lag.
+      ASSERT_TRUE(in.push(4).ok());
+      ASSERT_TRUE(eventually([&] { return st->stats().items_in == 4; }));
+    }
+    if (ord == Ordering::kPerKey) {
+      // Key 2's queue (4 items) fills behind the busy worker; the dispatcher
+      // then waits to hand it a fifth.
+      for (int i = 1; i <= 5; ++i) ASSERT_TRUE(in.push(kSlow + 1 + 3 * i).ok());
+      ASSERT_TRUE(eventually([&] { return in.stats().pulled == 8; }));
+    } else {
+      // The last worker waits on the empty input.
+      ASSERT_TRUE(eventually([&] { return in.stats().waiting_pullers == 1; }));
+    }
+    EXPECT_EQ(st->stats().busy_workers, 1u);
+
+    st->cancel();
+    EXPECT_EQ(st->wait(with_timeout(30s)).code(), StatusCode::kCancelled);
+    in.close();  // after a failed wait: lets a worker stuck on the input go
+    EXPECT_EQ(fn_cancelled.load(), 1);
+    EXPECT_EQ(st->stats().busy_workers, 0u);
+    // Closed by the stage: only the result written before the cancel, then kClosed.
+    std::vector<int> got;
+    for (Result<Result<int>> r = out.pull(with_timeout(10s)); r.ok();
+         r = out.pull(with_timeout(10s))) {
+      got.push_back(**r);
+    }
+    EXPECT_EQ(got, std::vector<int>{0});
+    EXPECT_EQ(out.pull(with_timeout(10s)).code(), StatusCode::kClosed);
+    EXPECT_FALSE(out.close());  // already closed, by the stage
+    EXPECT_EQ(st->stats().items_out, 1u);
+  }
 }
 
 TEST(StageTest, ExternalStopTokenCancelsAndWaitSaysSo) {

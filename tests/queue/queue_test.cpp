@@ -10,7 +10,9 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <span>
 #include <stop_token>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -305,6 +307,48 @@ TEST(QueueTest, Edge_LastProducerHandleClosesTheQueue) {
   EXPECT_EQ(*q.pull(), 1);
   EXPECT_EQ(*q.pull(), 2);
   EXPECT_EQ(q.pull().code(), StatusCode::kClosed);
+}
+
+// Misuse is an error, never a crash: a released, moved-from or empty handle
+// refuses with kClosed (it used to dereference a null queue pointer).
+TEST(QueueTest, Edge_ReleasedMovedFromOrEmptyProducerRefusesWithClosed) {
+  Queue<std::unique_ptr<int>> q(4);
+  Producer<std::unique_ptr<int>> a = q.producer();
+  Producer<std::unique_ptr<int>> b = std::move(a);  // a is moved from
+  Producer<std::unique_ptr<int>> empty;
+  Producer<std::unique_ptr<int>> released = b.clone();
+  released.done();
+  for (Producer<std::unique_ptr<int>>* h : {&a, &empty, &released}) {
+    EXPECT_FALSE(h->live());
+    auto item = std::make_unique<int>(1);
+    const Status s = h->push(std::move(item));
+    EXPECT_EQ(s.code(), StatusCode::kClosed);
+    EXPECT_NE(s.message().find("released"), std::string_view::npos) << s;
+    EXPECT_NE(item, nullptr);  // still the caller's
+    EXPECT_EQ(h->push(std::move(item), with_timeout(1s)).code(), StatusCode::kClosed);
+    EXPECT_EQ(h->try_push(std::move(item)).code(), StatusCode::kClosed);
+    EXPECT_NE(item, nullptr);
+    std::vector<std::unique_ptr<int>> items;
+    items.push_back(std::make_unique<int>(2));
+    const BulkResult r = h->push_many(std::span(items));
+    EXPECT_EQ(r.count, 0u);
+    EXPECT_EQ(r.status, StatusCode::kClosed);
+    EXPECT_NE(items[0], nullptr);
+    EXPECT_FALSE(h->clone().live());
+    h->done();  // still idempotent
+  }
+  // None of that touched the queue, which b still holds open.
+  EXPECT_FALSE(q.closed());
+  EXPECT_EQ(q.stats().pushed, 0u);
+  ASSERT_TRUE(b.push(std::make_unique<int>(3)).ok());
+  b.done();
+  EXPECT_TRUE(q.closed());
+  EXPECT_EQ(b.push(std::make_unique<int>(4)).code(), StatusCode::kClosed);
+  // A default-constructed iterator is an end iterator, even when advanced.
+  Queue<std::unique_ptr<int>>::Iterator it;
+  EXPECT_TRUE(it == std::default_sentinel);
+  ++it;
+  EXPECT_TRUE(it == std::default_sentinel);
 }
 
 // --- Range-for pulls until closed and drained; items(ctx) stops on cancel ---

@@ -38,9 +38,30 @@ class PressureInteropTest : public ::testing::Test {
     return lines;
   }
 
+  std::string key(const std::string& suffix = "") { return "__pressure__:q" + suffix; }
+  // The role is taken (no token) and `holder` is recorded as holding it.
+  bool held_by(const std::string& role, const std::string& holder) {
+    return raw_.integer({"LLEN", key(":" + role + "_free")}) == 0 &&
+           raw_.get(key(":" + role)) == holder;
+  }
+  std::vector<std::string> token(const std::string& role) {
+    return raw_.lrange(key(":" + role + "_free"));
+  }
+
   RedisServer server_;
   RawRedis raw_{server_.port()};
 };
+
+// What a reference client's call threw ("" if it returned).
+template <class F>
+std::string outcome(F f) {
+  try {
+    f();
+    return "";
+  } catch (const ReferenceClient::Error& e) {
+    return e.what();
+  }
+}
 
 std::vector<std::string> messages(int n, const std::string& tag) {
   std::vector<std::string> out;
@@ -172,6 +193,132 @@ TEST_F(PressureInteropTest, ReferenceProducerInsideAPutExcludesSluice) {
   EXPECT_EQ(*q.get(), "second");
   EXPECT_TRUE(waiting.get().ok());
   EXPECT_EQ(*q.get(), "third");
+}
+
+// The existing clients hold the producer role for the whole of a put,
+// including its wait for room (the protocol's Put: BRPOP :producer_free,
+// SET :producer, then BRPOP :not_full). A waiting sluice put does the same, so
+// another producer gets INUSE, not FULL, and producers never interleave.
+TEST_F(PressureInteropTest, ASluicePutWaitingForRoomHoldsTheProducerRole) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(1).ok());
+  ASSERT_TRUE(q.put("first").ok());
+  std::promise<std::string> id;
+  auto waiting = std::async(std::launch::async, [&] {
+    auto p = sluice_q();
+    id.set_value(p.client_id());
+    return p.put("second", with_timeout(20s));  // bounded: a failed test must not hang
+  });
+  const std::string holder = id.get_future().get();
+  ASSERT_TRUE(testutil::eventually([&] { return held_by("producer", holder); }, 5s));
+  auto ref = reference();
+  EXPECT_EQ(outcome([&] { ref.try_put("ref"); }), "QueueInUse");
+  EXPECT_EQ(q.try_put("third").code(), StatusCode::kInUse);
+  EXPECT_EQ(q.put("third", with_timeout(100ms)).code(), StatusCode::kDeadlineExceeded);
+  // A reference producer that blocks for the role goes after the sluice put.
+  auto ref_put = std::async(std::launch::async, [&] { reference().put("by reference"); });
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 2; }));
+  EXPECT_EQ(*q.get(), "first");
+  EXPECT_TRUE(waiting.get().ok());
+  EXPECT_EQ(*q.get(), "second");
+  ref_put.get();
+  EXPECT_EQ(*q.get(), "by reference");
+  EXPECT_EQ(token("producer"), std::vector<std::string>{"0"});
+}
+
+TEST_F(PressureInteropTest, AWaitingSluicePutGivesTheRoleBackWhenCancelledOrPastItsDeadline) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(1).ok());
+  ASSERT_TRUE(q.put("first").ok());
+  std::stop_source stop;
+  std::promise<std::string> id;
+  auto cancelled = std::async(std::launch::async, [&] {
+    auto p = sluice_q();
+    id.set_value(p.client_id());
+    return p.put("second", Context(stop.get_token(), Context::Clock::now() + 20s));
+  });
+  const std::string holder = id.get_future().get();
+  ASSERT_TRUE(testutil::eventually([&] { return held_by("producer", holder); }, 5s));
+  stop.request_stop();
+  auto r = cancelled.get();
+  EXPECT_EQ(r.code(), StatusCode::kCancelled);
+  EXPECT_EQ(r.delivery(), Delivery::kNotEnqueued);
+  EXPECT_EQ(token("producer"), std::vector<std::string>{"0"});
+  auto ref = reference();
+  ref.hold_producer();  // at once: the role is free
+  ref.release_producer();
+
+  std::promise<std::string> id2;
+  auto timed = std::async(std::launch::async, [&] {
+    auto p = sluice_q();
+    id2.set_value(p.client_id());
+    return p.put("second", with_timeout(2s));
+  });
+  const std::string holder2 = id2.get_future().get();
+  ASSERT_TRUE(testutil::eventually([&] { return held_by("producer", holder2); }, 5s));
+  EXPECT_EQ(timed.get().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(token("producer"), std::vector<std::string>{"0"});
+  EXPECT_EQ(outcome([&] { ref.try_put("ref"); }), "QueueFull");  // free, and still full
+  EXPECT_EQ(raw_.lrange(key()), std::vector<std::string>{"first"});
+}
+
+// The protocol's Get holds the consumer role while it waits for data
+// (BRPOP :consumer_free, SET :consumer, then BRPOP on the data and :closed);
+// so does a waiting sluice get.
+TEST_F(PressureInteropTest, ASluiceGetWaitingForDataHoldsTheConsumerRole) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(0).ok());
+  std::promise<std::string> id;
+  auto waiting = std::async(std::launch::async, [&] {
+    auto c = sluice_q();
+    id.set_value(c.client_id());
+    return c.get(with_timeout(20s));
+  });
+  const std::string holder = id.get_future().get();
+  ASSERT_TRUE(testutil::eventually([&] { return held_by("consumer", holder); }, 5s));
+  auto ref = reference();
+  EXPECT_EQ(outcome([&] { ref.try_get(); }), "QueueInUse");
+  EXPECT_EQ(q.try_get().code(), StatusCode::kInUse);
+  ASSERT_TRUE(q.put("hello").ok());
+  auto got = waiting.get();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "hello");
+  EXPECT_EQ(token("consumer"), std::vector<std::string>{"0"});
+  EXPECT_EQ(outcome([&] { ref.try_get(); }), "QueueEmpty");
+
+  std::stop_source stop;
+  std::promise<std::string> id2;
+  auto cancelled = std::async(std::launch::async, [&] {
+    auto c = sluice_q();
+    id2.set_value(c.client_id());
+    return c.get(Context(stop.get_token(), Context::Clock::now() + 20s));
+  });
+  const std::string holder2 = id2.get_future().get();
+  ASSERT_TRUE(testutil::eventually([&] { return held_by("consumer", holder2); }, 5s));
+  stop.request_stop();
+  EXPECT_EQ(cancelled.get().code(), StatusCode::kCancelled);
+  EXPECT_EQ(token("consumer"), std::vector<std::string>{"0"});
+  ASSERT_TRUE(q.put("for the reference").ok());
+  EXPECT_EQ(ref.try_get(), "for the reference");
+}
+
+// A waiting sluice get that sees the queue closed gives the role back, so a
+// reference client's delete (which waits for both tokens) can finish.
+TEST_F(PressureInteropTest, AReferenceDeleteFinishesUnderAWaitingSluiceGet) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(0).ok());
+  std::promise<std::string> id;
+  auto waiting = std::async(std::launch::async, [&] {
+    auto c = sluice_q();
+    id.set_value(c.client_id());
+    return c.get(with_timeout(20s));
+  });
+  const std::string holder = id.get_future().get();
+  ASSERT_TRUE(testutil::eventually([&] { return held_by("consumer", holder); }, 5s));
+  reference().del();
+  const StatusCode c = waiting.get().code();
+  EXPECT_TRUE(c == StatusCode::kNotFound || c == StatusCode::kClosed) << c;
+  EXPECT_TRUE(state("q").empty());
 }
 
 TEST_F(PressureInteropTest, ReferenceConsumerInsideAGetExcludesSluice) {

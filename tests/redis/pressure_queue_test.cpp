@@ -2,15 +2,20 @@
 #include "sluice/redis/pressure_queue.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "testutil/prometheus.h"
 #include "testutil/redis_server.h"
 #include "testutil/wait_for.h"
 
@@ -43,6 +48,24 @@ TEST_F(PressureQueueTest, CreateThenExistsLengthClosed) {
   EXPECT_EQ(*q.closed(), false);
   Status again = q.create(5);
   EXPECT_EQ(again.code(), StatusCode::kAlreadyExists);
+}
+
+// Misuse is an error, never a crash.
+TEST_F(PressureQueueTest, AMovedFromHandleRefusesEveryCall) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  PressureQueue moved = std::move(q);
+  EXPECT_EQ(q.try_put("x").code(),
+            StatusCode::kInvalidArgument);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(q.put("x").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.try_get().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.stats().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.length().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.close().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.destroy().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.repair().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(q.name(), "");
+  EXPECT_TRUE(moved.try_put("y").ok()) << "the handle it moved to works";
 }
 
 TEST_F(PressureQueueTest, CreateWritesTheProtocolKeys) {
@@ -92,6 +115,11 @@ TEST_F(PressureQueueTest, PutGetKeepsFifoBytesAndStats) {
   EXPECT_EQ(st->consumer, q.client_id());
   EXPECT_TRUE(st->producer_free && st->consumer_free);
   EXPECT_EQ(raw_.get(key(":stats:produced_bytes")), std::to_string(bytes));
+  const auto e = testutil::parse_prometheus(to_prometheus(*st, "jobs"));
+  ASSERT_EQ(e.error, "");
+  EXPECT_EQ(e.at("sluice_redis_produced_bytes_total{name=\"jobs\"}"), static_cast<double>(bytes));
+  EXPECT_EQ(e.at("sluice_redis_consumed_messages_total{name=\"jobs\"}"), 50);
+  EXPECT_EQ(e.at("sluice_redis_length{name=\"jobs\"}"), 0);
 }
 
 TEST_F(PressureQueueTest, OneRoundTripPerOperation) {
@@ -252,6 +280,33 @@ TEST_F(PressureQueueTest, CancelledPutEnqueuesNothing) {
   EXPECT_TRUE(q.stats()->producer_free);
 }
 
+// The role a waiting put holds is given back on every return, including a
+// broken connection: the give-back goes over a new one.
+TEST_F(PressureQueueTest, AWaitingPutWhoseConnectionIsKilledGivesTheRoleBack) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(1).ok());
+  ASSERT_TRUE(q.put("first").ok());
+  std::promise<std::string> id;
+  auto waiting = std::async(std::launch::async, [&] {
+    auto p = queue();
+    id.set_value(p.client_id());
+    return p.put("second", with_timeout(20s));
+  });
+  const std::string holder = id.get_future().get();
+  ASSERT_TRUE(testutil::eventually(
+      [&] {
+        return raw_.integer({"LLEN", key(":producer_free")}) == 0 &&
+               raw_.get(key(":producer")) == holder;
+      },
+      5s));
+  raw_.cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
+  auto r = waiting.get();
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r.status;
+  EXPECT_EQ(r.enqueued, 0U);
+  EXPECT_EQ(raw_.lrange(key(":producer_free")), std::vector<std::string>{"0"});
+  EXPECT_EQ(raw_.lrange(key()), std::vector<std::string>{"first"});
+}
+
 TEST_F(PressureQueueTest, DeadlineBoundsTheWait) {
   auto q = queue();
   ASSERT_TRUE(q.create(0).ok());
@@ -305,7 +360,10 @@ TEST_F(PressureQueueTest, DestroyWithABlockedProducerLosesNothingSilently) {
   ASSERT_TRUE(gone.ok());
   EXPECT_EQ(*gone, 1U);  // "in" was discarded, and said so
   auto r = producer.get();
-  EXPECT_EQ(r.code(), StatusCode::kNotFound);  // "waiting" was never enqueued
+  // The waiting producer holds the role, so destroy closes the queue and
+  // waits for it: the producer wakes, finds the queue closed and gives the
+  // role back. "waiting" was never enqueued.
+  EXPECT_EQ(r.code(), StatusCode::kClosed) << r.status;
   EXPECT_EQ(r.delivery(), Delivery::kNotEnqueued);
   EXPECT_TRUE(raw_.dump(key("*"), "").empty());
 }
@@ -364,7 +422,8 @@ TEST_F(PressureQueueTest, RedisNotRunningIsAClearErrorAndNothingIsEnqueued) {
   auto r = q.put("x");
   EXPECT_EQ(r.code(), StatusCode::kUnavailable);
   EXPECT_EQ(r.delivery(), Delivery::kNotEnqueued);
-  EXPECT_NE(r.status.message().find("unreachable"), std::string_view::npos) << r.status;
+  const std::string want = "connection refused at 127.0.0.1:" + std::to_string(o.port);
+  EXPECT_NE(r.status.message().find(want), std::string_view::npos) << r.status;
   EXPECT_EQ(q.get().code(), StatusCode::kUnavailable);
   EXPECT_EQ(q.create(0).code(), StatusCode::kUnavailable);
   EXPECT_EQ(q.length().code(), StatusCode::kUnavailable);
@@ -432,6 +491,8 @@ TEST_F(PressureQueueTest, AHungServerMakesThePutsFateUnknown) {
   EXPECT_EQ(r.code(), StatusCode::kUnavailable);
   EXPECT_EQ(r.delivery(), Delivery::kUnknown);
   EXPECT_EQ(r.in_doubt, 1U);
+  const std::string want = "timed out after 200 ms talking to 127.0.0.1:" + std::to_string(o.port);
+  EXPECT_NE(r.status.message().find(want), std::string_view::npos) << r.status;
   ASSERT_TRUE(testutil::eventually([&] { return raw_.integer({"LLEN", key()}) == 1; }));
   EXPECT_TRUE(q.put("next").ok());  // reconnected
 }
@@ -560,6 +621,170 @@ TEST_F(PressureQueueTest, DestroyAlsoRemovesInFlightListsButNotAQueueNamedLikeOn
   EXPECT_EQ(*gone, 2U);  // "y" queued and "x" in flight
   EXPECT_EQ(raw_.integer({"EXISTS", key(":inflight:w")}), 0);
   EXPECT_EQ(*lookalike.get(), "keep me");
+}
+
+// A loopback port whose listener the kernel completes connections for, but
+// that nobody ever reads from or answers (a hung proxy, the wrong service).
+class SilentListener {
+ public:
+  explicit SilentListener(int backlog) : fd_(socket(AF_INET, SOCK_STREAM, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+        listen(fd_, backlog) != 0 ||
+        getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      throw std::runtime_error("cannot listen on loopback");
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~SilentListener() { ::close(fd_); }
+  SilentListener(const SilentListener&) = delete;
+  SilentListener& operator=(const SilentListener&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_;
+  int port_ = 0;
+};
+
+bool says(const Status& s, const std::string& what) {
+  return s.message().find(what) != std::string_view::npos;
+}
+
+TEST(PressureErrorsTest, ASilentListenerTimesOutNamingTheServer) {
+  SilentListener silent(16);
+  RedisOptions o;
+  o.port = silent.port();
+  o.io_timeout = 300ms;
+  PressureQueue q(o, "q");
+  auto r = q.put("x");
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.delivery(), Delivery::kNotEnqueued);  // the set-up failed: the put was never sent
+  EXPECT_TRUE(
+      says(r.status, "timed out after 300 ms talking to 127.0.0.1:" + std::to_string(o.port)))
+      << r.status;
+  EXPECT_FALSE(says(r.status, "Resource temporarily unavailable")) << r.status;
+  auto g = q.get();
+  EXPECT_TRUE(says(g.status(), "timed out after 300 ms talking to 127.0.0.1:")) << g.status();
+}
+
+// With backlog 0 and one connection waiting to be accepted, Linux drops the
+// next SYN: the TCP handshake itself never completes.
+TEST(PressureErrorsTest, AConnectThatNeverCompletesTimesOutNamingTheServer) {
+  SilentListener full(0);
+  RawRedis filler(full.port());  // completes, and fills the accept queue
+  RedisOptions o;
+  o.port = full.port();
+  o.connect_timeout = 300ms;
+  PressureQueue q(o, "q");
+  auto r = q.put("x");
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(r.delivery(), Delivery::kNotEnqueued);
+  EXPECT_TRUE(
+      says(r.status, "timed out after 300 ms connecting to 127.0.0.1:" + std::to_string(o.port)))
+      << r.status;
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    setenv(name, value.c_str(), 1);  // NOLINT(concurrency-mt-unsafe): set before threads start
+  }
+  ~ScopedEnv() { unsetenv(name_); }  // NOLINT(concurrency-mt-unsafe)
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+std::string url(const std::string& cred, const RedisServer& s) {
+  return "redis://" + cred + "@127.0.0.1:" + std::to_string(s.port());
+}
+
+// Each handle made from `o` can create, put and get (a fresh queue name each).
+void works(const RedisOptions& o, const std::string& name) {
+  PressureQueue q(o, name);
+  ASSERT_TRUE(q.create(0).ok()) << name;
+  ASSERT_TRUE(q.put("x").ok()) << name;
+  auto got = q.get();
+  ASSERT_TRUE(got.ok()) << name << ": " << got.status();
+  EXPECT_EQ(*got, "x");
+}
+
+// A refused AUTH (or none) reads as an authentication failure at the server,
+// whatever the command that met it, and is not retried into success.
+void fails_to_authenticate(const RedisOptions& o, const std::string& reply) {
+  PressureQueue q(o, "q");
+  const std::string at = "authentication failed at 127.0.0.1:" + std::to_string(o.port) + ": ";
+  auto r = q.put("x");
+  EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << r.status;
+  EXPECT_EQ(r.delivery(), Delivery::kNotEnqueued);
+  EXPECT_TRUE(says(r.status, at + reply)) << r.status;
+  EXPECT_FALSE(says(r.status, "CLIENT")) << r.status;
+  EXPECT_TRUE(says(r.status, "REDIS_PASSWORD")) << r.status;  // says what to do
+  Status c = q.create(0);
+  EXPECT_EQ(c.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(says(c, at + reply)) << c;
+}
+
+TEST(PressureAuthTest, RequirepassTakesThePasswordFromTheUrlOrTheEnvironment) {
+  RedisServer server(false, {"requirepass s3cret"});
+  auto from_url = RedisOptions::from_url(url(":s3cret", server));
+  ASSERT_TRUE(from_url.ok()) << from_url.status();
+  works(*from_url, "by-url");
+  ScopedEnv port("REDIS_PORT", std::to_string(server.port()));
+  ScopedEnv pass("REDIS_PASSWORD", "s3cret");
+  auto from_env = RedisOptions::from_env();
+  ASSERT_TRUE(from_env.ok()) << from_env.status();
+  EXPECT_EQ(from_env->password, "s3cret");
+  works(*from_env, "by-env");
+}
+
+TEST(PressureAuthTest, RequirepassWithAWrongPasswordOrNoneFailsAsAuthentication) {
+  RedisServer server(false, {"requirepass s3cret"});
+  RedisOptions o = server.options();
+  fails_to_authenticate(o, "NOAUTH");
+  o.password = "wrong";
+  fails_to_authenticate(o, "WRONGPASS");
+}
+
+TEST(PressureAuthTest, AclUserTakesItsNameAndPasswordFromTheUrlOrTheEnvironment) {
+  RedisServer server(false, {"user default off", "user alice on >wonderland ~* &* +@all"});
+  auto from_url = RedisOptions::from_url(url("alice:wonderland", server));
+  ASSERT_TRUE(from_url.ok()) << from_url.status();
+  works(*from_url, "by-url");
+  ScopedEnv port("REDIS_PORT", std::to_string(server.port()));
+  ScopedEnv user("REDIS_USERNAME", "alice");
+  ScopedEnv pass("REDIS_PASSWORD", "wonderland");
+  auto from_env = RedisOptions::from_env();
+  ASSERT_TRUE(from_env.ok()) << from_env.status();
+  EXPECT_EQ(from_env->user, "alice");
+  works(*from_env, "by-env");
+}
+
+TEST(PressureAuthTest, AclUserWithAWrongPasswordOrNoneFailsAsAuthentication) {
+  RedisServer server(false, {"user default off", "user alice on >wonderland ~* &* +@all"});
+  RedisOptions o = server.options();
+  fails_to_authenticate(o, "NOAUTH");
+  o.user = "alice";
+  o.password = "rabbit";
+  fails_to_authenticate(o, "WRONGPASS");
+}
+
+TEST(PressureAuthTest, AnAclUserWithoutAPermissionIsToldWhichCommand) {
+  RedisServer server(false, {"user default off", "user bob on >pw ~* &* +@all -evalsha"});
+  RedisOptions o = server.options();
+  o.user = "bob";
+  o.password = "pw";
+  PressureQueue q(o, "q");
+  Status s = q.create(0);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(says(s, "permission denied at 127.0.0.1:" + std::to_string(o.port))) << s;
+  EXPECT_TRUE(says(s, "evalsha")) << s;
 }
 
 TEST(RedisOptionsTest, ParsesUrls) {

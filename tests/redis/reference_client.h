@@ -4,6 +4,7 @@
 // token popped with BRPOP and held for the whole operation, "0" as every
 // token, `stats:` keys, `<host>_pid<pid>` as the id, bound 0 never touching
 // :not_full. It exists to check that sluice interoperates with them.
+// try_put/try_get are the protocol's non-blocking Put and Get.
 // Differences kept on purpose: blocking waits have a timeout (so a broken
 // test fails instead of hanging), and a get woken by close re-pushes the
 // :closed element it popped (hazard 6 would otherwise make tests flaky).
@@ -98,6 +99,54 @@ class ReferenceClient {
     return value;
   }
 
+  // The protocol's Put (Non-Blocking): throws QueueInUse when another
+  // producer holds the role, QueueFull when :not_full has no token.
+  void try_put(const std::string& value) {
+    must_exist();
+    if (!rpop(k(":producer_free"))) throw Error("QueueInUse");
+    redis_.cmd({"SET", k(":producer"), id_});
+    if (redis_.integer({"EXISTS", k(":closed")}) == 1) {
+      redis_.cmd({"LPUSH", k(":producer_free"), "0"});
+      throw Error("QueueClosed");
+    }
+    const long long bound = std::stoll(redis_.get(k(":bound")));
+    if (bound != 0 && !rpop(k(":not_full"))) {
+      redis_.cmd({"LPUSH", k(":producer_free"), "0"});
+      throw Error("QueueFull");
+    }
+    const long long len = redis_.integer({"LPUSH", base_, value});
+    if (bound != 0 && len < bound) {
+      redis_.cmd({"LPUSH", k(":not_full"), "0"});
+      redis_.cmd({"LTRIM", k(":not_full"), "0", "0"});
+    }
+    redis_.cmd({"INCR", k(":stats:produced_messages")});
+    redis_.cmd({"INCRBY", k(":stats:produced_bytes"), std::to_string(value.size())});
+    redis_.cmd({"LPUSH", k(":producer_free"), "0"});
+  }
+
+  // The protocol's Get (Non-Blocking): throws QueueInUse when another
+  // consumer holds the role, QueueEmpty when there is nothing to get.
+  std::string try_get() {
+    must_exist();
+    if (!rpop(k(":consumer_free"))) throw Error("QueueInUse");
+    redis_.cmd({"SET", k(":consumer"), id_});
+    auto value = rpop(base_);
+    if (!value) {
+      const bool closed = redis_.integer({"EXISTS", k(":closed")}) == 1;
+      redis_.cmd({"LPUSH", k(":consumer_free"), "0"});
+      throw Error(closed ? "QueueClosed" : "QueueEmpty");
+    }
+    const long long bound = std::stoll(redis_.get(k(":bound")));
+    if (bound != 0 && redis_.integer({"LLEN", base_}) < bound) {
+      redis_.cmd({"LPUSH", k(":not_full"), "0"});
+      redis_.cmd({"LTRIM", k(":not_full"), "0", "0"});
+    }
+    redis_.cmd({"INCR", k(":stats:consumed_messages")});
+    redis_.cmd({"INCRBY", k(":stats:consumed_bytes"), std::to_string(value->size())});
+    redis_.cmd({"LPUSH", k(":consumer_free"), "0"});
+    return *value;
+  }
+
   void close() {
     must_exist();
     brpop(k(":producer_free"));
@@ -144,6 +193,11 @@ class ReferenceClient {
   std::string k(const char* suffix) const { return base_ + suffix; }
   void must_exist() {
     if (!exists()) throw Error("QueueDoesNotExist");
+  }
+  std::optional<std::string> rpop(const std::string& key) {
+    auto r = redis_.cmd({"RPOP", key});
+    if (r->type != REDIS_REPLY_STRING) return std::nullopt;
+    return std::string(r->str, r->len);
   }
   std::pair<std::string, std::string> brpop(const std::string& a,
                                             const std::optional<std::string>& b = {}) {

@@ -15,9 +15,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -114,11 +116,18 @@ class RawRedis {
 class RedisServer {
  public:
   // `persistent`: append-only file with fsync always, so a restart keeps data.
-  explicit RedisServer(bool persistent = false) : persistent_(persistent) {
+  // `config`: extra redis.conf lines, e.g. "requirepass pw" or
+  // "user alice on >pw ~* &* +@all".
+  explicit RedisServer(bool persistent = false, const std::vector<std::string>& config = {})
+      : persistent_(persistent) {
     dir_ = std::filesystem::temp_directory_path() /
            ("sluice-redis-" + std::to_string(getpid()) + "-" +
             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
     std::filesystem::create_directories(dir_);
+    {
+      std::ofstream conf(dir_ / "extra.conf");
+      for (const auto& line : config) conf << line << "\n";
+    }
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = free_port();
       if (start_once()) return;
@@ -173,19 +182,14 @@ class RedisServer {
   }
 
   bool start_once() {
-    std::vector<std::string> args = {"redis-server",
-                                     "--port",
-                                     std::to_string(port_),
-                                     "--bind",
-                                     "127.0.0.1",
-                                     "--save",
-                                     "",
-                                     "--dir",
-                                     dir_.string(),
-                                     "--loglevel",
-                                     "warning",
-                                     "--logfile",
-                                     (dir_ / "redis.log").string()};
+    // A config file must come first; command-line options then override it.
+    std::vector<std::string> args = {"redis-server", (dir_ / "extra.conf").string(),
+                                     "--port",       std::to_string(port_),
+                                     "--bind",       "127.0.0.1",
+                                     "--save",       "",
+                                     "--dir",        dir_.string(),
+                                     "--loglevel",   "warning",
+                                     "--logfile",    (dir_ / "redis.log").string()};
     if (persistent_) {
       args.insert(args.end(), {"--appendonly", "yes", "--appendfsync", "always"});
     } else {
@@ -211,6 +215,10 @@ class RedisServer {
         RawRedis probe(port_, 200);
         auto r = probe.cmd({"PING"});
         if (r->type == REDIS_REPLY_STATUS) return true;
+        // Up, and asking for a password (requirepass, ACL). Not LOADING.
+        if (r->type == REDIS_REPLY_ERROR && std::string_view(r->str).starts_with("NOAUTH")) {
+          return true;
+        }
       } catch (const std::exception&) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -10,8 +10,9 @@ namespace sluice::detail {
 inline constexpr std::size_t kCacheLine = 64;
 
 // One polite spin iteration: tells the core we are busy-waiting so the sibling
-// hyper-thread runs and the pipeline is not flushed on exit.
-inline void cpu_relax() noexcept {
+// hyper-thread runs and the pipeline is not flushed on exit. (Not named
+// cpu_relax: Boost.Fiber defines that as a macro.)
+inline void spin_pause() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #elif defined(__aarch64__)

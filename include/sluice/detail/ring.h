@@ -88,7 +88,7 @@ class Ring {
         // will wake us. Not spinning here keeps a preempted popper harmless.
         return RingOp::kWouldBlock;
       } else {
-        cpu_relax();  // another producer took this position; catch up
+        spin_pause();  // another producer took this position; catch up
         tail = tail_.load(std::memory_order_relaxed);
       }
     }
@@ -119,7 +119,7 @@ class Ring {
           *op = RingOp::kWouldBlock;
           return 0;
         }
-        cpu_relax();
+        spin_pause();
         tail = tail_.load(std::memory_order_relaxed);
         continue;
       }
@@ -161,7 +161,7 @@ class Ring {
         // Empty, or a push is mid-way (it will wake us).
         return drained(head) ? RingOp::kClosed : RingOp::kWouldBlock;
       } else {
-        cpu_relax();
+        spin_pause();
         head = head_.load(std::memory_order_relaxed);
       }
     }
@@ -184,7 +184,7 @@ class Ring {
           *op = drained(head) ? RingOp::kClosed : RingOp::kWouldBlock;
           return 0;
         }
-        cpu_relax();
+        spin_pause();
         head = head_.load(std::memory_order_relaxed);
         continue;
       }

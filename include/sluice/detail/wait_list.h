@@ -125,7 +125,7 @@ class WaitList {
 #endif
   }
   void notify_all() {
-    if (has_waiters()) notify_slow(std::numeric_limits<std::size_t>::max());
+    if (has_waiters()) notify_slow((std::numeric_limits<std::size_t>::max)());
   }
 
   // Sets w's word to `value` and wakes its thread. The caller must keep w
@@ -177,7 +177,7 @@ template <class F>
 StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
   for (int i = 0; i < kSpinPauses; ++i) {
     if (attempt() == Attempt::kDone) return StatusCode::kOk;
-    cpu_relax();
+    spin_pause();
   }
   const auto yield_until = std::chrono::steady_clock::now() + yield_budget();
   for (;;) {

@@ -12,7 +12,9 @@
 //   oldest unacknowledged message.
 // Cancellation: waiting calls take a Context and return kCancelled or
 //   kDeadlineExceeded; nothing is acknowledged by a cancelled call.
-// Ownership: the Topic must outlive the Channel. Messages are copied out.
+// Ownership: the Channel shares its topic's files: it may outlive the Topic
+//   object (it reads what is there; the topic takes no appends). Messages
+//   are copied out.
 // Errors: kIOError (position file), kCorruption is never returned for a
 //   record: damaged ranges are skipped and counted (skipped_corrupt()).
 #pragma once
@@ -84,9 +86,11 @@ class Channel {
   std::uint64_t skipped_retention() const;
 
   struct Impl;
-  explicit Channel(std::unique_ptr<Impl> impl);
 
  private:
+  friend class Topic;
+  explicit Channel(std::unique_ptr<Impl> impl);
+
   std::unique_ptr<Impl> impl_;
 };
 

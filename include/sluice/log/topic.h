@@ -16,8 +16,10 @@
 //   deadline: kDeadlineExceeded) with nothing written. Once written, a record stays
 //   written; waiting for its sync is not cancellable (its durability is the
 //   point of the call).
-// Ownership: the Topic owns its files and a flusher thread (kInterval). It
-//   must outlive its channels. Records are copied in.
+// Ownership: the Topic owns its files and a flusher thread (kInterval).
+//   Destroying it stops appends (flusher stopped, reserve given back, synced
+//   except in kNone); channels still open keep the files (and the writer's
+//   lock) until the last is gone. Records are copied in.
 // Errors: kInvalidArgument (message too large, bad options), kIOError with
 //   the errno text (disk full included: the failed record is cut off again,
 //   so the log stays consistent), kNotFound/kAlreadyExists for channels.
@@ -115,6 +117,28 @@ struct RetentionStats {
   std::uint64_t records_dropped = 0;
 };
 
+// A snapshot of a topic's state and counters.
+struct TopicStats {
+  std::uint64_t first_seq = 0;    // the oldest retained record
+  std::uint64_t next_seq = 0;     // the seq the next append gets
+  std::uint64_t visible_seq = 0;  // channels see records below it (in kPerAppend and
+                                  // kGroupCommit, only once synced)
+  std::uint64_t segments = 0;
+  std::uint64_t disk_bytes = 0;  // in retained segments
+  std::uint64_t appended = 0;    // records appended since this Topic was opened
+  std::uint64_t syncs = 0;       // fdatasyncs of segments since then
+  RetentionStats retention;
+  struct Position {
+    std::string channel;
+    std::uint64_t acked = 0;  // first seq not durably acknowledged
+  };
+  std::vector<Position> channels;  // channels open through this Topic
+};
+
+// The snapshot in the Prometheus text format (sluice/metrics.h), labelled
+// name="<name>" (and channel="<channel>" for positions and lag).
+std::string to_prometheus(const TopicStats& stats, std::string_view name);
+
 class Topic {
  public:
   // Opens (creating if missing) the topic in `dir`, recovering it: a torn
@@ -138,6 +162,7 @@ class Topic {
   std::uint64_t disk_bytes() const;  // bytes in retained segments
   const RecoveryReport& recovery() const;
   RetentionStats retention() const;
+  TopicStats stats() const;
   const std::string& dir() const;
   const TopicOptions& options() const;
 
@@ -155,7 +180,7 @@ class Topic {
   explicit Topic(std::unique_ptr<Impl> impl);
   static Result<std::unique_ptr<Topic>> open_reader(const std::string& canon,
                                                     const TopicOptions& options);
-  std::unique_ptr<Impl> impl_;
+  std::shared_ptr<Impl> impl_;  // channels share it: one may outlive the Topic
 };
 
 // Checks every segment of the topic in `dir` without changing anything.

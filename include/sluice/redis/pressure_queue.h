@@ -12,16 +12,33 @@
 //   consumer role or the queue is empty; close waits for the producer role;
 //   destroy waits for both roles. Waiting happens on the server (BLMOVE that
 //   moves nothing), in slices of RedisOptions::wait_slice, never inside a
-//   script and never while holding a role: each step runs as one Lua script
-//   that takes the role token, acts and gives it back atomically. try_* never
-//   wait. Every call needs at least one round trip.
+//   script. try_* never wait. Every call needs at least one round trip.
+// Roles, as the protocol's other clients hold them (docs/redis_keys.md):
+//   - a call that can finish at once takes the role, acts and gives it back
+//     in one atomic script: no one ever sees it held;
+//   - put/put_many that must wait for room keep the producer role (token
+//     popped from :producer_free, id in :producer) from the moment they find
+//     the queue full until they return, and get/get_many/get_reliable that
+//     must wait for data keep the consumer role the same way. Meanwhile
+//     other producers (consumers) get kInUse from try_*, INUSE from the
+//     other clients, and wait; close waits for such a put to finish;
+//   - the role is given back on every return: done, kCancelled,
+//     kDeadlineExceeded, kClosed, kNotFound, kUnavailable (over a new
+//     connection). If Redis cannot be reached then, the handle gives it back
+//     at its next call or in its destructor;
+//   - a client killed while it waits leaves the role taken. A call waiting
+//     for that role restores it after about a second if the holder is
+//     provably gone (see repair()), and so does repair().
+//   try_* and the calls that need no wait never keep a role.
 // Ordering: FIFO across all producers and consumers of the queue: messages
 //   are LPUSHed and popped from the right. A batch is enqueued in order,
-//   never past the bound; a partial batch (bound reached) is a prefix.
+//   never past the bound; a partial batch (bound reached) is a prefix. A
+//   batch keeps the role across each wait for room, so no other producer's
+//   messages land between its parts on either side of a wait (they may land
+//   between its scripts of up to 1024 messages otherwise).
 // Cancellation: every waiting call takes a Context; a stop or a deadline is
 //   seen within one wait slice (default 50 ms) and returns kCancelled or
-//   kDeadlineExceeded with nothing half-done. A sluice client killed at any
-//   moment leaves no role token taken (nothing is held between round trips).
+//   kDeadlineExceeded with nothing half-done and no role kept.
 // Ownership: put copies the bytes to Redis; the caller keeps its buffers.
 //   get returns owned strings. The handle owns its connection and closes it
 //   in the destructor; it starts no threads.
@@ -29,8 +46,12 @@
 //   closed queue; get on a closed, drained queue), kInUse (try_* while another
 //   client holds the role), kWouldBlock (try_* on a full or empty queue),
 //   kUnavailable (Redis down, or the connection broke: the next call
-//   reconnects), kInvalidArgument, kInternal (an unexpected reply).
-//   A failed put says what became of its messages (PutResult).
+//   reconnects; the message names host:port and says "connection refused
+//   at", "timed out after X connecting to" or "timed out after X talking
+//   to"), kInvalidArgument (bad arguments or settings, including "redis:
+//   authentication failed at host:port: ..." and "permission denied at"),
+//   kInternal (an unexpected reply). A failed put says what became of its
+//   messages (PutResult).
 #pragma once
 
 #include <cstddef>
@@ -89,6 +110,10 @@ struct PressureStats {
   std::uint64_t in_flight = 0;
 };
 
+// The snapshot in the Prometheus text format (sluice/metrics.h), labelled
+// name="<name>".
+std::string to_prometheus(const PressureStats& stats, std::string_view name);
+
 // What repair() did and what it left alone, one human-readable line each.
 struct RepairReport {
   std::vector<std::string> repaired;
@@ -99,6 +124,8 @@ class PressureQueue {
  public:
   // Does not connect: the first call does, and every call after a failure.
   PressureQueue(RedisOptions options, std::string name);
+  // Closes the connection; first gives back a role that a failed call could
+  // not (one round trip, only then).
   ~PressureQueue();
   PressureQueue(PressureQueue&&) noexcept;
   PressureQueue& operator=(PressureQueue&&) noexcept;
@@ -114,7 +141,8 @@ class PressureQueue {
   Result<bool> closed();
   Result<PressureStats> stats();
 
-  // Enqueue one message (any bytes), waiting for the role and for room.
+  // Enqueue one message (any bytes), waiting for the role and for room;
+  // holds the producer role while it waits for room.
   PutResult put(std::string_view message, const Context& ctx = {});
   // Enqueue without waiting: kInUse or kWouldBlock (full) instead.
   PutResult try_put(std::string_view message);
@@ -125,8 +153,9 @@ class PressureQueue {
   // with `enqueued` telling how many did.
   PutResult try_put_many(std::span<const std::string> messages);
 
-  // Dequeue one message, waiting for the role and for data. kClosed once the
-  // queue is closed and empty.
+  // Dequeue one message, waiting for the role and for data; holds the
+  // consumer role while it waits for data. kClosed once the queue is closed
+  // and empty.
   Result<std::string> get(const Context& ctx = {});
   Result<std::string> try_get();
   // Append 1..max messages to `out` in FIFO order, waiting for at least one.
@@ -153,19 +182,21 @@ class PressureQueue {
   Result<std::uint64_t> requeue_inflight(std::string_view consumer);
 
   // Close for good (as producer): puts fail from now on, gets drain.
-  // kClosed if it was already closed.
+  // kClosed if it was already closed. Waits while a put waits for room.
   Status close(const Context& ctx = {});
   // The protocol's Delete (as consumer): closes the queue, wakes blocked
-  // clients, waits until no one holds a role, then removes all 12 keys in one
-  // step, then the queue's in-flight lists. Returns how many messages were
-  // still queued or in flight and are now gone.
+  // clients (a waiting sluice put or get then returns kClosed, giving its
+  // role back), waits until no one holds a role, then removes all 12 keys
+  // in one step, then the queue's in-flight lists. Returns how many
+  // messages were still queued or in flight and are now gone.
   Result<std::uint64_t> destroy(const Context& ctx = {});
 
   // Restores role tokens left taken by clients that died, only when the
-  // recorded holder is provably gone (same host: its process is gone; any
-  // host: no connection carries its name). `force` restores them anyway.
-  // Also restores a missing :not_full token when there is room, and trims
-  // duplicated tokens. Never touches the data.
+  // recorded holder is provably gone (same host: its process is gone; a
+  // sluice client on another host: no connection carries its process's
+  // name). `force` restores them anyway. The restorer is then recorded as
+  // holder. Also restores a missing :not_full token when there is room, and
+  // trims duplicated tokens. Never touches the data.
   Result<RepairReport> repair(bool force = false);
 
   const std::string& name() const noexcept;

@@ -17,15 +17,19 @@ struct RedisOptions {
   int db = 0;                           // REDIS_DB
   std::string prefix = "__pressure__";  // PRESSURE_PREFIX
 
-  // AUTH: password alone (legacy) or user + password (Redis 6 ACL).
-  std::string user;
-  std::string password;
+  // AUTH: password alone (requirepass) or user + password (Redis 6 ACL).
+  // A refused AUTH fails every call with kInvalidArgument, "authentication
+  // failed at host:port: ...".
+  std::string user;      // REDIS_USERNAME
+  std::string password;  // REDIS_PASSWORD
 
-  // Longest wait for a TCP connection to be set up.
+  // Longest wait for a TCP connection to be set up ("timed out after X
+  // connecting to host:port").
   std::chrono::milliseconds connect_timeout{2000};
   // Longest wait for one reply. A reply that does not come in time fails the
-  // call with kUnavailable and drops the connection (the next call
-  // reconnects); whether its command ran is then unknown.
+  // call with kUnavailable ("timed out after X talking to host:port") and
+  // drops the connection (the next call reconnects); whether its command ran
+  // is then unknown.
   std::chrono::milliseconds io_timeout{5000};
   // Longest single server-side wait (BLMOVE timeout) inside a blocking call.
   // It bounds how late a cancellation is seen and how late a sluice consumer
@@ -33,8 +37,9 @@ struct RedisOptions {
   std::chrono::milliseconds wait_slice{50};
 
   // The protocol's variables from the environment (REDIS_SERVER, REDIS_PORT,
-  // REDIS_DB, PRESSURE_PREFIX) over `base`; REDIS_URL, if set, is applied
-  // first. kInvalidArgument names the variable that does not parse.
+  // REDIS_DB, PRESSURE_PREFIX) and REDIS_USERNAME, REDIS_PASSWORD over
+  // `base`; REDIS_URL, if set, is applied first (so the others override it).
+  // kInvalidArgument names the variable that does not parse.
   static Result<RedisOptions> from_env(RedisOptions base);
   static Result<RedisOptions> from_env();
   // redis://[[user]:password@]host[:port][/db] over `base`.

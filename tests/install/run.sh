@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Installs the current build into a fresh prefix, then builds and runs small
+# consumers against that tree, both ways (CMake package, pkg-config), and one
+# that takes sluice's sources instead:
+#   1. CMake package: find_package(sluice CONFIG REQUIRED COMPONENTS core)
+#      (must not find or link ISA-L or hiredis), then find_package(sluice
+#      CONFIG REQUIRED) with sluice::log, sluice::redis and sluice::sluice;
+#   2. FetchContent of sluice's sources (add_subdirectory), sluice::core;
+#   3. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice).
+# Usage: run.sh <build dir> <work dir> <c++ compiler> <components, e.g. "core;log;redis"> [skip reason]
+set -euo pipefail
+build=$1 work=$2 cxx=$3 comps=$4
+if [ -n "${5:-}" ]; then
+  echo "skipped: $5"
+  exit 77
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+has() { [[ ";$comps;" == *";$1;"* ]]; }
+step() { echo "--- $* (${SECONDS}s)"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+rm -rf "$work"
+mkdir -p "$work"
+prefix=$work/prefix
+
+step "cmake --install $build --prefix $prefix"
+cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+
+step "CMake package, COMPONENTS core"
+cmake -S "$here/consumer" -B "$work/core" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_PREFIX_PATH="$prefix" -DSLUICE_COMPONENTS=core >"$work/core.log"
+cmake --build "$work/core" >>"$work/core.log" || { cat "$work/core.log"; fail "core build"; }
+if ninja -C "$work/core" -t commands core_app | grep -E 'isal|hiredis'; then
+  fail "core_app's build names ISA-L or hiredis"
+fi
+"$work/core/core_app"
+
+step "CMake package, every component; sluice::sluice"
+cmake -S "$here/consumer" -B "$work/all" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_PREFIX_PATH="$prefix" >"$work/all.log"
+cmake --build "$work/all" >>"$work/all.log" || { cat "$work/all.log"; fail "build"; }
+"$work/all/core_app"
+if has log; then "$work/all/log_app" "$work/cmake-topic"; fi
+if has redis; then "$work/all/redis_app"; fi
+if has log && has redis; then "$work/all/all_app"; fi
+
+step "FetchContent of the sources (add_subdirectory), sluice::core"
+cmake -S "$here/consumer" -B "$work/fetch" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+  -DSLUICE_SOURCE_DIR="$src" >"$work/fetch.log"
+cmake --build "$work/fetch" >>"$work/fetch.log" || { cat "$work/fetch.log"; fail "build"; }
+"$work/fetch/core_app"
+
+step "pkg-config"
+pc=$(find "$prefix" -name sluice.pc)
+[ -n "$pc" ] || fail "no sluice.pc installed"
+export PKG_CONFIG_PATH LD_LIBRARY_PATH
+PKG_CONFIG_PATH=$(dirname "$pc")
+LD_LIBRARY_PATH=$(dirname "$PKG_CONFIG_PATH")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}  # shared builds
+core_libs=$(pkg-config --libs sluice)
+if [[ $core_libs == *isal* || $core_libs == *hiredis* ]]; then
+  fail "pkg-config --libs sluice names ISA-L or hiredis: $core_libs"
+fi
+apps=("core_app sluice")
+if has log; then apps+=("log_app sluice-log"); fi
+if has redis; then apps+=("redis_app sluice-redis"); fi
+pids=()
+for a in "${apps[@]}"; do
+  read -r app pkg <<<"$a"
+  # shellcheck disable=SC2046  # word splitting of pkg-config's output is intended
+  "$cxx" -std=c++20 "$here/consumer/$app.cpp" -o "$work/pc_$app" \
+    $(pkg-config --cflags --libs "$pkg") &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || fail "a pkg-config build failed"; done
+"$work/pc_core_app"
+if has log; then "$work/pc_log_app" "$work/pc-topic"; fi
+if has redis; then "$work/pc_redis_app"; fi
+
+step "ok"
