@@ -566,8 +566,11 @@ class Queue {
       return op == detail::RingOp::kClosed ? StatusCode::kClosed : StatusCode::kWouldBlock;
     not_full_.publish_and_notify(n);
     // Waiters that slept on a claimed-but-unpublished slot after close must
-    // learn that the queue is now drained.
-    if (not_empty_.has_waiters() && ring_->closed()) not_empty_.notify_all();
+    // learn that the queue is now drained. (With one consumer, nobody else
+    // pulls: skip the load.)
+    if constexpr (!RingT::kSingleConsumer) {
+      if (not_empty_.has_waiters() && ring_->closed()) not_empty_.notify_all();
+    }
     return StatusCode::kOk;
   }
 
