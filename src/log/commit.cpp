@@ -73,17 +73,16 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
     ++syncs_;
     if (Status s = old->file->sync(); !s.ok()) return s;
   }
-  // The header is synced before the directory entry that names it can be:
-  // a power cut never leaves a named segment without its header.
-  auto next = create_segment(fs, dir, base, /*sync=*/!deferred, flags);
+  // The header is synced before the directory entry that names it, in every
+  // mode: a power cut never leaves a named segment without its header, and
+  // the newest segment (which carries the next seq) is always on disk, so
+  // retention may delete older ones without syncing their data first. Both
+  // syncs touch a fresh 32-byte file, once per segment.
+  auto next = create_segment(fs, dir, base, /*sync=*/true, flags);
   if (!next.ok()) return next.status();
   if (Status s = make_writable(**next, wopt_); !s.ok()) return s;
-  if (deferred) {
-    unsynced_.push_back(old);
-    dir_dirty_ = true;
-  } else if (Status s = fs.sync_dir(dir); !s.ok()) {
-    return s;
-  }
+  if (Status s = fs.sync_dir(dir); !s.ok()) return s;
+  if (deferred) unsynced_.push_back(old);  // its records: at the next sync()
   segs.push_back(*next);
   disk_bytes += kSegmentHeaderSize;
   // Everything in the sealed segment is durable now (kNone: as durable as
@@ -94,6 +93,10 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   publish(*old, old->written, next_seq);
   old->sealed.store(true, std::memory_order_release);
   return Status::Ok();
+}
+
+void Commit::forget_unsynced(const Segment& seg) {
+  std::erase_if(unsynced_, [&](const std::shared_ptr<Segment>& s) { return s.get() == &seg; });
 }
 
 Status Commit::skip_to(std::uint64_t seq) {
@@ -205,10 +208,6 @@ Status Commit::sync_locked() {
   const std::shared_ptr<Segment> last = segs.back();
   ++syncs_;
   if (Status s = last->file->sync(); !s.ok()) return s;
-  if (dir_dirty_) {
-    if (Status s = fs.sync_dir(dir); !s.ok()) return s;
-    dir_dirty_ = false;
-  }
   dirty_ = false;
   mark_synced(next_seq);
   publish(*last, last->written, next_seq);

@@ -69,6 +69,9 @@ class Commit : public TopicCore {
   std::uint64_t syncs() const SLUICE_REQUIRES(mu) { return syncs_; }
 
  protected:
+  // Retention is deleting `seg`: sync() no longer has its records to sync.
+  void forget_unsynced(const Segment& seg) SLUICE_REQUIRES(mu);
+
   WriteOptions wopt_ SLUICE_GUARDED_BY(mu);
 
  private:
@@ -97,9 +100,9 @@ class Commit : public TopicCore {
   bool gathering_ SLUICE_GUARDED_BY(mu) = false;
   CondVar arrive_cv_;
   bool dirty_ SLUICE_GUARDED_BY(mu) = false;  // written since the last sync
-  // kNone: sealed segments, and directory entries, not synced yet.
+  // kNone: sealed segments whose records are not synced yet (their headers
+  // and directory entries were, at the roll).
   std::vector<std::shared_ptr<Segment>> unsynced_ SLUICE_GUARDED_BY(mu);
-  bool dir_dirty_ SLUICE_GUARDED_BY(mu) = false;
   std::uint64_t appended_ SLUICE_GUARDED_BY(mu) = 0;  // records, since open
   std::uint64_t syncs_ SLUICE_GUARDED_BY(mu) = 0;     // segment fdatasyncs, since open
   std::thread flusher_;                               // kInterval

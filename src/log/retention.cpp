@@ -89,12 +89,13 @@ Status Retention::trim_locked() {
     ++n;
   }
   if (n == 0) return Status::Ok();
-  // What is deleted now must stay passed after a power cut: first the log
-  // the positions point into (and the directory entry of the segment that
-  // remains), then the positions, then the deletion.
-  if (!durable_mode()) {
-    if (Status s = sync_locked(); !s.ok()) return s;
-  }
+  // What is deleted now must stay passed after a power cut: the positions
+  // are synced before the deletion. The log they point into need not be:
+  // the newest segment's header and directory entry were synced at its
+  // roll, so the next seq survives, and a position beyond what a cut left
+  // makes recovery skip to it (records a mode had not made durable may be
+  // lost; seqs are never reused). Syncing the deleted segments' data first
+  // would flush whole segments only to delete them.
   if (Status s = sync_positions(); !s.ok()) return s;
   for (std::size_t i = 0; i < n; ++i) {
     const Segment& seg = *segs[i];
@@ -107,6 +108,7 @@ Status Retention::trim_locked() {
       }
     }
     ++stats_.segments_deleted;
+    forget_unsynced(seg);
     if (Status s = fs.remove(seg.path); !s.ok() && s.code() != StatusCode::kNotFound) return s;
   }
   disk_bytes = bytes;
