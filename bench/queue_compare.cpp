@@ -7,10 +7,17 @@
 // that machine noise hits all of them alike; the table shows medians.
 // Latency: two capacity-1 queues between two threads; p50/p99 of a round trip.
 //
-// Usage: queue_compare [--quick] [--runs R] [--items N]
+// Usage: queue_compare [--quick] [--runs R] [--items N] [--filter S] [--peers S,S2,...]
 //   --quick: a smoke test (small N, one run) for CI.
-//   --filter S: only workloads whose name contains S; --peers S: only queues
-//   whose name contains S (sluice always runs, as the reference).
+//   --filter S: only workloads whose name contains S; --peers S,S2: only queues
+//   whose name contains one of the comma-separated S (sluice::Queue always
+//   runs, as the reference).
+// Items are 64-bit words, or plain 64- or 256-byte structs. A "pinned apart"
+// workload puts its producer and consumer on different CPUs, so that both
+// sides are busy at once (unpinned, the scheduler may let them take turns
+// on one core, where a ring that never sleeps wins by batching).
+#include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -18,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 #include <latch>
 #include <map>
@@ -46,8 +54,33 @@ struct Workload {
   int producers;
   int consumers;
   std::size_t capacity;
-  bool fat;  // 64-byte items instead of 64-bit
+  std::size_t bytes;    // item size: 8 (a word), 64 or 256
+  bool pinned = false;  // producers and consumers on different CPUs, each on its own
 };
+
+// The CPUs this process may run on.
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &set)) cpus.push_back(i);
+  }
+  return cpus;
+}
+
+// Thread k of a pinned workload runs on the k-th allowed CPU (round robin):
+// with one producer and one consumer, each has a core to itself, so both
+// sides stay busy at once instead of taking turns on one core.
+void pin_self(int k) {
+  static const std::vector<int> cpus = allowed_cpus();
+  if (cpus.size() < 2) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpus[static_cast<std::size_t>(k) % cpus.size()], &set);
+  pthread_setaffinity_np(pthread_self(), sizeof set, &set);
+}
 
 struct Sample {
   double items_per_s;
@@ -66,6 +99,7 @@ Sample run_throughput(const Workload& w, std::uint64_t items) {
   std::vector<std::thread> threads;
   for (int p = 0; p < w.producers; ++p) {
     threads.emplace_back([&, p] {
+      if (w.pinned) pin_self(p);
       ready.count_down();
       go.wait();
       const std::uint64_t base = static_cast<std::uint64_t>(p) * per_p;
@@ -74,6 +108,7 @@ Sample run_throughput(const Workload& w, std::uint64_t items) {
   }
   for (int c = 0; c < w.consumers; ++c) {
     threads.emplace_back([&, c] {
+      if (w.pinned) pin_self(w.producers + c);
       ready.count_down();
       go.wait();
       const std::uint64_t n =
@@ -139,20 +174,43 @@ Latency run_latency(int round_trips) {
 struct Candidate {
   std::string name;
   bool spsc_only;
-  std::function<Sample(const Workload&, std::uint64_t)> thin;  // 64-bit items
-  std::function<Sample(const Workload&, std::uint64_t)> fat;   // 64-byte items
+  std::function<Sample(const Workload&, std::uint64_t)> throughput;
   std::function<Latency(int)> latency;
 };
 
 template <template <class> class Q>
 Candidate candidate() {
-  return {
-      Q<std::uint64_t>::kName, Q<std::uint64_t>::kSpscOnly,
-      [](const Workload& w, std::uint64_t n) {
-        return run_throughput<Q<std::uint64_t>, std::uint64_t>(w, n);
-      },
-      [](const Workload& w, std::uint64_t n) { return run_throughput<Q<Item64>, Item64>(w, n); },
-      [](int k) { return run_latency<Q<std::uint64_t>>(k); }};
+  return {Q<std::uint64_t>::kName, Q<std::uint64_t>::kSpscOnly,
+          [](const Workload& w, std::uint64_t n) {
+            switch (w.bytes) {
+              case 64:
+                return run_throughput<Q<Item64>, Item64>(w, n);
+              case 256:
+                return run_throughput<Q<Item256>, Item256>(w, n);
+              default:
+                return run_throughput<Q<std::uint64_t>, std::uint64_t>(w, n);
+            }
+          },
+          [](int k) { return run_latency<Q<std::uint64_t>>(k); }};
+}
+
+// "a,b" -> {"a", "b"}
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::size_t from = 0;
+  for (std::size_t comma; (comma = s.find(',', from)) != std::string::npos; from = comma + 1) {
+    out.push_back(s.substr(from, comma - from));
+  }
+  out.push_back(s.substr(from));
+  return out;
+}
+
+// The 1/5/15-minute load averages: the machine is shared, so say how busy it was.
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
 }
 
 double median(std::vector<double> v) {
@@ -181,7 +239,8 @@ int main(int argc, char** argv) {
     } else if (std::strcmp(argv[i], "--items") == 0 && i + 1 < argc) {
       items = std::strtoull(argv[++i], nullptr, 10);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--runs R] [--items N] [--filter S] [--peers S]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--quick] [--runs R] [--items N] [--filter S] [--peers S,S2,...]\n",
                    argv[0]);
       return 2;
     }
@@ -194,6 +253,7 @@ int main(int argc, char** argv) {
 
   std::vector<Candidate> all = {
       candidate<SluiceQueue>(),
+      candidate<SluiceSpscQueue>(),
       candidate<MutexQueue>(),
       candidate<TbbBoundedQueue>(),
       candidate<MoodyConcurrentQueue>(),
@@ -204,25 +264,35 @@ int main(int argc, char** argv) {
       candidate<BoostSpscQueue>(),
       candidate<BoostFiberChannel>(),
   };
+  const std::vector<std::string> wanted = split(peers);
   std::vector<Candidate> cands;
   for (auto& c : all) {
-    if (cands.empty() || c.name.find(peers) != std::string::npos) cands.push_back(std::move(c));
+    const bool match = std::any_of(wanted.begin(), wanted.end(), [&](const std::string& s) {
+      return c.name.find(s) != std::string::npos;
+    });
+    if (cands.empty() || match) cands.push_back(std::move(c));
   }
   const std::vector<Workload> workloads = {
-      {"SPSC cap 1024, 64-bit", 1, 1, 1024, false},
-      {"SPSC cap 16, 64-bit", 1, 1, 16, false},
-      {"MPMC 2x2 cap 1024, 64-bit", 2, 2, 1024, false},
-      {"MPMC 4x4 cap 1024, 64-bit", 4, 4, 1024, false},
-      {"SPSC cap 1024, 64-byte", 1, 1, 1024, true},
-      {"SPSC cap 16, 64-byte", 1, 1, 16, true},
-      {"MPMC 2x2 cap 1024, 64-byte", 2, 2, 1024, true},
-      {"MPMC 4x4 cap 1024, 64-byte", 4, 4, 1024, true},
+      {"SPSC cap 1024, 64-bit", 1, 1, 1024, 8},
+      {"SPSC cap 1024, 64-bit, pinned apart", 1, 1, 1024, 8, true},
+      {"SPSC cap 16, 64-bit", 1, 1, 16, 8},
+      {"MPMC 2x2 cap 1024, 64-bit", 2, 2, 1024, 8},
+      {"MPMC 4x4 cap 1024, 64-bit", 4, 4, 1024, 8},
+      {"SPSC cap 1024, 64-byte", 1, 1, 1024, 64},
+      {"SPSC cap 16, 64-byte", 1, 1, 16, 64},
+      {"MPMC 2x2 cap 1024, 64-byte", 2, 2, 1024, 64},
+      {"MPMC 4x4 cap 1024, 64-byte", 4, 4, 1024, 64},
+      {"SPSC cap 1024, 256-byte", 1, 1, 1024, 256},
+      {"SPSC cap 16, 256-byte", 1, 1, 16, 256},
+      {"MPMC 2x2 cap 1024, 256-byte", 2, 2, 1024, 256},
+      {"MPMC 4x4 cap 1024, 256-byte", 4, 4, 1024, 256},
   };
 
   // Medians by workload then queue, for the targets check at the end.
   std::map<std::string, std::map<std::string, double>> med_rate, med_cpu;
   std::printf("# queue_compare: %d run(s), %llu items per run, medians\n\n", runs,
               static_cast<unsigned long long>(items));
+  std::printf("Load average at start: %s\n\n", load_average().c_str());
   for (const Workload& w : workloads) {
     if (w.name.find(filter) == std::string::npos) continue;
     const bool spsc = w.producers == 1 && w.consumers == 1;
@@ -230,7 +300,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < runs; ++r) {
       for (const Candidate& c : cands) {
         if (c.spsc_only && !spsc) continue;
-        const Sample s = w.fat ? c.fat(w, items) : c.thin(w, items);
+        const Sample s = c.throughput(w, items);
         rate[c.name].push_back(s.items_per_s);
         cpu[c.name].push_back(s.cpu_s_per_m);
       }
@@ -251,7 +321,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  if (!filter.empty() && std::string("round trip").find(filter) == std::string::npos) return 0;
+  if (!filter.empty() && std::string("round trip").find(filter) == std::string::npos) {
+    std::printf("Load average at end: %s\n", load_average().c_str());
+    return 0;
+  }
   std::printf(
       "## Round trip through two capacity-1 queues, 64-bit\n\n| queue | p50 ns | p99 ns "
       "|\n|---|---:|---:|\n");
@@ -272,11 +345,16 @@ int main(int argc, char** argv) {
   std::printf(
       "\n## Targets (ratios within this run)\n\n| target | measured | met |\n|---|---:|---|\n");
   const std::string ours = cands[0].name;
-  auto ratio = [&](const std::string& w, const std::string& peer, double want, const char* what) {
-    if (!med_rate.count(w) || !med_rate[w].count(peer)) return;
-    const double r = med_rate[w][ours] / med_rate[w][peer];
-    std::printf("| %s: %s >= %.1fx %s | %.2fx | %s |\n", w.c_str(), what, want, peer.c_str(), r,
+  auto ratio_of = [&](const std::string& w, const std::string& mine, const std::string& peer,
+                      double want, const char* what) {
+    if (!med_rate.count(w) || !med_rate[w].count(peer) || !med_rate[w].count(mine)) return;
+    const double r = med_rate[w][mine] / med_rate[w][peer];
+    std::printf("| %s: %s%s >= %.1fx %s | %.2fx | %s |\n", w.c_str(),
+                mine == ours ? "" : (mine + " ").c_str(), what, want, peer.c_str(), r,
                 r >= want ? "yes" : "NO");
+  };
+  auto ratio = [&](const std::string& w, const std::string& peer, double want, const char* what) {
+    ratio_of(w, ours, peer, want, what);
   };
   const std::string brwcb = MoodyBlockingRWCircularBuffer<std::uint64_t>::kName;
   const std::string tbb = TbbBoundedQueue<std::uint64_t>::kName;
@@ -288,6 +366,13 @@ int main(int argc, char** argv) {
     ratio(w, mutex, 3.0, "throughput");
     ratio(w, cq, 0.9, "throughput");
   }
+  // Issue "sharp edges": big items, and a sleeping SPSC queue against spinning rings.
+  ratio("MPMC 2x2 cap 1024, 64-byte", cq, 1.0, "throughput");
+  ratio("MPMC 2x2 cap 1024, 256-byte", cq, 1.0, "throughput");
+  const std::string spsc = SluiceSpscQueue<std::uint64_t>::kName;
+  const std::string boost_spsc = BoostSpscQueue<std::uint64_t>::kName;
+  ratio_of("SPSC cap 1024, 64-bit", spsc, boost_spsc, 1.0, "throughput");
+  ratio_of("SPSC cap 1024, 64-bit, pinned apart", spsc, boost_spsc, 1.0, "throughput");
   if (p50.count(cq)) {
     const double r = median(p50[ours]) / median(p50[cq]);
     std::printf("| round trip p50 <= 1.1x %s | %.2fx | %s |\n", cq.c_str(), r,
@@ -302,5 +387,6 @@ int main(int argc, char** argv) {
     std::printf("| %s: CPU s/M items <= mutex baseline's | %.3f vs %.3f | %s |\n", w.c_str(), a, b,
                 a <= b ? "yes" : "NO");
   }
+  std::printf("\nLoad average at end: %s\n", load_average().c_str());
   return 0;
 }

@@ -2,6 +2,7 @@
 // peers that have no blocking call of their own.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <thread>
 
@@ -9,11 +10,18 @@
 
 namespace bench {
 
-struct Item64 {
-  std::uint64_t v[8];
+// A plain payload of `Bytes` bytes; the value travels in the first word.
+template <std::size_t Bytes>
+struct Item {
+  std::uint64_t v[Bytes / sizeof(std::uint64_t)];
 };
+using Item64 = Item<64>;
+using Item256 = Item<256>;
 inline std::uint64_t value_of(std::uint64_t x) { return x; }
-inline std::uint64_t value_of(const Item64& x) { return x.v[0]; }
+template <std::size_t Bytes>
+std::uint64_t value_of(const Item<Bytes>& x) {
+  return x.v[0];
+}
 template <class T>
 T make_item(std::uint64_t i) {
   if constexpr (sizeof(T) == sizeof(std::uint64_t)) {

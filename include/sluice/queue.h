@@ -63,7 +63,9 @@ struct BulkResult {
 template <class T>
 class Producer;
 
-template <class T>
+// RingT is internal: detail::Ring (any number of producers and consumers) or
+// detail::SpscRing, which SpscQueue<T> (spsc_queue.h) selects.
+template <class T, class RingT = detail::Ring<T>>
 class Queue {
   static_assert(std::is_nothrow_move_constructible_v<T>,
                 "sluice::Queue<T> needs a noexcept move constructor (a move that throws "
@@ -86,7 +88,7 @@ class Queue {
     if (cap_ == 0) {
       rv_ = std::make_unique<detail::Rendezvous<T>>();
     } else {
-      ring_ = std::make_unique<detail::Ring<T>>(cap_);
+      ring_ = std::make_unique<RingT>(cap_);
     }
   }
 
@@ -97,13 +99,19 @@ class Queue {
   // policy or capacity 0) until room, close, cancellation or deadline.
   // kOk (moved in), kClosed, kCancelled, kDeadlineExceeded, kDropped,
   // kRejected, kSampledOut, or a spill store's error.
-  Status push(T&& item, const Context& ctx = {}) { return push_one(item, &ctx); }
+  Status push(T&& item, const Context& ctx) { return push_one(item, &ctx); }
+  // The same with a context that never ends the wait. (An overload, not a
+  // default argument: a Context built per call added stores that, with the
+  // two sides on different cores, queued behind the ring's and halved
+  // SpscQueue's throughput.)
+  Status push(T&& item) { return push_one(item, &default_ctx_); }
   // Never waits: kWouldBlock where push would have waited.
   Status try_push(T&& item) { return push_one(item, nullptr); }
 
   // Pulls the oldest item. Blocks until one arrives, or returns kClosed once
   // closed and drained, or kCancelled / kDeadlineExceeded.
-  Result<T> pull(const Context& ctx = {}) { return pull_one(&ctx); }
+  Result<T> pull(const Context& ctx) { return pull_one(&ctx); }
+  Result<T> pull() { return pull_one(&default_ctx_); }
   // Never waits: kWouldBlock when empty (and not closed).
   Result<T> try_pull() { return pull_one(nullptr); }
 
@@ -135,9 +143,8 @@ class Queue {
   // Pushes items in order, several per synchronisation, waiting as push does.
   // Stops at the first item not accepted: the first `count` items were moved
   // from, the rest are untouched; `status` is that item's outcome.
-  BulkResult push_many(std::span<T> items, const Context& ctx = {}) {
-    return push_span(items, &ctx);
-  }
+  BulkResult push_many(std::span<T> items, const Context& ctx) { return push_span(items, &ctx); }
+  BulkResult push_many(std::span<T> items) { return push_span(items, &default_ctx_); }
   BulkResult try_push_many(std::span<T> items) { return push_span(items, nullptr); }
 
   // Pushes all of `items` or none, in order, in one claim: a concurrent close
@@ -145,7 +152,8 @@ class Queue {
   // slots are free at once. kInvalidArgument if items.size() > capacity or
   // capacity is 0; other policies refuse the whole group when it does not fit
   // (kDropped / kRejected, counted per item; DropOldest/Sample/Spill: kRejected).
-  Status push_all(std::span<T> items, const Context& ctx = {}) { return push_group(items, &ctx); }
+  Status push_all(std::span<T> items, const Context& ctx) { return push_group(items, &ctx); }
+  Status push_all(std::span<T> items) { return push_group(items, &default_ctx_); }
   Status try_push_all(std::span<T> items) { return push_group(items, nullptr); }
 
   // Waits for at least one item, then moves up to `max` available items to
@@ -153,8 +161,12 @@ class Queue {
   // count > 0 with kOk, or count == 0 with kClosed / kCancelled /
   // kDeadlineExceeded (kWouldBlock for try_pull_many).
   template <class Out>
-  BulkResult pull_many(Out out, std::size_t max, const Context& ctx = {}) {
+  BulkResult pull_many(Out out, std::size_t max, const Context& ctx) {
     return pull_span(out, max, &ctx);
+  }
+  template <class Out>
+  BulkResult pull_many(Out out, std::size_t max) {
+    return pull_span(out, max, &default_ctx_);
   }
   template <class Out>
   BulkResult try_pull_many(Out out, std::size_t max) {
@@ -245,6 +257,12 @@ class Queue {
     if (policy_ == OverflowPolicy::kSpill && !store_) fail("policy spill needs a spill_store");
     if (policy_ != OverflowPolicy::kSpill && store_)
       fail("a spill_store is only used by policy spill");
+    if (RingT::kSingleConsumer && cap_ > 0 &&
+        (policy_ == OverflowPolicy::kDropOldest || policy_ == OverflowPolicy::kSample)) {
+      fail(std::string("policy ") + std::string(overflow_policy_name(policy_)) +
+           " evicts from the producer's thread, a second consumer: use sluice::Queue, not "
+           "SpscQueue");
+    }
     if (cap_ > (std::size_t{1} << 40)) fail("capacity above 2^40 slots");
   }
 
@@ -510,6 +528,13 @@ class Queue {
     // seq_cst: a waiter's enlist-then-recheck must see a spill (wait_list.h).
     if (s == StatusCode::kOk || !store_ || !spill_active_.load(std::memory_order_seq_cst)) return s;
     std::unique_lock lock(spill_mu_);
+    // Memory first, again: a producer spills only after its earlier pushes to
+    // memory completed, and this lock orders its spill before us, so they are
+    // visible now (we may have looked before they landed). A push still in
+    // progress in memory comes first too: wait for it (it will wake us).
+    // Otherwise a spilled item could overtake an older one from its producer.
+    if (pull_ring(sink, max, nullptr) == StatusCode::kOk) return StatusCode::kOk;
+    if (ring_->pushed_count() != ring_->popped_count()) return StatusCode::kWouldBlock;
     std::optional<T> item;
     if (store_->size() > 0 && store_->take(item).ok()) {
       unspilled_.fetch_add(1, std::memory_order_relaxed);
@@ -541,8 +566,11 @@ class Queue {
       return op == detail::RingOp::kClosed ? StatusCode::kClosed : StatusCode::kWouldBlock;
     not_full_.publish_and_notify(n);
     // Waiters that slept on a claimed-but-unpublished slot after close must
-    // learn that the queue is now drained.
-    if (not_empty_.has_waiters() && ring_->closed()) not_empty_.notify_all();
+    // learn that the queue is now drained. (With one consumer, nobody else
+    // pulls: skip the load.)
+    if constexpr (!RingT::kSingleConsumer) {
+      if (not_empty_.has_waiters() && ring_->closed()) not_empty_.notify_all();
+    }
     return StatusCode::kOk;
   }
 
@@ -562,11 +590,14 @@ class Queue {
   const OverflowPolicy policy_;
   const std::uint32_t sample_every_;
   const std::shared_ptr<SpillStore<T>> store_;
-  std::unique_ptr<detail::Ring<T>> ring_;      // capacity >= 1
+  std::unique_ptr<RingT> ring_;                // capacity >= 1
   std::unique_ptr<detail::Rendezvous<T>> rv_;  // capacity == 0
+  const Context default_ctx_{};                // never ends a wait; read-only
 
-  detail::WaitList not_empty_;  // pullers wait here
-  detail::WaitList not_full_;   // Block-policy pushers wait here
+  // Each on its own line: parking writes them, and every push and pull reads
+  // the members above (read-only after construction).
+  alignas(detail::kCacheLine) detail::WaitList not_empty_;  // pullers wait here
+  alignas(detail::kCacheLine) detail::WaitList not_full_;   // Block-policy pushers wait here
 
   // Slow-path counters: touched only when the queue is full or spilling.
   alignas(detail::kCacheLine) std::atomic<std::uint64_t> dropped_{0};
@@ -583,7 +614,6 @@ class Queue {
 
   mutable std::mutex spill_mu_;
   std::atomic<bool> spill_active_{false};
-  const Context default_ctx_{};
 };
 
 // Producer<T>: a counted producer handle. The queue closes when the last
@@ -640,14 +670,16 @@ class Producer {
   Queue<T>* q_ = nullptr;
 };
 
-template <class T>
-Producer<T> Queue<T>::producer() {
+template <class T, class RingT>
+Producer<T> Queue<T, RingT>::producer() {
+  static_assert(std::is_same_v<RingT, detail::Ring<T>>,
+                "SpscQueue has one producer: it has no producer handles; call close() when done");
   return Producer<T>(this);
 }
 
 // Input iterator that pulls on increment; equal to end once a pull fails.
-template <class T>
-class Queue<T>::Iterator {
+template <class T, class RingT>
+class Queue<T, RingT>::Iterator {
  public:
   using value_type = T;
   using difference_type = std::ptrdiff_t;
@@ -685,8 +717,8 @@ class Queue<T>::Iterator {
   mutable std::optional<T> cur_;
 };
 
-template <class T>
-class Queue<T>::Range {
+template <class T, class RingT>
+class Queue<T, RingT>::Range {
  public:
   Range(Queue& q, Context ctx) : q_(&q), ctx_(std::move(ctx)) {}
   Iterator begin() { return Iterator(q_, &ctx_, &status_); }

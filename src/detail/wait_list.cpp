@@ -1,10 +1,13 @@
 #include "sluice/detail/wait_list.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <stop_token>
 
@@ -42,20 +45,61 @@ struct WakeOnStop {
   }
 };
 
+[[maybe_unused]] long membarrier(int cmd) { return syscall(SYS_membarrier, cmd, 0U, 0); }
+
 }  // namespace
 
-void WaitList::enlist(Waiter& w) {
-  std::lock_guard lock(mu_);
-  w.prev = tail_;
-  w.next = nullptr;
-  if (tail_ != nullptr) {
-    tail_->next = &w;
-  } else {
-    head_ = &w;
+int init_fence_mode() noexcept {
+  int mode = 2;
+#if !SLUICE_TSAN
+  // SLUICE_MEMBARRIER=0 keeps plain fences (to compare, or where the
+  // interprocessor interrupts of membarrier are unwelcome).
+  const char* env = std::getenv("SLUICE_MEMBARRIER");
+  const bool allowed = env == nullptr || std::strcmp(env, "0") != 0;
+  const long cmds = allowed ? membarrier(MEMBARRIER_CMD_QUERY) : 0;
+  if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 &&
+      membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0) {
+    mode = 1;
   }
-  tail_ = &w;
-  w.linked = true;
-  count_.fetch_add(1, std::memory_order_seq_cst);  // Dekker: before the caller's re-check
+#endif
+  // Racing initialisers compute the same mode. Registration happens before
+  // the store, so a heavy_fence() that reads 1 may use the command.
+  g_fence_mode.store(mode, std::memory_order_relaxed);
+  return mode;
+}
+
+void heavy_fence() noexcept {
+#if !SLUICE_TSAN
+  if (!asymmetric_fences()) {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return;
+  }
+  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+  // A fork()ed child starts unregistered (the registration belongs to the
+  // address space). Register again; anything else means the light sides are
+  // unprotected, and continuing could lose wake-ups silently.
+  if (errno == EPERM && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+      membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) {
+    return;
+  }
+  std::abort();
+#endif
+}
+
+void WaitList::enlist(Waiter& w) {
+  {
+    std::lock_guard lock(mu_);
+    w.prev = tail_;
+    w.next = nullptr;
+    if (tail_ != nullptr) {
+      tail_->next = &w;
+    } else {
+      head_ = &w;
+    }
+    tail_ = &w;
+    w.linked = true;
+    count_.fetch_add(1, std::memory_order_seq_cst);  // Dekker: before the caller's re-check
+  }
 }
 
 bool WaitList::delist(Waiter& w) {
@@ -86,8 +130,9 @@ void WaitList::wake(Waiter& w, std::uint32_t value) {
   futex_wake(&w.word);
 }
 
-void WaitList::park(Waiter& w, const Context& ctx) {
+void WaitList::park(Waiter& w, const Context& ctx, const Context::Clock::time_point* until) {
   const auto* deadline = ctx.deadline() ? &*ctx.deadline() : nullptr;
+  if (until != nullptr && (deadline == nullptr || *until < *deadline)) deadline = until;
   if (ctx.token().stop_possible()) {
     std::stop_callback<WakeOnStop> on_stop(ctx.token(), WakeOnStop{&w});
     if (w.word.load(std::memory_order_acquire) == 0) futex_wait(&w.word, 0, deadline);

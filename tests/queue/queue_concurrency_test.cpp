@@ -1,5 +1,7 @@
 // Multi-threaded properties: the cancellation race, per-producer FIFO, the
 // capacity bound under load, exactly-once delivery with N x M threads.
+// Typed: each runs against Queue<T> (several producers and consumers) and
+// SpscQueue<T> (one of each).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,22 +11,32 @@
 #include <thread>
 #include <vector>
 
+#include "queue/queue_families.h"
 #include "sluice/queue.h"
 #include "testutil/wait_for.h"
 
 namespace sluice {
 namespace {
 
+using testing_families::kMaxSides;
+using testing_families::QueueOf;
+
+template <class Family>
+class QueueConcurrencyTest : public ::testing::Test {};
+TYPED_TEST_SUITE(QueueConcurrencyTest, testing_families::QueueFamilies,
+                 testing_families::FamilyName);
+
 // The seed's race rule: a push cancelled while a pull arrives either enqueued
 // the item (kOk, moved from, delivered exactly once) or did not (item still
 // with the caller, never delivered): never both.
+template <class Family>
 void cancellation_race(std::size_t capacity, int iterations) {
   int enqueued = 0, withdrawn = 0;
   // On a loaded machine one outcome can dominate: go on (up to 20x) until
   // both have been seen.
   for (int iter = 0;
        iter < iterations || ((enqueued == 0 || withdrawn == 0) && iter < 20 * iterations); ++iter) {
-    Queue<std::unique_ptr<int>> q(capacity);
+    QueueOf<Family, std::unique_ptr<int>> q(capacity);
     if (capacity > 0) {
       for (std::size_t i = 0; i < capacity; ++i)
         ASSERT_TRUE(q.push(std::make_unique<int>(-1)).ok());
@@ -67,20 +79,19 @@ void cancellation_race(std::size_t capacity, int iterations) {
   EXPECT_GT(withdrawn, 0);
 }
 
-TEST(QueueConcurrencyTest, CancelledPushIsEnqueuedOrNotNeverBoth_Capacity1) {
-  cancellation_race(1, 2000);
+TYPED_TEST(QueueConcurrencyTest, CancelledPushIsEnqueuedOrNotNeverBoth_Capacity1) {
+  cancellation_race<TypeParam>(1, 2000);
 }
 
-TEST(QueueConcurrencyTest, CancelledPushIsEnqueuedOrNotNeverBoth_Rendezvous) {
-  cancellation_race(0, 2000);
+TYPED_TEST(QueueConcurrencyTest, CancelledPushIsEnqueuedOrNotNeverBoth_Rendezvous) {
+  cancellation_race<TypeParam>(0, 2000);
 }
 
-TEST(QueueConcurrencyTest, PerProducerFifoSeenByOneConsumer) {
-  constexpr int kProducers = 4, kEach = 50000;
-  Queue<std::uint64_t> q(16);
+TYPED_TEST(QueueConcurrencyTest, PerProducerFifoSeenByOneConsumer) {
+  constexpr int kProducers = TypeParam::kSpsc ? 1 : 4, kEach = 50000;
+  QueueOf<TypeParam, std::uint64_t> q(16);
   std::vector<std::jthread> producers;
-  std::vector<Producer<std::uint64_t>> handles;
-  for (int p = 0; p < kProducers; ++p) handles.push_back(q.producer());
+  auto handles = testing_families::producers(q, kProducers);
   for (int p = 0; p < kProducers; ++p) {
     producers.emplace_back([p, h = std::move(handles[p])]() mutable {
       for (std::uint64_t i = 0; i < kEach; ++i) {
@@ -114,14 +125,14 @@ TEST(QueueConcurrencyTest, PerProducerFifoSeenByOneConsumer) {
 // Counts live items that are inside the queue: an item is "in" between a
 // successful push and the pull that returns it. A test-side count like this
 // can only over-report (increments before the push, decrements after the pull).
-TEST(QueueConcurrencyTest, CapacityBoundHoldsUnderLoad) {
+TYPED_TEST(QueueConcurrencyTest, CapacityBoundHoldsUnderLoad) {
   constexpr std::size_t kCap = 8;
-  constexpr int kProducers = 3, kConsumers = 3, kEach = 30000;
-  Queue<int> q(kCap);
+  constexpr int kProducers = kMaxSides<TypeParam>, kConsumers = kMaxSides<TypeParam>;
+  constexpr int kEach = 30000;
+  QueueOf<TypeParam, int> q(kCap);
   std::atomic<int> in_flight{0}, max_in_flight{0};
   std::vector<std::jthread> threads;
-  std::vector<Producer<int>> handles;
-  for (int p = 0; p < kProducers; ++p) handles.push_back(q.producer());
+  auto handles = testing_families::producers(q, kProducers);
   for (int p = 0; p < kProducers; ++p) {
     threads.emplace_back([&, h = std::move(handles[p])]() mutable {
       for (int i = 0; i < kEach; ++i) {
@@ -147,16 +158,16 @@ TEST(QueueConcurrencyTest, CapacityBoundHoldsUnderLoad) {
   EXPECT_EQ(s.pushed, s.pulled);
 }
 
-TEST(QueueConcurrencyTest, CloseRacingWithPushesLosesNothingAccepted) {
+TYPED_TEST(QueueConcurrencyTest, CloseRacingWithPushesLosesNothingAccepted) {
   for (int iter = 0; iter < 200; ++iter) {
-    Queue<int> q(4);
+    QueueOf<TypeParam, int> q(4);
     std::atomic<int> accepted{0};
     std::atomic<long long> accepted_sum{0};
     long long pulled_sum = 0;
     int pulled = 0;
     {
       std::vector<std::jthread> producers;
-      for (int p = 0; p < 2; ++p) {
+      for (int p = 0; p < std::min(2, kMaxSides<TypeParam>); ++p) {
         producers.emplace_back([&, p] {
           for (int i = 1; i < 200; ++i) {
             const int v = p * 1000 + i;

@@ -1,16 +1,26 @@
-// Each overflow policy's behaviour and exact counters.
+// Each overflow policy's behaviour and exact counters. Typed tests run
+// against Queue<T> and SpscQueue<T>; the evicting policies (DropOldest,
+// Sample) are Queue's alone.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <vector>
 
+#include "queue/queue_families.h"
 #include "sluice/queue.h"
 #include "testutil/memory_spill_store.h"
 
 namespace sluice {
 namespace {
 
-std::vector<int> drain(Queue<int>& q) {
+using testing_families::QueueOf;
+
+template <class Family>
+class QueuePolicyTest : public ::testing::Test {};
+TYPED_TEST_SUITE(QueuePolicyTest, testing_families::QueueFamilies, testing_families::FamilyName);
+
+template <class Q>
+std::vector<int> drain(Q& q) {
   std::vector<int> out;
   while (true) {
     auto r = q.try_pull();
@@ -22,8 +32,8 @@ std::vector<int> drain(Queue<int>& q) {
 
 void expect_conserved(const QueueStats& s) { EXPECT_EQ(s.pushed, s.pulled + s.evicted + s.depth); }
 
-TEST(QueuePolicyTest, BlockNeverRefusesButTryPushSaysWouldBlock) {
-  Queue<int> q(2, OverflowPolicy::kBlock);
+TYPED_TEST(QueuePolicyTest, BlockNeverRefusesButTryPushSaysWouldBlock) {
+  QueueOf<TypeParam, int> q(2, OverflowPolicy::kBlock);
   ASSERT_TRUE(q.push(1).ok());
   ASSERT_TRUE(q.push(2).ok());
   EXPECT_EQ(q.try_push(3).code(), StatusCode::kWouldBlock);
@@ -31,8 +41,8 @@ TEST(QueuePolicyTest, BlockNeverRefusesButTryPushSaysWouldBlock) {
   EXPECT_EQ(s.dropped + s.rejected + s.evicted + s.sampled_out, 0u);
 }
 
-TEST(QueuePolicyTest, DropNewestRefusesIncomingAndCountsIt) {
-  Queue<int> q(4, OverflowPolicy::kDropNewest);
+TYPED_TEST(QueuePolicyTest, DropNewestRefusesIncomingAndCountsIt) {
+  QueueOf<TypeParam, int> q(4, OverflowPolicy::kDropNewest);
   int dropped = 0;
   for (int i = 0; i < 10; ++i) {
     Status s = q.push(int{i});
@@ -56,8 +66,8 @@ TEST(QueuePolicyTest, DropOldestEvictsTheOldestAndAcceptsTheNew) {
   EXPECT_EQ(drain(q), (std::vector<int>{6, 7, 8, 9}));
 }
 
-TEST(QueuePolicyTest, RejectRefusesWithRejectedAndKeepsTheItem) {
-  Queue<std::unique_ptr<int>> q(2, OverflowPolicy::kReject);
+TYPED_TEST(QueuePolicyTest, RejectRefusesWithRejectedAndKeepsTheItem) {
+  QueueOf<TypeParam, std::unique_ptr<int>> q(2, OverflowPolicy::kReject);
   ASSERT_TRUE(q.push(std::make_unique<int>(0)).ok());
   ASSERT_TRUE(q.push(std::make_unique<int>(1)).ok());
   auto item = std::make_unique<int>(2);
@@ -98,13 +108,13 @@ TEST(QueuePolicyTest, SampleEveryOneBehavesLikeDropOldest) {
   EXPECT_EQ(q.stats().evicted, 3u);
 }
 
-TEST(QueuePolicyTest, SpillKeepsFifoAcrossMemoryAndStoreAndCountsExactly) {
+TYPED_TEST(QueuePolicyTest, SpillKeepsFifoAcrossMemoryAndStoreAndCountsExactly) {
   auto store = std::make_shared<testutil::MemorySpillStore<int>>(3);
   QueueOptions<int> o;
   o.capacity = 2;
   o.policy = OverflowPolicy::kSpill;
   o.spill_store = store;
-  Queue<int> q(o);
+  QueueOf<TypeParam, int> q(o);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.push(int{i}).ok()) << i;  // 0,1 memory; 2,3,4 store
   EXPECT_EQ(q.push(5).code(), StatusCode::kRejected);                 // store budget spent
   QueueStats s = q.stats();
@@ -130,13 +140,13 @@ TEST(QueuePolicyTest, SpillKeepsFifoAcrossMemoryAndStoreAndCountsExactly) {
   expect_conserved(s);
 }
 
-TEST(QueuePolicyTest, SpillDrainsTheStoreAfterClose) {
+TYPED_TEST(QueuePolicyTest, SpillDrainsTheStoreAfterClose) {
   auto store = std::make_shared<testutil::MemorySpillStore<int>>(10);
   QueueOptions<int> o;
   o.capacity = 1;
   o.policy = OverflowPolicy::kSpill;
   o.spill_store = store;
-  Queue<int> q(o);
+  QueueOf<TypeParam, int> q(o);
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(q.push(int{i}).ok());
   q.close();
   EXPECT_EQ(q.push(9).code(), StatusCode::kClosed);
@@ -145,19 +155,21 @@ TEST(QueuePolicyTest, SpillDrainsTheStoreAfterClose) {
   EXPECT_EQ(got, (std::vector<int>{0, 1, 2, 3}));
 }
 
-TEST(QueuePolicyTest, Capacity0WithDropNewestOrRejectHandsOffOnlyToAWaitingPuller) {
-  Queue<int> drop(0, OverflowPolicy::kDropNewest);
+TYPED_TEST(QueuePolicyTest, Capacity0WithDropNewestOrRejectHandsOffOnlyToAWaitingPuller) {
+  QueueOf<TypeParam, int> drop(0, OverflowPolicy::kDropNewest);
   EXPECT_EQ(drop.push(1).code(), StatusCode::kDropped);
   EXPECT_EQ(drop.stats().dropped, 1u);
-  Queue<int> reject(0, OverflowPolicy::kReject);
+  QueueOf<TypeParam, int> reject(0, OverflowPolicy::kReject);
   EXPECT_EQ(reject.push(1).code(), StatusCode::kRejected);
   EXPECT_EQ(reject.stats().rejected, 1u);
 }
 
-TEST(QueuePolicyTest, NonBlockPoliciesNeverWait) {
+TYPED_TEST(QueuePolicyTest, NonBlockPoliciesNeverWait) {
   for (OverflowPolicy p : {OverflowPolicy::kDropNewest, OverflowPolicy::kDropOldest,
                            OverflowPolicy::kReject, OverflowPolicy::kSample}) {
-    Queue<int> q(1, p);
+    const bool evicts = p == OverflowPolicy::kDropOldest || p == OverflowPolicy::kSample;
+    if (TypeParam::kSpsc && evicts) continue;  // SpscQueue refuses them (a second consumer)
+    QueueOf<TypeParam, int> q(1, p);
     for (int i = 0; i < 100; ++i) {
       // A default context can never end a wait: returning proves no wait.
       (void)q.push(int{i});

@@ -1,5 +1,7 @@
 // One test per invariant and edge case of the push-pull seed
-// (../shared/seeds/push-pull-queue.md), in C++ terms.
+// (../shared/seeds/push-pull-queue.md), in C++ terms. Typed tests run against
+// Queue<T> and SpscQueue<T> (queue_families.h); TEST()s need several
+// producers or consumers, or Producer handles, which only Queue has.
 #include "sluice/queue.h"
 
 #include <gtest/gtest.h>
@@ -14,17 +16,25 @@
 #include <thread>
 #include <vector>
 
+#include "queue/queue_families.h"
+#include "sluice/spsc_queue.h"
 #include "testutil/wait_for.h"
 
 namespace sluice {
 namespace {
 
 using namespace std::chrono_literals;
+using testing_families::kMaxSides;
+using testing_families::QueueOf;
 using testutil::eventually;
 
+template <class Family>
+class QueueTest : public ::testing::Test {};
+TYPED_TEST_SUITE(QueueTest, testing_families::QueueFamilies, testing_families::FamilyName);
+
 // --- Invariant 1: capacity bound ---
-TEST(QueueTest, Inv1_CapacityBoundRefusesTheItemBeyondCapacity) {
-  Queue<int> q(3);
+TYPED_TEST(QueueTest, Inv1_CapacityBoundRefusesTheItemBeyondCapacity) {
+  QueueOf<TypeParam, int> q(3);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(q.try_push(int{i}).ok());
   EXPECT_EQ(q.try_push(3).code(), StatusCode::kWouldBlock);
   EXPECT_EQ(q.stats().depth, 3u);
@@ -35,17 +45,18 @@ TEST(QueueTest, Inv1_CapacityBoundRefusesTheItemBeyondCapacity) {
 }
 
 // --- Invariant 2 and 3: no loss under Block; each item to exactly one consumer ---
-TEST(QueueTest, Inv2_3_EveryPushedItemIsPulledExactlyOnce) {
-  constexpr int kProducers = 3, kConsumers = 3, kEach = 20000;
-  Queue<int> q(8);
+TYPED_TEST(QueueTest, Inv2_3_EveryPushedItemIsPulledExactlyOnce) {
+  constexpr int kProducers = kMaxSides<TypeParam>, kConsumers = kMaxSides<TypeParam>;
+  constexpr int kEach = 20000;
+  QueueOf<TypeParam, int> q(8);
   std::vector<std::atomic<int>> seen(kProducers * kEach);
   {
     std::vector<std::jthread> threads;
-    std::vector<Producer<int>> handles;
-    for (int p = 0; p < kProducers; ++p) handles.push_back(q.producer());
+    std::atomic<int> producing{kProducers};  // the last producer out closes
     for (int p = 0; p < kProducers; ++p) {
-      threads.emplace_back([p, h = std::move(handles[p])]() mutable {
-        for (int i = 0; i < kEach; ++i) ASSERT_TRUE(h.push(p * kEach + i).ok());
+      threads.emplace_back([&, p] {
+        for (int i = 0; i < kEach; ++i) ASSERT_TRUE(q.push(p * kEach + i).ok());
+        if (producing.fetch_sub(1) == 1) q.close();
       });
     }
     for (int c = 0; c < kConsumers; ++c) {
@@ -62,8 +73,8 @@ TEST(QueueTest, Inv2_3_EveryPushedItemIsPulledExactlyOnce) {
 }
 
 // --- Invariant 4: backpressure ---
-TEST(QueueTest, Inv4_PushOnFullWaitsUntilAPullFreesASlot) {
-  Queue<int> q(1);
+TYPED_TEST(QueueTest, Inv4_PushOnFullWaitsUntilAPullFreesASlot) {
+  QueueOf<TypeParam, int> q(1);
   ASSERT_TRUE(q.push(1).ok());
   // It does wait: a bounded wait on a full queue ends by its deadline.
   EXPECT_EQ(q.push(2, with_timeout(20ms)).code(), StatusCode::kDeadlineExceeded);
@@ -81,8 +92,8 @@ TEST(QueueTest, Inv4_PushOnFullWaitsUntilAPullFreesASlot) {
 }
 
 // --- Invariant 5: after close no push is accepted (and nothing crashes) ---
-TEST(QueueTest, Inv5_PushAfterCloseReturnsClosedAndKeepsTheItem) {
-  Queue<std::unique_ptr<int>> q(4);
+TYPED_TEST(QueueTest, Inv5_PushAfterCloseReturnsClosedAndKeepsTheItem) {
+  QueueOf<TypeParam, std::unique_ptr<int>> q(4);
   EXPECT_TRUE(q.close());
   EXPECT_FALSE(q.close());  // idempotent
   auto item = std::make_unique<int>(5);
@@ -95,8 +106,8 @@ TEST(QueueTest, Inv5_PushAfterCloseReturnsClosedAndKeepsTheItem) {
 }
 
 // --- Invariant 6: drain on close ---
-TEST(QueueTest, Inv6_PullsDrainInOrderAfterCloseThenReportClosed) {
-  Queue<int> q(8);
+TYPED_TEST(QueueTest, Inv6_PullsDrainInOrderAfterCloseThenReportClosed) {
+  QueueOf<TypeParam, int> q(8);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.push(int{i}).ok());
   q.close();
   for (int i = 0; i < 5; ++i) {
@@ -109,8 +120,8 @@ TEST(QueueTest, Inv6_PullsDrainInOrderAfterCloseThenReportClosed) {
 }
 
 // --- Invariant 7: cancellation of blocked push and pull ---
-TEST(QueueTest, Inv7_StopWakesABlockedPull) {
-  Queue<int> q(4);
+TYPED_TEST(QueueTest, Inv7_StopWakesABlockedPull) {
+  QueueOf<TypeParam, int> q(4);
   std::stop_source stop;
   std::jthread t(
       [&] { EXPECT_EQ(q.pull(Context(stop.get_token())).code(), StatusCode::kCancelled); });
@@ -120,8 +131,8 @@ TEST(QueueTest, Inv7_StopWakesABlockedPull) {
   EXPECT_EQ(q.stats().waiting_pullers, 0u);
 }
 
-TEST(QueueTest, Inv7_StopWakesABlockedPushAndLeavesTheItemWithTheCaller) {
-  Queue<std::unique_ptr<int>> q(1);
+TYPED_TEST(QueueTest, Inv7_StopWakesABlockedPushAndLeavesTheItemWithTheCaller) {
+  QueueOf<TypeParam, std::unique_ptr<int>> q(1);
   ASSERT_TRUE(q.push(std::make_unique<int>(1)).ok());
   std::stop_source stop;
   std::jthread t([&] {
@@ -136,15 +147,15 @@ TEST(QueueTest, Inv7_StopWakesABlockedPushAndLeavesTheItemWithTheCaller) {
   EXPECT_EQ(q.stats().depth, 1u);
 }
 
-TEST(QueueTest, Inv7_DeadlineEndsAWait) {
-  Queue<int> q(1);
+TYPED_TEST(QueueTest, Inv7_DeadlineEndsAWait) {
+  QueueOf<TypeParam, int> q(1);
   const auto start = Context::Clock::now();
   EXPECT_EQ(q.pull(with_timeout(30ms)).code(), StatusCode::kDeadlineExceeded);
   EXPECT_GE(Context::Clock::now() - start, 30ms);
 }
 
-TEST(QueueTest, Inv7_StopRequestedBeforeTheCallDoesNotTouchTheQueue) {
-  Queue<int> q(4);
+TYPED_TEST(QueueTest, Inv7_StopRequestedBeforeTheCallDoesNotTouchTheQueue) {
+  QueueOf<TypeParam, int> q(4);
   ASSERT_TRUE(q.push(1).ok());
   std::stop_source stop;
   stop.request_stop();
@@ -153,8 +164,8 @@ TEST(QueueTest, Inv7_StopRequestedBeforeTheCallDoesNotTouchTheQueue) {
   EXPECT_EQ(q.stats().depth, 1u);
 }
 
-TEST(QueueTest, Inv7_AnExpiredDeadlineOnlyBoundsWaiting) {
-  Queue<int> q(4);
+TYPED_TEST(QueueTest, Inv7_AnExpiredDeadlineOnlyBoundsWaiting) {
+  QueueOf<TypeParam, int> q(4);
   Context past = with_deadline(Context::Clock::now() - 1ms);
   EXPECT_TRUE(q.push(1, past).ok());  // room: completes at once
   EXPECT_EQ(*q.pull(past), 1);
@@ -162,8 +173,8 @@ TEST(QueueTest, Inv7_AnExpiredDeadlineOnlyBoundsWaiting) {
 }
 
 // --- Invariant 8: ownership transfer (moved in, moved out, never copied) ---
-TEST(QueueTest, Inv8_MoveOnlyItemsAreMovedInAndOut) {
-  Queue<std::unique_ptr<int>> q(2);
+TYPED_TEST(QueueTest, Inv8_MoveOnlyItemsAreMovedInAndOut) {
+  QueueOf<TypeParam, std::unique_ptr<int>> q(2);
   auto item = std::make_unique<int>(42);
   int* raw = item.get();
   ASSERT_TRUE(q.push(std::move(item)).ok());
@@ -188,9 +199,9 @@ struct CopyCounter {
   CopyCounter& operator=(CopyCounter&&) noexcept = default;
 };
 
-TEST(QueueTest, Inv8_NoCopyBehindTheUsersBack) {
+TYPED_TEST(QueueTest, Inv8_NoCopyBehindTheUsersBack) {
   CopyCounter::copies = 0;
-  Queue<CopyCounter> q(4);
+  QueueOf<TypeParam, CopyCounter> q(4);
   ASSERT_TRUE(q.push(CopyCounter(1)).ok());
   std::vector<CopyCounter> batch;
   batch.emplace_back(2);
@@ -202,8 +213,8 @@ TEST(QueueTest, Inv8_NoCopyBehindTheUsersBack) {
 }
 
 // --- Edge: capacity 0 is a rendezvous ---
-TEST(QueueTest, Edge_Capacity0PushCompletesOnlyWhenAPullTakesIt) {
-  Queue<int> q(0);
+TYPED_TEST(QueueTest, Edge_Capacity0PushCompletesOnlyWhenAPullTakesIt) {
+  QueueOf<TypeParam, int> q(0);
   EXPECT_EQ(q.try_push(1).code(), StatusCode::kWouldBlock);  // nobody pulling
   EXPECT_EQ(q.push(1, with_timeout(10ms)).code(), StatusCode::kDeadlineExceeded);
   std::atomic<bool> done{false};
@@ -219,15 +230,15 @@ TEST(QueueTest, Edge_Capacity0PushCompletesOnlyWhenAPullTakesIt) {
   EXPECT_EQ(q.stats().depth, 0u);
 }
 
-TEST(QueueTest, Edge_Capacity0TryPushSucceedsWhenAPullerWaits) {
-  Queue<int> q(0);
+TYPED_TEST(QueueTest, Edge_Capacity0TryPushSucceedsWhenAPullerWaits) {
+  QueueOf<TypeParam, int> q(0);
   std::jthread consumer([&] { EXPECT_EQ(*q.pull(), 9); });
   ASSERT_TRUE(eventually([&] { return q.stats().waiting_pullers == 1; }));
   EXPECT_TRUE(q.try_push(9).ok());
 }
 
-TEST(QueueTest, Edge_Capacity0CloseReleasesWaitersAndDrainsNothing) {
-  Queue<int> q(0);
+TYPED_TEST(QueueTest, Edge_Capacity0CloseReleasesWaitersAndDrainsNothing) {
+  QueueOf<TypeParam, int> q(0);
   std::jthread producer([&] { EXPECT_EQ(q.push(1).code(), StatusCode::kClosed); });
   ASSERT_TRUE(eventually([&] { return q.stats().waiting_pushers == 1; }));
   q.close();
@@ -236,8 +247,8 @@ TEST(QueueTest, Edge_Capacity0CloseReleasesWaitersAndDrainsNothing) {
 }
 
 // --- Edge: capacity 1 ---
-TEST(QueueTest, Edge_Capacity1HoldsOneItem) {
-  Queue<int> q(1);
+TYPED_TEST(QueueTest, Edge_Capacity1HoldsOneItem) {
+  QueueOf<TypeParam, int> q(1);
   ASSERT_TRUE(q.push(1).ok());
   EXPECT_EQ(q.try_push(2).code(), StatusCode::kWouldBlock);
   EXPECT_EQ(*q.pull(), 1);
@@ -247,17 +258,19 @@ TEST(QueueTest, Edge_Capacity1HoldsOneItem) {
 }
 
 // --- Edge: close with buffered items; close from any thread wakes everyone ---
-TEST(QueueTest, Edge_CloseWakesAllBlockedPushersAndPullers) {
-  Queue<int> empty(2);
-  Queue<int> full(1);
+TYPED_TEST(QueueTest, Edge_CloseWakesAllBlockedPushersAndPullers) {
+  QueueOf<TypeParam, int> empty(2);
+  QueueOf<TypeParam, int> full(1);
   ASSERT_TRUE(full.push(0).ok());
   std::vector<std::jthread> threads;
-  for (int i = 0; i < 3; ++i) {
+  constexpr std::uint32_t kEach = kMaxSides<TypeParam>;
+  for (std::uint32_t i = 0; i < kEach; ++i) {
     threads.emplace_back([&] { EXPECT_EQ(empty.pull().code(), StatusCode::kClosed); });
     threads.emplace_back([&] { EXPECT_EQ(full.push(1).code(), StatusCode::kClosed); });
   }
-  ASSERT_TRUE(eventually(
-      [&] { return empty.stats().waiting_pullers == 3 && full.stats().waiting_pushers == 3; }));
+  ASSERT_TRUE(eventually([&] {
+    return empty.stats().waiting_pullers == kEach && full.stats().waiting_pushers == kEach;
+  }));
   empty.close();
   full.close();
   threads.clear();             // joins: every waiter returned
@@ -339,8 +352,8 @@ TEST(QueueTest, Edge_ReleasedMovedFromOrEmptyProducerRefusesWithClosed) {
 }
 
 // --- Range-for pulls until closed and drained; items(ctx) stops on cancel ---
-TEST(QueueTest, RangeForPullsUntilClosedAndDrained) {
-  Queue<int> q(8);
+TYPED_TEST(QueueTest, RangeForPullsUntilClosedAndDrained) {
+  QueueOf<TypeParam, int> q(8);
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(q.push(int{i}).ok());
   q.close();
   std::vector<int> got;
@@ -348,8 +361,8 @@ TEST(QueueTest, RangeForPullsUntilClosedAndDrained) {
   EXPECT_EQ(got, (std::vector<int>{0, 1, 2, 3, 4}));
 }
 
-TEST(QueueTest, ItemsRangeEndsOnDeadlineAndSaysWhy) {
-  Queue<int> q(8);
+TYPED_TEST(QueueTest, ItemsRangeEndsOnDeadlineAndSaysWhy) {
+  QueueOf<TypeParam, int> q(8);
   ASSERT_TRUE(q.push(1).ok());
   auto range = q.items(with_timeout(20ms));
   int n = 0;
@@ -359,8 +372,8 @@ TEST(QueueTest, ItemsRangeEndsOnDeadlineAndSaysWhy) {
 }
 
 // --- Bulk operations ---
-TEST(QueueTest, PushManyAndPullManyMoveSeveralItemsAcrossTheWrap) {
-  Queue<int> q(5);
+TYPED_TEST(QueueTest, PushManyAndPullManyMoveSeveralItemsAcrossTheWrap) {
+  QueueOf<TypeParam, int> q(5);
   std::vector<int> out;
   for (int round = 0; round < 7; ++round) {
     std::vector<int> in{round * 3, round * 3 + 1, round * 3 + 2};
@@ -372,8 +385,8 @@ TEST(QueueTest, PushManyAndPullManyMoveSeveralItemsAcrossTheWrap) {
   for (int i = 0; i < 21; ++i) EXPECT_EQ(out[i], i);
 }
 
-TEST(QueueTest, TryPushManyPushesWhatFitsAndLeavesTheRest) {
-  Queue<std::unique_ptr<int>> q(3);
+TYPED_TEST(QueueTest, TryPushManyPushesWhatFitsAndLeavesTheRest) {
+  QueueOf<TypeParam, std::unique_ptr<int>> q(3);
   std::vector<std::unique_ptr<int>> in;
   for (int i = 0; i < 5; ++i) in.push_back(std::make_unique<int>(i));
   BulkResult r = q.try_push_many(in);
@@ -384,8 +397,8 @@ TEST(QueueTest, TryPushManyPushesWhatFitsAndLeavesTheRest) {
   EXPECT_EQ(*in[4], 4);
 }
 
-TEST(QueueTest, BlockingPushManyWaitsForRoomForEveryItem) {
-  Queue<int> q(2);
+TYPED_TEST(QueueTest, BlockingPushManyWaitsForRoomForEveryItem) {
+  QueueOf<TypeParam, int> q(2);
   std::vector<int> in{0, 1, 2, 3, 4, 5, 6};
   std::jthread producer([&] {
     BulkResult r = q.push_many(in);
@@ -401,8 +414,8 @@ TEST(QueueTest, BlockingPushManyWaitsForRoomForEveryItem) {
   EXPECT_EQ(out, in);
 }
 
-TEST(QueueTest, PullManyReturnsClosedOnlyWhenDrained) {
-  Queue<int> q(4);
+TYPED_TEST(QueueTest, PullManyReturnsClosedOnlyWhenDrained) {
+  QueueOf<TypeParam, int> q(4);
   ASSERT_TRUE(q.push(1).ok());
   q.close();
   std::vector<int> out;
@@ -413,8 +426,8 @@ TEST(QueueTest, PullManyReturnsClosedOnlyWhenDrained) {
 }
 
 // --- Stats ---
-TEST(QueueTest, StatsAreExactWhenQuiescent) {
-  Queue<int> q(4);
+TYPED_TEST(QueueTest, StatsAreExactWhenQuiescent) {
+  QueueOf<TypeParam, int> q(4);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(q.push(int{i}).ok());
   ASSERT_TRUE(q.pull().ok());
   const QueueStats s = q.stats();
@@ -426,10 +439,10 @@ TEST(QueueTest, StatsAreExactWhenQuiescent) {
   EXPECT_EQ(s.pushed, s.pulled + s.evicted + s.depth);
 }
 
-TEST(QueueTest, DestructorDestroysBufferedItems) {
+TYPED_TEST(QueueTest, DestructorDestroysBufferedItems) {
   auto tracker = std::make_shared<int>(0);
   {
-    Queue<std::shared_ptr<int>> q(4);
+    QueueOf<TypeParam, std::shared_ptr<int>> q(4);
     for (int i = 0; i < 3; ++i) ASSERT_TRUE(q.push(std::shared_ptr<int>(tracker)).ok());
     EXPECT_EQ(tracker.use_count(), 4);
   }
@@ -437,8 +450,8 @@ TEST(QueueTest, DestructorDestroysBufferedItems) {
 }
 
 // --- Blocked threads sleep: an idle consumer uses ~0 CPU ---
-TEST(QueueTest, IdleConsumerSleepsInsteadOfSpinning) {
-  Queue<int> q(4);
+TYPED_TEST(QueueTest, IdleConsumerSleepsInsteadOfSpinning) {
+  QueueOf<TypeParam, int> q(4);
   double cpu_ms = -1;
   std::jthread t([&] {
     timespec a{}, b{};
@@ -453,14 +466,60 @@ TEST(QueueTest, IdleConsumerSleepsInsteadOfSpinning) {
   EXPECT_LT(cpu_ms, 30.0);
 }
 
-TEST(QueueTest, ImpossibleOptionsAreRejectedAtConstruction) {
-  EXPECT_THROW(Queue<int>(0, OverflowPolicy::kDropOldest), std::invalid_argument);
-  EXPECT_THROW(Queue<int>(0, OverflowPolicy::kSample), std::invalid_argument);
-  EXPECT_THROW(Queue<int>(4, OverflowPolicy::kSpill), std::invalid_argument);  // no store
+TYPED_TEST(QueueTest, ImpossibleOptionsAreRejectedAtConstruction) {
+  using Q = QueueOf<TypeParam, int>;
+  EXPECT_THROW(Q(0, OverflowPolicy::kDropOldest), std::invalid_argument);
+  EXPECT_THROW(Q(0, OverflowPolicy::kSample), std::invalid_argument);
+  EXPECT_THROW(Q(4, OverflowPolicy::kSpill), std::invalid_argument);  // no store
   QueueOptions<int> o;
   o.policy = OverflowPolicy::kSample;
   o.sample_every = 0;
-  EXPECT_THROW(Queue<int>{o}, std::invalid_argument);
+  EXPECT_THROW(Q{o}, std::invalid_argument);
+}
+
+// The evicting policies pop from the producer's thread: a second consumer.
+TEST(SpscQueueTest, EvictingPoliciesAreRejectedAtConstruction) {
+  EXPECT_THROW(SpscQueue<int>(4, OverflowPolicy::kDropOldest), std::invalid_argument);
+  EXPECT_THROW(SpscQueue<int>(4, OverflowPolicy::kSample), std::invalid_argument);
+  for (OverflowPolicy p :
+       {OverflowPolicy::kBlock, OverflowPolicy::kDropNewest, OverflowPolicy::kReject}) {
+    EXPECT_NO_THROW(SpscQueue<int>(4, p));
+    EXPECT_NO_THROW(SpscQueue<int>(0, p));
+  }
+}
+
+// A push that is running when close() is called either lands before the
+// close (and is drained) or returns kClosed with the item untouched: close
+// waits out the attempt in progress. Repeated, so that close often lands
+// mid-push.
+TEST(SpscQueueTest, CloseDuringPushesKeepsExactlyTheAcceptedItems) {
+  for (int iter = 0; iter < 300; ++iter) {
+    SpscQueue<std::unique_ptr<int>> q(8);
+    std::vector<int> accepted, refused, pulled;
+    {
+      std::jthread producer([&] {
+        for (int i = 0;; ++i) {
+          auto item = std::make_unique<int>(i);
+          const Status s = q.push(std::move(item));
+          if (!s.ok()) {
+            ASSERT_EQ(s.code(), StatusCode::kClosed);
+            ASSERT_NE(item, nullptr);
+            refused.push_back(*item);
+            return;
+          }
+          accepted.push_back(i);
+        }
+      });
+      std::jthread closer([&] {
+        for (int i = 0; i < iter; ++i) std::this_thread::yield();
+        q.close();
+      });
+      for (auto& v : q) pulled.push_back(*v);
+    }
+    ASSERT_EQ(pulled, accepted);
+    ASSERT_EQ(refused.size(), 1u);
+    ASSERT_EQ(refused[0], static_cast<int>(accepted.size()));
+  }
 }
 
 }  // namespace
@@ -469,8 +528,8 @@ TEST(QueueTest, ImpossibleOptionsAreRejectedAtConstruction) {
 namespace sluice {
 namespace {
 
-TEST(QueueTest, PushAllIsAllOrNone) {
-  Queue<std::unique_ptr<int>> q(4);
+TYPED_TEST(QueueTest, PushAllIsAllOrNone) {
+  QueueOf<TypeParam, std::unique_ptr<int>> q(4);
   ASSERT_TRUE(q.push(std::make_unique<int>(0)).ok());
   std::vector<std::unique_ptr<int>> group;
   for (int i = 1; i <= 4; ++i) group.push_back(std::make_unique<int>(i));
@@ -485,8 +544,8 @@ TEST(QueueTest, PushAllIsAllOrNone) {
   EXPECT_EQ(q.push_all(too_big).code(), StatusCode::kInvalidArgument);
 }
 
-TEST(QueueTest, BlockingPushAllWaitsForRoomForTheWholeGroup) {
-  Queue<int> q(3);
+TYPED_TEST(QueueTest, BlockingPushAllWaitsForRoomForTheWholeGroup) {
+  QueueOf<TypeParam, int> q(3);
   ASSERT_TRUE(q.push(0).ok());
   ASSERT_TRUE(q.push(1).ok());
   std::vector<int> group{2, 3};
@@ -497,9 +556,9 @@ TEST(QueueTest, BlockingPushAllWaitsForRoomForTheWholeGroup) {
   for (int i = 1; i <= 3; ++i) EXPECT_EQ(*q.pull(), i);
 }
 
-TEST(QueueTest, PushAllRacingWithCloseIsNeverSplit) {
+TYPED_TEST(QueueTest, PushAllRacingWithCloseIsNeverSplit) {
   for (int iter = 0; iter < 300; ++iter) {
-    Queue<int> q(64);
+    QueueOf<TypeParam, int> q(64);
     std::atomic<int> accepted_groups{0};
     {
       std::jthread producer([&] {

@@ -2,9 +2,13 @@
 // "all pushes are ever popped once"): N producers and M consumers mix blocking,
 // non-blocking, bulk and cancellable calls; afterwards every accepted item was
 // delivered exactly once or counted as evicted, and the counters conserve.
+// Runs against Queue<T> (3 producers, 2 consumers) and SpscQueue<T> (one of
+// each, and no evicting policy), for three item types.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -12,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "queue/queue_families.h"
 #include "sluice/queue.h"
 #include "testutil/memory_spill_store.h"
 
@@ -45,14 +50,25 @@ T make(std::uint64_t id) {
   }
 }
 
-template <class T>
+// A queue family and an item type.
+template <class F, class T>
+struct Case {
+  using Family = F;
+  using Item = T;
+};
+using testing_families::Mpmc;
+using testing_families::Spsc;
+using Cases =
+    ::testing::Types<Case<Mpmc, std::uint64_t>, Case<Mpmc, std::unique_ptr<std::uint64_t>>,
+                     Case<Mpmc, Fat>, Case<Spsc, std::uint64_t>,
+                     Case<Spsc, std::unique_ptr<std::uint64_t>>, Case<Spsc, Fat>>;
+template <class C>
 class QueueStressTest : public ::testing::Test {};
-using ItemTypes = ::testing::Types<std::uint64_t, std::unique_ptr<std::uint64_t>, Fat>;
-TYPED_TEST_SUITE(QueueStressTest, ItemTypes);
+TYPED_TEST_SUITE(QueueStressTest, Cases);
 
-template <class T>
+template <class Family, class T>
 void run(std::size_t capacity, OverflowPolicy policy) {
-  constexpr int kProducers = 3, kConsumers = 2;
+  constexpr int kProducers = Family::kSpsc ? 1 : 3, kConsumers = Family::kSpsc ? 1 : 2;
   const int each = 4000 * scale();
   QueueOptions<T> o;
   o.capacity = capacity;
@@ -60,7 +76,7 @@ void run(std::size_t capacity, OverflowPolicy policy) {
   o.sample_every = 3;
   if (policy == OverflowPolicy::kSpill)
     o.spill_store = std::make_shared<testutil::MemorySpillStore<T>>(64);
-  Queue<T> q(o);
+  testing_families::QueueOf<Family, T> q(o);
   const std::uint64_t total = std::uint64_t{kProducers} * static_cast<std::uint64_t>(each);
   std::vector<std::atomic<std::uint8_t>> accepted(total), delivered(total);
   std::atomic<std::uint64_t> refused{0};  // by the policy (not: would block, timed out)
@@ -71,8 +87,7 @@ void run(std::size_t capacity, OverflowPolicy policy) {
       ASSERT_TRUE(c == StatusCode::kWouldBlock || c == StatusCode::kDeadlineExceeded) << c;
     }
   };
-  std::vector<Producer<T>> handles;
-  for (int p = 0; p < kProducers; ++p) handles.push_back(q.producer());
+  auto handles = testing_families::producers(q, kProducers);
   {
     std::vector<std::jthread> threads;
     for (int p = 0; p < kProducers; ++p) {
@@ -151,17 +166,148 @@ void run(std::size_t capacity, OverflowPolicy policy) {
 }
 
 TYPED_TEST(QueueStressTest, EveryPolicyAndCapacityConservesItems) {
+  using Family = typename TypeParam::Family;
   for (OverflowPolicy policy :
        {OverflowPolicy::kBlock, OverflowPolicy::kDropNewest, OverflowPolicy::kDropOldest,
         OverflowPolicy::kReject, OverflowPolicy::kSample, OverflowPolicy::kSpill}) {
+    const bool evicts = policy == OverflowPolicy::kDropOldest || policy == OverflowPolicy::kSample;
+    if (Family::kSpsc && evicts) continue;  // SpscQueue refuses them
     for (std::size_t cap : {0, 1, 7, 64}) {
-      if (cap == 0 && (policy == OverflowPolicy::kDropOldest || policy == OverflowPolicy::kSample ||
-                       policy == OverflowPolicy::kSpill)) {
-        continue;
-      }
+      if (cap == 0 && (evicts || policy == OverflowPolicy::kSpill)) continue;
       SCOPED_TRACE(std::string(overflow_policy_name(policy)) + " capacity " + std::to_string(cap));
-      run<TypeParam>(cap, policy);
+      run<Family, typename TypeParam::Item>(cap, policy);
       if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// close() from a third thread at a random moment while the producers mix
+// every kind of push and the consumers every kind of pull: each push that
+// returned kOk (or counted in a bulk result) is delivered exactly once, each
+// refused item is still the caller's, and nothing else is delivered. On an
+// SpscQueue, close lands in the middle of push attempts (it waits them out).
+template <class Family, class T>
+void close_at_random(std::size_t capacity, OverflowPolicy policy, unsigned seed) {
+  constexpr int kProducers = Family::kSpsc ? 1 : 2, kConsumers = Family::kSpsc ? 1 : 2;
+  constexpr std::uint64_t kEach = 1 << 20;  // more than any run gets through before close
+  QueueOptions<T> o;
+  o.capacity = capacity;
+  o.policy = policy;
+  if (policy == OverflowPolicy::kSpill)
+    o.spill_store = std::make_shared<testutil::MemorySpillStore<T>>(16);
+  testing_families::QueueOf<Family, T> q(o);
+  std::vector<std::vector<std::uint64_t>> accepted(kProducers), delivered(kConsumers);
+  std::atomic<std::uint64_t> progress{0};  // push calls made: the closer waits for a few
+  {
+    std::vector<std::jthread> threads;
+    for (int p = 0; p < kProducers; ++p) {
+      threads.emplace_back([&, p] {
+        std::mt19937 rng(seed + static_cast<unsigned>(p));
+        auto& mine = accepted[static_cast<std::size_t>(p)];
+        for (std::uint64_t i = 0; i < kEach;) {
+          progress.fetch_add(1, std::memory_order_relaxed);
+          const std::uint64_t id = static_cast<std::uint64_t>(p) * kEach + i;
+          const auto op = rng() % 6;
+          if (op <= 1) {  // bulk, stopping at the first refusal / all or none
+            std::vector<T> batch;
+            const std::uint64_t n = std::min<std::uint64_t>(kEach - i, 1 + rng() % 4);
+            for (std::uint64_t k = 0; k < n; ++k) batch.push_back(make<T>(id + k));
+            std::size_t moved = 0;
+            StatusCode code = StatusCode::kOk;
+            if (op == 0) {
+              const BulkResult r = q.push_many(batch);
+              moved = r.count;
+              code = r.status;
+            } else if (batch.size() <= capacity) {
+              code = q.push_all(batch).code();
+              moved = code == StatusCode::kOk ? batch.size() : 0;
+            }
+            for (std::size_t k = 0; k < moved; ++k) mine.push_back(id + k);
+            for (std::size_t k = moved; k < batch.size(); ++k) {
+              ASSERT_EQ(id_of(batch[k]), id + k);  // refused items untouched
+            }
+            if (code == StatusCode::kClosed) return;
+            i += moved > 0 ? moved : 1;
+            continue;
+          }
+          T item = make<T>(id);
+          const Status st =
+              op == 2   ? q.try_push(std::move(item))
+              : op == 3 ? q.push(std::move(item), with_timeout(std::chrono::microseconds(20)))
+                        : q.push(std::move(item));
+          if (st.ok()) {
+            mine.push_back(id);
+          } else {
+            ASSERT_EQ(id_of(item), id);  // refused: still ours
+            if (st.code() == StatusCode::kClosed) return;
+          }
+          ++i;
+        }
+      });
+    }
+    for (int c = 0; c < kConsumers; ++c) {
+      threads.emplace_back([&, c] {
+        std::mt19937 rng(seed + 100 + static_cast<unsigned>(c));
+        auto& mine = delivered[static_cast<std::size_t>(c)];
+        std::vector<T> batch;
+        for (;;) {
+          const auto op = rng() % 3;
+          if (op == 0) {
+            batch.clear();
+            const BulkResult r = q.pull_many(std::back_inserter(batch), 1 + rng() % 5);
+            for (auto& v : batch) mine.push_back(id_of(v));
+            if (r.status == StatusCode::kClosed) return;
+          } else {
+            Result<T> r = op == 1 ? q.pull() : q.try_pull();
+            if (r.ok()) mine.push_back(id_of(*r));
+            if (r.code() == StatusCode::kClosed) return;
+          }
+        }
+      });
+    }
+    threads.emplace_back([&] {
+      std::mt19937 rng(seed + 1000);
+      const auto calls = rng() % 3000;  // 0: before the first push
+      while (progress.load(std::memory_order_relaxed) < calls) std::this_thread::yield();
+      q.close();
+    });
+  }
+  std::vector<std::uint64_t> all_accepted, all_delivered;
+  for (auto& v : accepted) all_accepted.insert(all_accepted.end(), v.begin(), v.end());
+  for (auto& v : delivered) all_delivered.insert(all_delivered.end(), v.begin(), v.end());
+  std::sort(all_accepted.begin(), all_accepted.end());
+  std::sort(all_delivered.begin(), all_delivered.end());
+  ASSERT_EQ(all_delivered, all_accepted);  // exactly once, and nothing else
+  // Any one consumer sees each producer's items in push order.
+  for (const auto& got : delivered) {
+    for (int p = 0; p < kProducers; ++p) {
+      std::uint64_t last = 0;
+      bool first = true;
+      for (std::uint64_t id : got) {
+        if (id / kEach != static_cast<std::uint64_t>(p)) continue;
+        ASSERT_TRUE(first || id > last) << id << " after " << last;
+        last = id;
+        first = false;
+      }
+    }
+  }
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.pushed, all_accepted.size());
+  EXPECT_EQ(s.pulled, all_delivered.size());
+}
+
+TYPED_TEST(QueueStressTest, CloseAtARandomMomentLosesNothingAccepted) {
+  using Family = typename TypeParam::Family;
+  const int rounds = 20 * scale();
+  for (OverflowPolicy policy :
+       {OverflowPolicy::kBlock, OverflowPolicy::kReject, OverflowPolicy::kSpill}) {
+    for (std::size_t cap : {1, 7, 64}) {
+      for (int r = 0; r < rounds; ++r) {
+        SCOPED_TRACE(std::string(overflow_policy_name(policy)) + " capacity " +
+                     std::to_string(cap) + " round " + std::to_string(r));
+        close_at_random<Family, typename TypeParam::Item>(cap, policy, static_cast<unsigned>(r));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
     }
   }
 }

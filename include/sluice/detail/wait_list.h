@@ -6,11 +6,13 @@
 // Blocking: park() sleeps in the kernel (futex) until notified, until the
 //   context's stop token fires, or until its deadline; notify_* never block
 //   on anything but the list's short internal mutex.
-// Ordering: the fast path has_waiters() is a seq_cst load. A waiter enlists
-//   (seq_cst RMW) and then re-checks its condition with seq_cst loads; a
-//   notifier makes the condition true (seq_cst store or fence) and then calls
-//   has_waiters(). In the single total order of seq_cst operations one of the
-//   two sees the other, so no wake-up is lost (Dekker's pattern).
+// Ordering: Dekker's pattern. A waiter enlists (seq_cst RMW) and re-checks
+//   its condition; a notifier makes the condition true and then reads the
+//   waiter count, with light_fence() (or a seq_cst RMW/store) between the
+//   two. With a light fence both may miss each other, so await() sleeps only
+//   briefly after enlisting, then runs heavy_fence() and re-checks before it
+//   sleeps for good: no wake-up is lost; one may come up to kRaceBound late.
+//   See light_fence() for why the cost sits on the waiter.
 // Cancellation: a stop callback wakes only the waiter it belongs to.
 // Ownership: Waiter objects live on the waiting thread's stack; a notifier
 //   touches a Waiter only under mu_, and a waiter always delists under mu_
@@ -41,6 +43,42 @@
 #endif
 
 namespace sluice::detail {
+
+// ---- Asymmetric store-load barrier ----
+// Dekker's pattern needs a store-load barrier on both sides. On the hot side
+// (a push or pull that must check for sleepers) a fence is costly: it waits
+// until the store it orders owns its cache line, which the other side often
+// holds. So the hot side runs light_fence(), a compiler barrier only, and the
+// rare side (a waiter not woken within kRaceBound, or SpscQueue's close) runs
+// heavy_fence(): membarrier(2), which makes every CPU running one of our
+// threads execute a full barrier. Either the hot side's load runs after that barrier (and sees
+// the rare side's store), or its store ran before it (and is visible to the
+// rare side's load after the call). Where membarrier is missing (old kernel,
+// seccomp), both sides use a seq_cst fence. Under TSan both are no-ops and
+// callers use seq_cst RMWs/stores instead (TSan models neither).
+inline std::atomic<int> g_fence_mode{0};  // 0: not yet known; 1: membarrier; 2: fences
+int init_fence_mode() noexcept;           // registers with membarrier; returns 1 or 2
+
+inline bool asymmetric_fences() noexcept {
+  const int mode = g_fence_mode.load(std::memory_order_relaxed);  // same answer for every thread
+  return (mode != 0 ? mode : init_fence_mode()) == 1;
+}
+
+// The hot side: orders this thread's earlier stores before its later loads,
+// given that the other side runs heavy_fence().
+inline void light_fence() noexcept {
+#if !SLUICE_TSAN
+  if (asymmetric_fences()) {
+    std::atomic_signal_fence(std::memory_order_seq_cst);  // the compiler must not reorder
+  } else {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+#endif
+}
+
+// The rare side: a full barrier on every CPU running this process's threads.
+// A system call: 2-5 us, ~70 us on this VM when it must interrupt a busy CPU.
+void heavy_fence() noexcept;
 
 struct Waiter {
   // 0: parked; 1: notified; 2: woken by its stop token. The futex word.
@@ -73,7 +111,8 @@ class WaitList {
   }
   // For a notifier that made the condition true with plain release stores:
   // orders those stores before the waiter check (the store-load barrier of
-  // Dekker's pattern), then wakes up to n waiters.
+  // Dekker's pattern), then wakes up to n waiters. When nobody sleeps this is
+  // one load of a line that only enlisting waiters write: no fence, no RMW.
   void publish_and_notify(std::size_t n) {
 #if SLUICE_TSAN
     // TSan cannot model fences; an RMW on count_ gives the same guarantee (the
@@ -81,7 +120,7 @@ class WaitList {
     // stores). Costs a shared-line RMW, so only under TSan.
     if (count_.fetch_add(0, std::memory_order_seq_cst) != 0) notify_slow(n);
 #else
-    std::atomic_thread_fence(std::memory_order_seq_cst);
+    light_fence();  // our stores before the count check; enlist() pays the heavy side
     if (count_.load(std::memory_order_relaxed) != 0) notify_slow(n);
 #endif
   }
@@ -93,9 +132,11 @@ class WaitList {
   // alive for the call (e.g. by holding the lock its owner takes before leaving).
   static void wake(Waiter& w, std::uint32_t value = 1);
 
-  // Sleeps until w is notified, ctx's token stops, or ctx's deadline passes.
-  // May return spuriously; callers re-check their condition.
-  static void park(Waiter& w, const Context& ctx);
+  // Sleeps until w is notified, ctx's token stops, or ctx's deadline (or
+  // `until`, if given) passes. May return spuriously; callers re-check their
+  // condition.
+  static void park(Waiter& w, const Context& ctx,
+                   const Context::Clock::time_point* until = nullptr);
 
  private:
   void notify_slow(std::size_t n);
@@ -114,6 +155,15 @@ enum class Attempt : std::uint8_t { kDone, kWouldBlock };
 // Bounded by time, not count: 240 yields stole so much CPU from compute
 // threads sharing the cores that a 2-worker stage scaled 1.07x, not 1.9x.
 inline constexpr int kSpinPauses = 16;
+// How long a newly parked waiter sleeps before it runs heavy_fence() and
+// looks again. Only a notifier that raced with the enlist (each missed the
+// other's store) leaves it asleep that long; any other notifier wakes it at
+// once. A waiter woken earlier never pays for the fence: on this VM a
+// membarrier that must interrupt the other CPU took ~70 us, and paying it on
+// every park cost pinned SPSC a third of its throughput.
+inline constexpr std::chrono::microseconds kRaceBound{50};
+// How long a newly enlisted waiter keeps looking before that brief sleep.
+inline constexpr std::chrono::microseconds kSettle{2};
 inline std::chrono::nanoseconds yield_budget() {
   static const std::chrono::nanoseconds budget = [] {
     const char* e = std::getenv("SLUICE_YIELD_NS");
@@ -132,10 +182,13 @@ StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
     spin_pause();
   }
   const auto yield_until = std::chrono::steady_clock::now() + yield_budget();
-  do {
+  for (;;) {
+    // Also after the last yield: it may have lasted a time slice, and the
+    // partner ran meanwhile. Parking costs system calls.
     if (attempt() == Attempt::kDone) return StatusCode::kOk;
+    if (std::chrono::steady_clock::now() >= yield_until) break;
     std::this_thread::yield();
-  } while (std::chrono::steady_clock::now() < yield_until);
+  }
   for (;;) {
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
     Waiter w;
@@ -145,7 +198,35 @@ StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
       if (!wl.delist(w)) wl.notify_one();
       return StatusCode::kOk;
     }
-    WaitList::park(w, ctx);
+    if (asymmetric_fences()) {
+      // A notifier that raced with the enlist has its store in flight; it
+      // lands within a microsecond unless that thread is descheduled (which
+      // drains it too). Look again briefly: without this, such races cost
+      // the round trip a 50 us p99.
+      const auto settle_until = std::chrono::steady_clock::now() + kSettle;
+      while (w.word.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() < settle_until) {
+        spin_pause();
+        if (attempt() == Attempt::kDone) {
+          if (!wl.delist(w)) wl.notify_one();
+          return StatusCode::kOk;
+        }
+      }
+      const auto brief = std::chrono::steady_clock::now() + kRaceBound;
+      WaitList::park(w, ctx, &brief);
+      if (w.word.load(std::memory_order_acquire) == 0 && ctx.err() == StatusCode::kOk) {
+        // Not woken: perhaps a notifier read the count before our enlist
+        // and we re-checked before its store landed. The fence settles it.
+        heavy_fence();
+        if (attempt() == Attempt::kDone) {
+          if (!wl.delist(w)) wl.notify_one();
+          return StatusCode::kOk;
+        }
+        WaitList::park(w, ctx);
+      }
+    } else {
+      WaitList::park(w, ctx);  // notifiers fence (or RMW): there is no race to settle
+    }
     const bool notified = !wl.delist(w);
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) {
       if (notified) wl.notify_one();
