@@ -203,6 +203,14 @@ std::string check_image(FaultFileSystem& image, Durability d, const Told& told) 
   const bool closed = t.closed();
   if (told.closed && !closed) why << "close() returned Ok, and the topic reopened open; ";
   if (closed && !told.close_attempted) why << "closed, and close() was never called; ";
+  // The mark is written after everything before it is synced (and the
+  // removals retention made, by the directory sync): a closed log is whole
+  // in every mode. (Missing seqs below a channel's position are otherwise
+  // tolerated below: in kNone a power cut may take records channels passed.)
+  if (closed && !t.recovery().corrupt.empty()) {
+    why << "closed, and recovery found damage: " << t.recovery().corrupt.front().file << " "
+        << t.recovery().corrupt.front().what << "; ";
+  }
   if (next < told.durable_next) {
     why << "next seq " << next << " is below " << told.durable_next << ", reported durable; ";
   }

@@ -72,7 +72,8 @@ Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, T
 //   not past the topic's end, and lost nothing to retention;
 // - in the durable modes, recovery found no corruption;
 // - if close() returned Ok, the topic is closed; if it is closed, close()
-//   was called; closed, it refuses appends and its channels end in kClosed.
+//   was called; closed, it refuses appends, its channels end in kClosed, and
+//   recovery found no damage (in any mode: everything was synced first).
 std::string check_image(FaultFileSystem& image, Durability d, const Told& told);
 
 }  // namespace sluice::testutil
