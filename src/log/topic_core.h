@@ -55,8 +55,8 @@ class TopicCore {
   // none lands after a mark a failed close may have left on disk.
   std::atomic<bool> closed{false};
   bool closing SLUICE_GUARDED_BY(mu) = false;
-  CondVar data_cv;                                     // visible_seq moved
-  int waiters SLUICE_GUARDED_BY(mu) = 0;               // channels asleep on data_cv
+  CondVar data_cv;                        // visible_seq moved
+  int waiters SLUICE_GUARDED_BY(mu) = 0;  // channels asleep on data_cv
 
   // Channels open in this process, by name.
   struct OpenChannel {

@@ -61,8 +61,7 @@ TopicOptions cut_topic_options(Durability d) {
   return o;
 }
 
-Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told,
-                             int records_per_life) {
+Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told, int records_per_life) {
   const TopicOptions o = cut_topic_options(d);
   int i = 0;
   for (int life = 0; life < 2; ++life) {  // a clean close and reopen half-way

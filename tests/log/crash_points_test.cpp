@@ -89,6 +89,36 @@ TEST_P(CrashPointsTest, EveryCallOfAScriptedWorkload) { cut_every_call(GetParam(
 // No record at all: the close flags the empty first segment in place.
 TEST_P(CrashPointsTest, EveryCallOfACloseOfAnEmptyTopic) { cut_every_call(GetParam(), 0, 10); }
 
+// A close() cut short by the power: it returns the error, and no append
+// follows a mark that may be on disk; the reopened topic is closed or not,
+// with every record.
+TEST(CloseCutShortTest, AFailedCloseRefusesAppendsAndTheDiskDecides) {
+  for (std::uint64_t extra = 1; extra <= 8; ++extra) {
+    FaultFileSystem fs;
+    std::uint64_t durable_next = 0;
+    {
+      auto t = log::open_topic(fs, kCutTopicDir, cut_topic_options(Durability::kPerAppend));
+      ASSERT_TRUE(t.ok());
+      for (int i = 0; i < 3; ++i) ASSERT_TRUE((*t)->append("r" + std::to_string(i)).ok());
+      durable_next = (*t)->next_seq();
+      fs.cut_at(fs.calls() + extra);
+      const Status s = (*t)->close();
+      if (s.ok()) break;  // past the close's last call
+      // The first call is the sync before the mark: no mark yet, so appends
+      // are not refused (they fail on the dead disk). From the mark on: kClosed.
+      EXPECT_EQ((*t)->append("after").code(),
+                extra == 1 ? StatusCode::kIOError : StatusCode::kClosed)
+          << "cut at +" << extra;
+      EXPECT_EQ((*t)->close().code(), StatusCode::kIOError);
+    }
+    auto image = fs.after_cut(CutMode::kTorn, extra);
+    auto t = log::open_topic(*image, kCutTopicDir, cut_topic_options(Durability::kPerAppend));
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ((*t)->next_seq(), durable_next);
+    EXPECT_EQ((*t)->append("x").code(), (*t)->closed() ? StatusCode::kClosed : StatusCode::kOk);
+  }
+}
+
 int random_cuts() {
   const char* v = std::getenv("SLUICE_CRASH_CUTS");  // NOLINT(concurrency-mt-unsafe)
   return v != nullptr ? std::max(1, std::atoi(v)) : 50;

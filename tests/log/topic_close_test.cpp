@@ -74,8 +74,8 @@ TEST_F(TopicCloseTest, AppendsAreRefusedAfterCloseAndAfterEveryReopen) {
   for (const Durability d : {Durability::kNone, Durability::kInterval, Durability::kPerAppend,
                              Durability::kGroupCommit}) {
     for (const int records : {0, 3, 200}) {
-      SCOPED_TRACE("mode " + std::to_string(static_cast<int>(d)) + ", " +
-                   std::to_string(records) + " records");
+      SCOPED_TRACE("mode " + std::to_string(static_cast<int>(d)) + ", " + std::to_string(records) +
+                   " records");
       fs::remove_all(dir_);
       {
         auto t = open(small(d));
