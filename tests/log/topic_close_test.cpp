@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <future>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "sluice/log/channel.h"
@@ -308,6 +309,64 @@ TEST_F(TopicCloseTest, AReaderInAnotherProcessAsleepInNextIsWokenByClose) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);  // woken, not timed out
   ::close(ready[0]);
+}
+
+// Close races appenders: every append that returned Ok is delivered, to a
+// channel here and to one in a read-only topic, before kClosed; every append
+// after the close returns kClosed.
+TEST_F(TopicCloseTest, ACloseAmongConcurrentAppendersEndsEveryChannelAfterTheirRecords) {
+  for (const Durability d : {Durability::kNone, Durability::kGroupCommit}) {
+    fs::remove_all(dir_);
+    TopicOptions o = small(d);
+    o.max_message_bytes = 64;
+    o.segment_bytes = 1024;  // rolls race the close too
+    auto t = open(o);
+    auto r = open_reader();
+    ASSERT_TRUE(r.ok());
+    auto here = std::move(*t->channel("here"));
+    auto there = std::move(*(*r)->channel("there"));
+    std::atomic<int> ok{0};
+    std::atomic<bool> refused_then_ok{false};
+    std::vector<std::thread> appenders;
+    for (int a = 0; a < 3; ++a) {
+      appenders.emplace_back([&, a] {
+        bool refused = false;
+        for (int n = 0; n < 2000; ++n) {
+          auto got = t->append("w" + std::to_string(a) + ":" + std::to_string(n));
+          if (got.ok()) {
+            ++ok;
+            if (refused) refused_then_ok = true;
+          } else {
+            EXPECT_EQ(got.code(), StatusCode::kClosed);
+            refused = true;
+          }
+        }
+      });
+    }
+    auto count = [](Channel& c) {
+      std::vector<LogMessage> got;
+      std::size_t n = 0;
+      Status s;
+      while ((s = c.next_batch(got, 64, with_timeout(20s))).ok()) {
+        n += got.size();
+        got.clear();
+      }
+      return std::make_pair(s, n);
+    };
+    auto here_n = std::async(std::launch::async, [&] { return count(*here); });
+    auto there_n = std::async(std::launch::async, [&] { return count(*there); });
+    std::this_thread::sleep_for(5ms);
+    ASSERT_TRUE(t->close().ok());
+    for (auto& th : appenders) th.join();
+    EXPECT_FALSE(refused_then_ok);
+    const auto [hs, hn] = here_n.get();
+    const auto [ts, tn] = there_n.get();
+    EXPECT_EQ(hs.code(), StatusCode::kClosed) << hs;
+    EXPECT_EQ(ts.code(), StatusCode::kClosed) << ts;
+    EXPECT_EQ(hn, static_cast<std::size_t>(ok.load()));
+    EXPECT_EQ(tn, static_cast<std::size_t>(ok.load()));
+    EXPECT_EQ(t->next_seq(), static_cast<std::uint64_t>(ok.load()));
+  }
 }
 
 TEST_F(TopicCloseTest, StatsShowTheCloseInPrometheusText) {
