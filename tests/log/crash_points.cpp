@@ -158,15 +158,37 @@ Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, T
     });
   }
   // The eager consumer: acknowledges each batch as soon as it sees it.
+  // Once the appenders are done, the topic is closed; the consumer reads on
+  // until kClosed (through the wake-up page, for a read-only topic).
   Channel& ch = **c;
   std::vector<LogMessage> batch;
+  bool closing = false;
+  auto give_up = std::chrono::steady_clock::time_point::max();
   while (!failed) {
     batch.clear();
     Status s = ch.next_batch(batch, 8,
                              Context(std::stop_token{}, std::chrono::steady_clock::now() +
                                                             std::chrono::milliseconds(2)));
+    if (s.code() == StatusCode::kClosed) break;
     if (s.code() == StatusCode::kDeadlineExceeded) {
-      if (left.load() <= 0) break;
+      if (left.load() <= 0 && !closing) {
+        for (auto& th : threads) th.join();
+        threads.clear();
+        if (failed) break;
+        closing = true;
+        std::lock_guard lk(told.mu);
+        told.close_attempted = true;
+        const std::uint64_t next = t.next_seq();
+        if (!t.close().ok()) {
+          failed = true;
+          break;
+        }
+        told.closed = true;
+        told.told_durable(next);
+        give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      } else if (std::chrono::steady_clock::now() > give_up) {
+        return {StatusCode::kInternal, "the consumer never saw the close"};
+      }
       continue;
     }
     if (!s.ok() || !ch.ack(batch.back().seq).ok()) {

@@ -55,8 +55,9 @@ Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told,
                              int records_per_life = 30);
 
 // Several appenders (kGroupCommit: 3; otherwise 1) and an eager consumer
-// acknowledging every batch, plus sync() calls in kNone; runs until
-// `records` were appended or the power goes. `reader_elsewhere`: the
+// acknowledging every batch, plus sync() calls in kNone; once `records`
+// were appended, close(), and the consumer reads on until kClosed. Stops
+// when the power goes. `reader_elsewhere`: the
 // consumer reads through a read_only Topic, as another process would.
 Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, Told& told,
                                bool reader_elsewhere = false);
