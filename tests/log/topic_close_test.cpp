@@ -1,6 +1,7 @@
-// Topic::close: the durable end-of-stream mark (docs/log_format.md,
-// "Closed mark"), seen by appenders, channels here, read-only topics, and
-// every reopen.
+// Topic::close: the durable end-of-stream mark (docs/log_format.md: the
+// segment flag `closed`, its recovery rule, the NOTIFY word), seen by
+// appenders, channels here, read-only topics, and every reopen. Power cuts
+// during a close: crash_points_test.cpp.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/mman.h>
