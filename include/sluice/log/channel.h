@@ -8,6 +8,11 @@
 //   variable signalled by appends, or for a read_only topic the topic's
 //   shared futex page: no polling, no CPU while idle); ack waits for the
 //   position's fdatasync.
+// End of stream: once the topic is closed (Topic::close, here or by the
+//   writer in another process) and this channel has delivered every record,
+//   next/next_batch/consume return kClosed instead of waiting (a sleeping
+//   one is woken). Records not delivered yet come first; after nack() they
+//   are delivered again before kClosed.
 // Ordering: seq order; after nack() or a reopen, delivery restarts at the
 //   oldest unacknowledged message.
 // Cancellation: waiting calls take a Context and return kCancelled or
