@@ -160,6 +160,7 @@ struct Channel::Impl {
         ++got;
       }
       if (got > 0) return Status::Ok();
+      if (at_closed_end()) return {StatusCode::kClosed, "topic " + topic->dir + " is closed"};
       if (topic->reader) {
         if (Status s = wait_for_writer(ctx); !s.ok()) return s;
         continue;
@@ -181,11 +182,19 @@ struct Channel::Impl {
       ++topic->waiters;
       const bool woke = topic->data_cv.wait(topic->mu, ctx, [&] {
         topic->mu.assert_held();
-        return topic->visible_seq > seen;
+        return topic->visible_seq > seen || topic->closed.load(std::memory_order_relaxed);
       });
       --topic->waiters;
       if (!woke) return ctx.err() != StatusCode::kOk ? ctx.err() : StatusCode::kCancelled;
     }
+  }
+
+  // The topic is closed and this channel delivered every record before the
+  // mark (records not delivered yet come first).
+  bool at_closed_end() const {
+    if (!topic->closed.load(std::memory_order_acquire)) return false;
+    MutexLock lk(topic->mu);
+    return next_seq >= topic->visible_seq;
   }
 
   // Read-only topic (the writer may be another process): look for new
@@ -202,6 +211,7 @@ struct Channel::Impl {
     const std::uint64_t before = next_seq_of_topic();
     topic->refresh();
     if (next_seq_of_topic() != before || next_seq < next_seq_of_topic()) return Status::Ok();
+    if (topic->closed.load(std::memory_order_acquire)) return Status::Ok();  // found the mark
     log::futex_wait_shared(&np->seq, seen, ctx);
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
     return Status::Ok();

@@ -112,6 +112,42 @@ bool Commit::must_roll(std::size_t bytes) const {
 
 Status Commit::roll() { return roll_to(next_seq, 0); }
 
+Status Commit::mark_closed() {
+  if (closed.load(std::memory_order_relaxed)) return Status::Ok();
+  if (closing) {
+    return {StatusCode::kIOError, "an earlier close of topic " + dir +
+                                      " failed: reopen the topic to see whether it is closed"};
+  }
+  // The records first, in every mode: a power cut must never keep the mark
+  // and lose a record it ends.
+  if (Status s = sync_locked(); !s.ok()) return s;
+  closing = true;  // from here the mark may be on disk: no append may follow it
+  Segment& last = *segs.back();
+  if (last.written > kSegmentHeaderSize) {
+    // Synced header, then directory entry (roll_to): a cut leaves no mark,
+    // or an unnamed file, or a headerless newest segment recovery reuses.
+    if (Status s = roll_to(next_seq, kSegmentClosed); !s.ok()) return s;
+  } else {
+    // No record in the last segment: a new one would take its name. Flag
+    // its header instead. A torn write leaves an invalid header and no
+    // record, which recovery rewrites from the name (not closed): only the
+    // synced header makes the close happen.
+    char header[kSegmentHeaderSize];
+    auto got = last.file->pread(header, sizeof header, 0);
+    if (!got.ok()) return got.status();
+    const std::uint32_t flags = *got == sizeof header ? segment_header_flags(header) : 0;
+    if (Status s = trim_reserve(last); !s.ok()) return s;
+    encode_segment_header(header, last.base_seq, flags | kSegmentClosed);
+    if (Status s = last.file->pwrite(header, sizeof header, 0); !s.ok()) return s;
+    ++syncs_;
+    if (Status s = last.file->sync(); !s.ok()) return s;
+  }
+  closed.store(true, std::memory_order_release);
+  if (waiters > 0) data_cv.notify_all();
+  notify.close();  // readers elsewhere, and appenders asleep on the bound
+  return Status::Ok();
+}
+
 Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payloads,
                                           std::size_t bytes) {
   Segment* seg = segs.back().get();

@@ -53,6 +53,12 @@ class Commit : public TopicCore {
   // synced, the last one, the directory.
   Status sync_locked() SLUICE_REQUIRES(mu);
 
+  // Topic::close: syncs everything written, then makes the closed mark
+  // durable (a new empty segment flagged kSegmentClosed, or that flag in the
+  // header of an empty last segment), then tells channels here and readers
+  // elsewhere. Ok if already closed.
+  Status mark_closed() SLUICE_REQUIRES(mu);
+
   // Open: the recovered last segment becomes the one appends go to.
   Status adopt_last() SLUICE_REQUIRES(mu);
   // Open: channel positions lie past the recovered end (a power cut took

@@ -49,6 +49,9 @@ std::optional<std::uint64_t> parse_segment_name(std::string_view name);
 // lost with a log tail that a power cut took, and positions had already
 // passed them: recovery does not report the gap as damage.
 constexpr std::uint32_t kSegmentAfterGap = 1;
+// The topic was closed at this segment's base_seq (end of stream): it holds
+// no record, it is the newest segment, and no append follows it.
+constexpr std::uint32_t kSegmentClosed = 2;
 
 void encode_segment_header(char* out, std::uint64_t base_seq, std::uint32_t flags = 0);
 // base_seq if the 32 bytes are a valid header.

@@ -32,6 +32,12 @@ void Notify::publish(std::uint64_t seq) {
 
 void Notify::acked() { wake_if_wanted(&page_->acked_seq, &page_->acked_want); }
 
+void Notify::close() {
+  std::atomic_ref<std::uint32_t>(page_->closed).store(1);  // seq_cst: before the wakes' exchange
+  wake_if_wanted(&page_->seq, &page_->want);
+  wake_if_wanted(&page_->acked_seq, &page_->acked_want);
+}
+
 void futex_wait_shared(std::uint32_t* word, std::uint32_t expected, const Context& ctx) {
   std::stop_callback on_stop(ctx.token(), [word] {
     std::atomic_ref<std::uint32_t>(*word).fetch_add(1);  // every sleeper wakes and looks again

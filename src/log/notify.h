@@ -20,13 +20,15 @@ namespace sluice::log {
 // appender waiting for room sleeps on `acked_seq` after setting
 // `acked_want`; a channel that acknowledged (in any process) wakes it.
 // `visible_seq` is the writer's high watermark: readers elsewhere deliver
-// only records below it.
+// only records below it. `closed` is 1 once the topic's closed mark is
+// durable (Topic::close): readers look for the mark instead of sleeping.
 struct NotifyPage {
   std::uint32_t seq;
   std::uint32_t want;
   std::uint32_t acked_seq;
   std::uint32_t acked_want;
   std::uint64_t visible_seq;
+  std::uint32_t closed;
 };
 constexpr std::size_t kNotifyFileSize = 4096;
 
@@ -44,6 +46,12 @@ class Notify {
   }
   // Channels (any process): an acknowledgement may have made room.
   void acked();
+  // Writer: the closed mark is durable; wakes sleeping readers and appenders
+  // blocked on the topic bound.
+  void close();
+  bool closed() const {
+    return std::atomic_ref<std::uint32_t>(page_->closed).load(std::memory_order_seq_cst) != 0;
+  }
 
  private:
   std::unique_ptr<File> file_;

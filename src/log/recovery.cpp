@@ -161,6 +161,7 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
       }
     }
     scan_segment(*data, opt.max_message_bytes, last, s, report);
+    if (last && (s.flags & kSegmentClosed) != 0) out.closed = report.closed = true;
     out.segments.push_back(std::move(s));
   }
   return out;

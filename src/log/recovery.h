@@ -35,6 +35,8 @@ struct Scan {
   // The newest segment file's header is invalid but records follow it:
   // damage the writer must not guess about.
   std::optional<std::string> damaged_newest;
+  // The newest segment carries kSegmentClosed: the topic is closed.
+  bool closed = false;
 };
 
 // Scans every segment in `dir`, filling `report` with what open would find

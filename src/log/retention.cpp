@@ -125,6 +125,7 @@ Status Retention::wait_for_room(std::size_t n, const Context& ctx) {
                                               std::to_string(bound)};
   }
   for (;;) {
+    if (closing) return {StatusCode::kClosed, "topic " + dir + " is closed"};
     if (next_seq + n <= floor_ + bound) return Status::Ok();  // as of the last look
     std::atomic_ref<std::uint32_t> acked(notify.page()->acked_seq);
     const std::uint32_t seen = acked.load();

@@ -13,6 +13,9 @@ using log::kSegmentHeaderSize;
 
 void Topic::Impl::refresh() {
   log::MutexLock lk(mu);
+  // The writer publishes its last records before it says closed: read in
+  // the other order, so that a closed writer's limit is final.
+  const bool writer_closed = notify.closed();
   const std::uint64_t limit = notify.visible();
   char header[kSegmentHeaderSize];
   std::string rec;
@@ -42,6 +45,9 @@ void Topic::Impl::refresh() {
     // A next segment exists only once this one is final (and the writer
     // rolls only non-empty segments): take it, after one more look at this
     // one (it may have grown since).
+    if (next_seq >= limit && writer_closed && !closed.load(std::memory_order_relaxed)) {
+      find_closed_mark(*seg);
+    }
     if (next_seq == seg->base_seq || next_seq >= limit) return;
     std::uint64_t base = next_seq;
     std::string next_path = dir + "/" + log::segment_name(base);
@@ -77,6 +83,29 @@ void Topic::Impl::refresh() {
     segs.push_back(std::move(nseg));
     if (base > next_seq) first_seq = next_seq = visible_seq = base;  // the rest is gone
     seg->sealed.store(true, std::memory_order_release);
+  }
+}
+
+void Topic::Impl::find_closed_mark(log::Segment& last) {
+  // The mark is the segment named after our end (a new one, or the empty
+  // segment we are in, flagged in place). Its base being our next seq means
+  // every record before it was read.
+  char header[kSegmentHeaderSize];
+  std::unique_ptr<log::File> other;
+  log::File* f = last.file.get();
+  if (last.base_seq != next_seq) {
+    auto opened = fs.open(dir + "/" + log::segment_name(next_seq), log::OpenMode::kRead);
+    if (!opened.ok()) return;
+    other = std::move(*opened);
+    f = other.get();
+  }
+  auto got = f->pread(header, sizeof header, 0);
+  if (!got.ok() || *got != sizeof header ||
+      log::decode_segment_header(header) != std::optional<std::uint64_t>(next_seq)) {
+    return;
+  }
+  if ((log::segment_header_flags(header) & log::kSegmentClosed) != 0) {
+    closed.store(true, std::memory_order_release);
   }
 }
 

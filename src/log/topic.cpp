@@ -70,6 +70,7 @@ Status Topic::Impl::open_reader() {
   if (Status s = adopt(*scan); !s.ok()) return s;
   first_seq = segs.front()->base_seq;
   visible_seq = next_seq;
+  if (scan->closed) closed.store(true, std::memory_order_release);
   return Status::Ok();
 }
 
@@ -106,6 +107,9 @@ Status Topic::Impl::open_writer() {
   std::uint64_t synced = 0;
   {
     MutexLock lk(mu);
+    // Closed: appends stay refused. The mark stays the newest segment (it is
+    // adopted as the last one, and nothing is ever written to it).
+    closing = scan->closed;
     if (Status s = repair(*scan); !s.ok()) return s;
     if (Status s = adopt(*scan); !s.ok()) return s;
     if (segs.empty()) {
@@ -119,7 +123,7 @@ Status Topic::Impl::open_writer() {
     // What recovery kept is durable before anyone sees it (after a process
     // crash, written records may not have been synced yet).
     if (Status s = sync_locked(); !s.ok()) return s;
-    if (*hwm > next_seq) {
+    if (*hwm > next_seq && !closing) {  // (closing: the log was synced before the mark)
       report.truncated.push_back({segs.back()->path, 0, 0,
                                   seq_range(next_seq, *hwm) +
                                       " lost with an unsynced tail that channels had passed; "
@@ -130,6 +134,10 @@ Status Topic::Impl::open_writer() {
     first_seq = segs.front()->base_seq;
     publish(*segs.back(), segs.back()->written, next_seq);
     synced = next_seq;
+    if (closing) {
+      closed.store(true, std::memory_order_release);
+      notify.close();  // the page may have been recreated since the close
+    }
   }
   start(synced);
   return Status::Ok();
@@ -242,6 +250,7 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
     bytes += kRecordHeaderSize + p.size();
   }
   MutexLock lk(t.mu);
+  if (t.closing) return Status(StatusCode::kClosed, "topic " + t.dir + " is closed");
   if (t.opt.max_unconsumed > 0) {
     if (Status s = t.wait_for_room(payloads.size(), ctx); !s.ok()) return s;
   }
@@ -265,6 +274,21 @@ Status Topic::sync() {
   if (t.reader) return Status::Ok();  // nothing of ours to sync
   MutexLock lk(t.mu);
   return t.sync_locked();
+}
+
+Status Topic::close() {
+  Impl& t = *impl_;
+  if (t.reader) {
+    return {StatusCode::kInvalidArgument,
+            "topic " + t.dir + " was opened read-only: only its writer can close it"};
+  }
+  MutexLock lk(t.mu);
+  return t.mark_closed();
+}
+
+bool Topic::closed() const {
+  if (impl_->reader && !impl_->closed.load(std::memory_order_acquire)) impl_->refresh();
+  return impl_->closed.load(std::memory_order_acquire);
 }
 
 std::uint64_t Topic::next_seq() const {
@@ -293,6 +317,7 @@ TopicStats Topic::stats() const {
   s.disk_bytes = impl_->disk_bytes;
   s.appended = impl_->appended();
   s.syncs = impl_->syncs();
+  s.closed = impl_->closed.load(std::memory_order_acquire);
   for (const auto& [name, c] : impl_->open_channels) s.channels.push_back({name, c.acked});
   return s;
 }
@@ -318,6 +343,8 @@ std::string to_prometheus(const TopicStats& s, std::string_view name) {
   one("sluice_topic_visible_seq", "gauge", "Channels see records below it.", s.visible_seq);
   one("sluice_topic_segments", "gauge", "Retained segment files.", s.segments);
   one("sluice_topic_disk_bytes", "gauge", "Bytes in retained segments.", s.disk_bytes);
+  one("sluice_topic_closed", "gauge", "1 once the topic is closed (end of stream).",
+      s.closed ? 1 : 0);
   w.header("sluice_channel_acked_seq", "gauge", "First seq a channel has not acknowledged.");
   for (const auto& c : s.channels) {
     w.sample("sluice_channel_acked_seq", n + ",channel=\"" + prometheus_escape(c.channel) + "\"",

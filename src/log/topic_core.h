@@ -10,6 +10,7 @@
 // Private.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -47,6 +48,13 @@ class TopicCore {
   // that promise it). Each segment's `end` is the same bound in bytes.
   std::uint64_t visible_seq SLUICE_GUARDED_BY(mu) = 0;
   std::uint64_t disk_bytes SLUICE_GUARDED_BY(mu) = 0;  // in retained segments
+  // End of stream (Topic::close). `closed`: the mark is durable (written
+  // under mu; channels read it without the lock to skip it on the hot path).
+  // A read-only topic sets it once it found the mark, after the last record.
+  // `closing`: appends are refused, set before the mark is written so that
+  // none lands after a mark a failed close may have left on disk.
+  std::atomic<bool> closed{false};
+  bool closing SLUICE_GUARDED_BY(mu) = false;
   CondVar data_cv;                                     // visible_seq moved
   int waiters SLUICE_GUARDED_BY(mu) = 0;               // channels asleep on data_cv
 

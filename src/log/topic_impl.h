@@ -30,6 +30,9 @@ struct Topic::Impl final : log::Retention {
   void refresh() SLUICE_EXCLUDES(mu);
 
  private:
+  // Read-only, caught up, and the writer said it closed: is the closed mark
+  // right after our last record? Then we are closed too.
+  void find_closed_mark(log::Segment& last) SLUICE_REQUIRES(mu);
   Status open_writer();
   Status open_reader();
   // Opens the segments recovery found and makes them the topic's.

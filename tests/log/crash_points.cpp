@@ -28,7 +28,7 @@ bool drain(Channel& c, Durability d, Told& told) {
   for (;;) {
     batch.clear();
     Status s = c.next_batch(batch, 16, now_ctx());
-    if (s.code() == StatusCode::kDeadlineExceeded) return true;
+    if (s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kClosed) return true;
     if (!s.ok()) return false;
     if (!c.ack(batch.back().seq).ok()) return false;
     if (d == Durability::kPerAppend || d == Durability::kGroupCommit) {
@@ -61,7 +61,8 @@ TopicOptions cut_topic_options(Durability d) {
   return o;
 }
 
-Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told) {
+Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told,
+                             int records_per_life) {
   const TopicOptions o = cut_topic_options(d);
   int i = 0;
   for (int life = 0; life < 2; ++life) {  // a clean close and reopen half-way
@@ -72,7 +73,7 @@ Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told) {
     if (!a.ok()) return a.status();
     auto b = open_channel(t, "b", told);
     if (!b.ok()) return b.status();
-    for (const int end = i + 30; i < end; ++i) {
+    for (const int end = i + records_per_life; i < end; ++i) {
       const std::uint64_t seq = t.next_seq();
       std::vector<std::string> payloads;
       for (int r = 0; r < (i % 7 == 3 ? 3 : 1); ++r) payloads.push_back(payload_for(seq + r, i));
@@ -90,6 +91,21 @@ Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told) {
         told.told_durable(next);
       }
     }
+    if (life == 1) {  // end of stream: durable in every mode
+      told.close_attempted = true;
+      const std::uint64_t next = t.next_seq();
+      if (Status s = t.close(); !s.ok()) return s;
+      told.closed = true;
+      told.told_durable(next);
+      if (!drain(**a, d, told)) return {StatusCode::kIOError, "channel a"};
+    }
+  }
+  // The closed topic reopens closed (and calls nothing that writes).
+  auto topic = log::open_topic(fs, kCutTopicDir, o);
+  if (!topic.ok()) return topic.status();
+  if (!(*topic)->closed()) return {StatusCode::kInternal, "reopened open after close()"};
+  if ((*topic)->append("refused").code() != StatusCode::kClosed) {
+    return {StatusCode::kInternal, "a closed topic took an append"};
   }
   return Status::Ok();
 }
@@ -184,6 +200,9 @@ std::string check_image(FaultFileSystem& image, Durability d, const Told& told) 
   Topic& t = **topic;
   const std::uint64_t next = t.next_seq();
   const std::uint64_t first = t.first_seq();
+  const bool closed = t.closed();
+  if (told.closed && !closed) why << "close() returned Ok, and the topic reopened open; ";
+  if (closed && !told.close_attempted) why << "closed, and close() was never called; ";
   if (next < told.durable_next) {
     why << "next seq " << next << " is below " << told.durable_next << ", reported durable; ";
   }
@@ -226,7 +245,8 @@ std::string check_image(FaultFileSystem& image, Durability d, const Told& told) 
   for (;;) {
     batch.clear();
     Status s = (*check)->next_batch(batch, 256, now_ctx());
-    if (s.code() == StatusCode::kDeadlineExceeded) break;
+    if (s.code() == StatusCode::kDeadlineExceeded && !closed) break;
+    if (s.code() == StatusCode::kClosed && closed) break;
     if (!s.ok()) return why.str() + "reading: " + s.to_string();
     for (const auto& m : batch) {
       if (any && m.seq <= last) why << "seq " << m.seq << " after " << last << "; ";
@@ -252,6 +272,13 @@ std::string check_image(FaultFileSystem& image, Durability d, const Told& told) 
       why << "seq " << s << " was reported durable and is gone; ";
       break;
     }
+  }
+  if (closed) {  // refuses appends; the channel stays at its end
+    if (auto r = t.append("after the cut"); r.code() != StatusCode::kClosed) {
+      why << "a closed topic's append returned " << r.status().to_string() << "; ";
+    }
+    if (t.next_seq() != next) why << "a closed topic's next seq moved; ";
+    return why.str();
   }
   // It takes appends again, at its end.
   auto appended = t.append("after the cut");

@@ -32,6 +32,9 @@ struct Told {
   // Channels whose creation returned, and the position each was told is
   // durable (its start, then acks in the durable modes).
   std::map<std::string, std::uint64_t> durable_acked;
+  // Topic::close() was called, and returned Ok (the mark is durable).
+  bool close_attempted = false;
+  bool closed = false;
   // The highest next_seq any open saw: later opens never go below what was
   // durable then.
   void told_durable(std::uint64_t next) {
@@ -44,9 +47,12 @@ TopicOptions cut_topic_options(Durability d);
 // Appends across several segment rolls (single appends and batches), two
 // channels consuming and acknowledging at different paces so retention
 // removes segments, syncs in the modes that need them, and a close and
-// reopen half-way. Single-threaded: the same calls in the same order each
-// run. Stops at the first error (the power cut).
-Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told);
+// reopen half-way, and a close() (end of stream) at the end, then a reopen
+// of the closed topic. Single-threaded: the same calls in the same order
+// each run. Stops at the first error (the power cut). `records_per_life` 0:
+// no appends, so the close flags the empty first segment in place.
+Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told,
+                             int records_per_life = 30);
 
 // Several appenders (kGroupCommit: 3; otherwise 1) and an eager consumer
 // acknowledging every batch, plus sync() calls in kNone; runs until
@@ -64,7 +70,9 @@ Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, T
 //   a channel file kept (no seq is ever given to two records);
 // - each channel resumes at or after its last durable acknowledgement and
 //   not past the topic's end, and lost nothing to retention;
-// - in the durable modes, recovery found no corruption.
+// - in the durable modes, recovery found no corruption;
+// - if close() returned Ok, the topic is closed; if it is closed, close()
+//   was called; closed, it refuses appends and its channels end in kClosed.
 std::string check_image(FaultFileSystem& image, Durability d, const Told& told);
 
 }  // namespace sluice::testutil

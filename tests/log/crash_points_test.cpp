@@ -45,41 +45,49 @@ std::uint64_t every() {
   return v != nullptr ? std::max(1, std::atoi(v)) : kEveryByDefault;
 }
 
-TEST_P(CrashPointsTest, EveryCallOfAScriptedWorkload) {
-  const Durability d = GetParam().durability;
+// Cuts at every call of the scripted workload with `records_per_life`
+// appends per life (it ends in a close()).
+void cut_every_call(const Param& p, int records_per_life, std::uint64_t min_calls) {
+  const Durability d = p.durability;
   // The calls the workload makes when the power stays on.
   std::uint64_t total = 0;
   {
     FaultFileSystem fs;
     Told told;
-    ASSERT_TRUE(run_scripted_workload(fs, d, told).ok());
+    ASSERT_TRUE(run_scripted_workload(fs, d, told, records_per_life).ok());
+    ASSERT_TRUE(told.closed);
     total = fs.calls();
     auto image = fs.after_cut(CutMode::kDropUnsynced, 0);
     EXPECT_EQ(check_image(*image, d, told), "") << "no cut at all";
   }
-  ASSERT_GT(total, 100U) << "the workload is too small to mean much";
+  ASSERT_GT(total, min_calls) << "the workload is too small to mean much";
   int failures = 0;
   std::uint64_t checked = 0;
   for (std::uint64_t k = 1; k <= total + 1 && failures < 5; k += every()) {
     FaultFileSystem fs;
     fs.cut_at(k);
     Told told;
-    (void)run_scripted_workload(fs, d, told);  // fails from the cut on
+    (void)run_scripted_workload(fs, d, told, records_per_life);  // fails from the cut on
     for (CutMode mode : {CutMode::kDropUnsynced, CutMode::kZeroFill, CutMode::kTorn}) {
       auto image = fs.after_cut(mode, k);
       const std::string why = check_image(*image, d, told);
       ++checked;
       if (!why.empty()) {
         ++failures;
-        ADD_FAILURE() << GetParam().name << ": power cut at call " << k << " of " << total << " ("
+        ADD_FAILURE() << p.name << ": power cut at call " << k << " of " << total << " ("
                       << to_string(mode) << "): " << why << "\nlast calls:\n"
                       << fs.recent_calls(12);
       }
     }
   }
-  std::printf("%s: %llu calls, %llu cut images checked\n", GetParam().name,
+  std::printf("%s: %llu calls, %llu cut images checked\n", p.name,
               static_cast<unsigned long long>(total), static_cast<unsigned long long>(checked));
 }
+
+TEST_P(CrashPointsTest, EveryCallOfAScriptedWorkload) { cut_every_call(GetParam(), 30, 100); }
+
+// No record at all: the close flags the empty first segment in place.
+TEST_P(CrashPointsTest, EveryCallOfACloseOfAnEmptyTopic) { cut_every_call(GetParam(), 0, 10); }
 
 int random_cuts() {
   const char* v = std::getenv("SLUICE_CRASH_CUTS");  // NOLINT(concurrency-mt-unsafe)

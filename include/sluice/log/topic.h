@@ -20,9 +20,12 @@
 //   Destroying it stops appends (flusher stopped, reserve given back, synced
 //   except in kNone); channels still open keep the files (and the writer's
 //   lock) until the last is gone. Records are copied in.
+// End of stream: close() marks the topic closed for good (appends return
+//   kClosed; channels return kClosed once they delivered every record).
 // Errors: kInvalidArgument (message too large, bad options), kIOError with
 //   the errno text (disk full included: the failed record is cut off again,
-//   so the log stays consistent), kNotFound/kAlreadyExists for channels.
+//   so the log stays consistent), kNotFound/kAlreadyExists for channels,
+//   kClosed after close().
 #pragma once
 
 #include <chrono>
@@ -104,6 +107,7 @@ struct RecoveryReport {
   std::vector<LogDamage> corrupt;    // skipped, never delivered
   std::vector<LogDamage> truncated;  // torn tails cut off (open only)
   std::vector<std::string> removed;  // leftover files deleted (.tmp, empty segment)
+  bool closed = false;               // the newest segment is the closed mark (not damage)
   bool clean() const { return corrupt.empty() && truncated.empty() && removed.empty(); }
 };
 
@@ -127,6 +131,7 @@ struct TopicStats {
   std::uint64_t disk_bytes = 0;  // in retained segments
   std::uint64_t appended = 0;    // records appended since this Topic was opened
   std::uint64_t syncs = 0;       // fdatasyncs of segments since then
+  bool closed = false;           // Topic::close() (here, or by the writer elsewhere)
   RetentionStats retention;
   struct Position {
     std::string channel;
@@ -156,6 +161,20 @@ class Topic {
                                      const Context& ctx = {});
   // Makes everything appended so far durable.
   Status sync();
+
+  // Marks the topic closed, durably in every durability mode: everything
+  // appended before it is synced first, then the mark. From then on appends
+  // (in this process, and after any reopen) return kClosed and write
+  // nothing; a channel that has delivered every record returns kClosed from
+  // next/next_batch/consume instead of waiting, in this process and in
+  // read-only topics in other processes (woken if asleep). Idempotent (a
+  // second close returns Ok). Not reversible. Appenders blocked on the topic
+  // bound (BoundPolicy::kBlock) return kClosed. A read-only topic refuses it
+  // (kInvalidArgument).
+  Status close();
+  // close() returned Ok here, or (read-only topic) the writer's mark was
+  // found after the last record.
+  bool closed() const;
 
   std::uint64_t next_seq() const;    // the seq the next append gets
   std::uint64_t first_seq() const;   // the oldest retained seq
