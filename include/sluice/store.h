@@ -110,6 +110,7 @@ class QueueStore {
   // kAlreadyExists if the name is taken. Atomic: the queue exists whole or not.
   virtual Status create(std::string_view name, std::uint64_t bound) = 0;
   // The producer role, waiting while another writer (or a close) holds it.
+  // kClosed if the queue is closed.
   virtual Result<std::unique_ptr<QueueWriter>> writer(std::string_view name,
                                                       const Context& ctx) = 0;
   // A consumer of `channel` (created at the first message still retained if
@@ -118,7 +119,8 @@ class QueueStore {
                                                       std::string_view channel,
                                                       const Context& ctx) = 0;
   // Closes the queue (see QueueWriter::close); takes the writer role to do
-  // it, so it waits for a writer that holds it.
+  // it, so it waits for a writer that holds it. Idempotent. A put blocked
+  // at the bound in this process returns kClosed.
   virtual Status close(std::string_view name, const Context& ctx) = 0;
   // Deletes the queue and its messages. It disappears at once (atomically);
   // writers and readers still open keep their files but the queue is gone.

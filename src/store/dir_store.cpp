@@ -120,11 +120,7 @@ class DirWriter final : public QueueWriter {
     return s;
   }
 
-  Status close() override {
-    // Needs Topic::close() (a durable end-of-stream mark), which is being
-    // added on another branch; not faked here.
-    return {StatusCode::kUnavailable, "closing a queue is not built yet (needs Topic::close)"};
-  }
+  Status close() override { return topic_->close(); }
 
   std::size_t max_message_bytes() const override { return topic_->options().max_message_bytes; }
 
@@ -309,18 +305,25 @@ Status DirStore::create(std::string_view name, std::uint64_t bound) {
   return sync_dir(dir_ + "/queues");
 }
 
+Result<std::unique_ptr<Topic>> DirStore::writer_topic(std::string_view name, std::uint64_t bound,
+                                                      const Context& ctx) {
+  const std::string dir = queue_dir(name) + "/topic";
+  const TopicOptions o = topic_options(opt_, bound, false);
+  auto topic = wait_for_role<std::unique_ptr<Topic>>(ctx, [&] { return Topic::open(dir, o); });
+  if (!topic.ok() && topic.code() == StatusCode::kInUse) {
+    return Status(StatusCode::kInUse, "queue '" + std::string(name) + "' has a writer: " +
+                                          std::string(topic.status().message()));
+  }
+  return topic;
+}
+
 Result<std::unique_ptr<QueueWriter>> DirStore::writer(std::string_view name, const Context& ctx) {
   auto bound = read_bound(name);
   if (!bound.ok()) return bound.status();
-  const std::string dir = queue_dir(name) + "/topic";
-  const TopicOptions o = topic_options(opt_, *bound, false);
-  auto topic = wait_for_role<std::unique_ptr<Topic>>(ctx, [&] { return Topic::open(dir, o); });
-  if (!topic.ok()) {
-    if (topic.code() == StatusCode::kInUse) {
-      return Status(StatusCode::kInUse, "queue '" + std::string(name) +
-                                            "' has a writer: " + std::string(topic.status().message()));
-    }
-    return topic.status();
+  auto topic = writer_topic(name, *bound, ctx);
+  if (!topic.ok()) return topic.status();
+  if ((*topic)->closed()) {
+    return Status(StatusCode::kClosed, "queue '" + std::string(name) + "' is closed");
   }
   return std::unique_ptr<QueueWriter>(new DirWriter(std::move(*topic), *bound));
 }
@@ -353,9 +356,11 @@ Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
 }
 
 Status DirStore::close(std::string_view name, const Context& ctx) {
-  auto w = writer(name, ctx);
-  if (!w.ok()) return w.status();
-  return (*w)->close();
+  auto bound = read_bound(name);
+  if (!bound.ok()) return bound.status();
+  auto topic = writer_topic(name, *bound, ctx);
+  if (!topic.ok()) return topic.status();
+  return (*topic)->close();  // idempotent: closing a closed queue is fine
 }
 
 Status DirStore::remove(std::string_view name) {
@@ -396,6 +401,7 @@ Result<QueueInfo> DirStore::stat(std::string_view name) {
   auto topic = Topic::open(tdir, topic_options(opt_, *bound, true));
   if (!topic.ok()) return topic.status();
   info.produced = (*topic)->next_seq();
+  info.closed = (*topic)->closed();
   auto channels = (*topic)->channels();
   if (!channels.ok()) return channels.status();
   info.channels = *channels;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "sluice/log/topic.h"
 #include "sluice/store.h"
 
 namespace sluice::store {
@@ -32,6 +33,9 @@ class DirStore final : public QueueStore {
  private:
   DirStore(std::string dir, StoreOptions options) : dir_(std::move(dir)), opt_(options) {}
   std::string queue_dir(std::string_view name) const;
+  // The queue's topic opened as its writer, waiting for the role under ctx.
+  Result<std::unique_ptr<Topic>> writer_topic(std::string_view name, std::uint64_t bound,
+                                              const Context& ctx);
   // The queue's bound, from queue.meta; kNotFound "no queue" if it is missing.
   Result<std::uint64_t> read_bound(std::string_view name) const;
 

@@ -233,6 +233,31 @@ TEST_F(CliTest, PutOfAMessageOverTheLimitEnqueuesThoseBefore) {
   EXPECT_EQ(run({"get", "q", "--timeout", "0.2"}).out, "a\nb\n");
 }
 
+TEST_F(CliTest, PutCloseThenGetEndsAtTheEnd) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  Outcome r = run({"put", "q", "--close"}, lines(0, 4));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run({"get", "q"});  // no --count, no --timeout: ends because the queue is closed
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, lines(0, 4));
+  EXPECT_NE(run({"stat", "q"}).out.find("closed=true"), std::string::npos);
+  r = run({"put", "q"}, "more\n");
+  EXPECT_EQ(r.rc, 5) << r.err;
+  EXPECT_EQ(run({"close", "q"}).rc, 0);  // idempotent
+  EXPECT_EQ(run({"close", "nope"}).rc, 3);
+}
+
+TEST_F(CliTest, CloseEndsARunningGet) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "a\n").rc, 0);
+  Child get(store_, {"get", "q"});
+  get.read_lines(1);
+  ASSERT_EQ(run({"close", "q"}).rc, 0);
+  Outcome r = get.finish();
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "a\n");
+}
+
 TEST_F(CliTest, HelpOfEverySubcommandExitsZero) {
   for (std::vector<std::string> args :
        {std::vector<std::string>{"--help"}, {"create", "--help"}, {"put", "--help"},

@@ -272,6 +272,49 @@ TEST_P(StoreTest, AMessageOverTheLimitStopsThePutAfterThoseBeforeIt) {
   EXPECT_EQ(info->produced, 2U);
 }
 
+TEST_P(StoreTest, CloseLetsReadersDrainThenEnds) {
+  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  {
+    auto w = writer("q");
+    ASSERT_EQ(put(*w, seq(0, 3)), StatusCode::kOk);
+    ASSERT_EQ(w->close(), StatusCode::kOk);
+    EXPECT_EQ(w->close(), StatusCode::kOk);  // idempotent
+    EXPECT_EQ(put(*w, seq(3, 4)), StatusCode::kClosed);
+  }
+  auto info = store_->stat("q");
+  ASSERT_TRUE(info.ok());
+  EXPECT_TRUE(info->closed);
+  EXPECT_EQ(info->produced, 3U);
+  EXPECT_EQ(store_->writer("q", {}).code(), StatusCode::kClosed);
+  EXPECT_EQ(store_->close("q", {}), StatusCode::kOk);
+
+  auto r = reader("q");
+  EXPECT_EQ(get(*r, 3), seq(0, 3));
+  std::vector<std::string> out;
+  EXPECT_EQ(r->get(out, 10, with_timeout(10s)), StatusCode::kClosed);  // no wait: ends
+  EXPECT_TRUE(out.empty());
+}
+
+TEST_P(StoreTest, CloseFromElsewhereWakesAWaitingReaderAndWaitsForTheWriter) {
+  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  auto w = writer("q");
+  ASSERT_EQ(put(*w, seq(0, 1)), StatusCode::kOk);
+  auto r = reader("q");
+  EXPECT_EQ(get(*r, 1), seq(0, 1));
+  ASSERT_EQ(r->ack(), StatusCode::kOk);
+  auto waiting = std::async(std::launch::async, [&] {
+    std::vector<std::string> out;
+    return r->get(out, 10, with_timeout(30s)).code();
+  });
+  // The writer role is held: a close waits its turn (fails fast here).
+  EXPECT_EQ(store_->close("q", with_timeout(0s)), StatusCode::kInUse);
+  auto closing = std::async(std::launch::async, [&] { return store_->close("q", with_timeout(30s)); });
+  w.reset();
+  EXPECT_EQ(closing.get(), StatusCode::kOk);
+  EXPECT_EQ(waiting.get(), StatusCode::kClosed);
+  EXPECT_EQ(store_->close("nope", {}), StatusCode::kNotFound);
+}
+
 TEST_P(StoreTest, DataSurvivesReopeningTheStore) {
   ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
   ASSERT_EQ(put(*writer("q"), seq(0, 3)), StatusCode::kOk);
