@@ -1,4 +1,6 @@
 // put (stdin -> queue) and get (queue -> stdout).
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -44,11 +46,31 @@ int run_put(Globals& g, const IoArgs& a) {
     return fail("put", queue_label(a.name), s);
   };
 
+  // SIGINT/SIGTERM must also end a read of stdin that waits: the stop
+  // wakes a poll through an eventfd.
+  const int wake = ::eventfd(0, EFD_CLOEXEC);
+  std::stop_callback on_stop(stop, [wake] {
+    const std::uint64_t one = 1;
+    if (::write(wake, &one, sizeof one) < 0) {
+      // Nothing to do: the fd is ours and a counter write does not fail.
+    }
+  });
+  struct CloseFd {
+    int fd;
+    ~CloseFd() { ::close(fd); }
+  } close_wake{wake};
+
   std::string buf;
   std::vector<std::string_view> batch;
   std::size_t scanned = 0;  // bytes of buf already searched for a separator
   bool eof = false;
   while (!eof) {
+    pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {wake, POLLIN, 0}};
+    if (::poll(fds, wake >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) {
+      return failed({StatusCode::kIOError, std::string("poll stdin: ") + std::strerror(errno)});
+    }
+    if (stop.stop_requested()) return failed(StatusCode::kCancelled);
+    if (fds[0].revents == 0) continue;
     char chunk[1 << 16];
     const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
