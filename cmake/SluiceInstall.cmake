@@ -1,7 +1,7 @@
 # Install rules: headers, the libraries, a CMake package with one export set
-# per component (sluice::core, sluice::log, sluice::redis; sluiceConfig.cmake
+# per component (sluice::core, sluice::log, sluice::store, sluice::redis; sluiceConfig.cmake
 # finds each one's dependencies only when it is asked for) and pkg-config
-# files (sluice.pc, sluice-log.pc, sluice-redis.pc). tests/install checks them
+# files (sluice.pc, sluice-log.pc, sluice-store.pc, sluice-redis.pc). tests/install checks them
 # by building consumers against an installed tree.
 include(CMakePackageConfigHelpers)
 
@@ -24,6 +24,13 @@ if(SLUICE_WITH_LOG)
   install(TARGETS sluice_log EXPORT sluice-log-targets)
   install(EXPORT sluice-log-targets NAMESPACE sluice:: DESTINATION ${SLUICE_CMAKE_DIR})
   install(FILES cmake/FindISAL.cmake DESTINATION ${SLUICE_CMAKE_DIR})
+  list(APPEND SLUICE_COMPONENTS store)
+  install(TARGETS sluice_store EXPORT sluice-store-targets)
+  install(EXPORT sluice-store-targets NAMESPACE sluice:: DESTINATION ${SLUICE_CMAKE_DIR})
+endif()
+if(SLUICE_BUILD_TOOLS)
+  install(TARGETS sluice_cli)
+  install(FILES docs/cli.md DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/sluice)
 endif()
 if(SLUICE_WITH_REDIS)
   list(APPEND SLUICE_COMPONENTS redis)
@@ -113,6 +120,8 @@ if(SLUICE_WITH_LOG)
   sluice_pkg_config(sluice-log.pc sluice-log "sluice's durable log: Topic, Channel (sluice::log)"
     REQUIRES "sluice = ${PROJECT_VERSION}" LIBS -lsluice_log
     PRIVATE_LIBS ${_sluice_isal_flags} STATIC_LIBS ${_sluice_isal_flags})
+  sluice_pkg_config(sluice-store.pc sluice-store "sluice's named queues: QueueStore (sluice::store)"
+    REQUIRES "sluice-log = ${PROJECT_VERSION}" LIBS -lsluice_store)
 endif()
 if(SLUICE_WITH_REDIS)
   # Static: -lhiredis itself rather than Requires: hiredis, whose Cflags

@@ -1,0 +1,140 @@
+// QueueStore is a set of named, bounded, durable queues shared by processes:
+// the face the `sluice` command and C++ programs share, whatever the backend.
+// Today's backend is embedded (a directory: one Topic per queue, see
+// docs/cli.md "Store layout"); a Redis backend is to implement the same
+// interface, so the same tests run against both.
+//
+// A queue has one producer role at a time (QueueWriter) and any number of
+// named channels, each read by one consumer at a time (QueueReader). Every
+// channel sees every message (fan-out); the bound counts the messages put
+// and not yet acknowledged by the slowest channel. A queue is created with
+// one channel, "default", so the bound holds before any reader has come.
+//
+// Thread safety: a QueueStore may be used from any number of threads; each
+//   QueueWriter and QueueReader from one thread at a time. Roles are
+//   exclusive across threads and processes alike.
+// Blocking: writer() and reader() wait for the role while another holder
+//   has it (retrying with backoff, no spinning); put() waits while the queue
+//   is at its bound; get() waits for a message. All three take a Context;
+//   an already-expired deadline makes them fail fast. The rest do not wait
+//   on other parties (only on the disk).
+// Ordering: one queue is FIFO: each channel receives messages in put order.
+//   A message is delivered at least once: what a reader got and did not
+//   ack() is delivered again to the next reader of that channel.
+// Cancellation: a stopped Context ends a wait with kCancelled, a passed
+//   deadline with kDeadlineExceeded (kInUse while waiting for a role, which
+//   names the holder). A cancelled put has enqueued exactly *done messages.
+// Ownership: writers and readers hold their queue's files and locks until
+//   destroyed; they may outlive the QueueStore that made them. Messages are
+//   copied in and out.
+// Errors: kNotFound (no such queue), kAlreadyExists (create), kInvalidArgument
+//   (bad queue or channel name, bad location, message too large, bound 0),
+//   kInUse (role held elsewhere, when the wait ends), kClosed (put to a
+//   closed queue; get on a closed, drained queue), kIOError (errno text;
+//   disk full included).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/context.h"
+#include "sluice/status.h"
+
+namespace sluice {
+
+struct QueueInfo {
+  std::string name;
+  std::uint64_t bound = 0;     // messages put and not acknowledged by the slowest channel
+  bool closed = false;         // no more puts; readers end once drained
+  std::uint64_t length = 0;    // produced - consumed: waiting for the slowest channel
+  std::uint64_t produced = 0;  // messages ever put
+  std::uint64_t consumed = 0;  // acknowledged by the slowest channel
+  std::vector<std::string> channels;
+};
+
+// How the embedded backend makes a put durable (Redis ignores it).
+enum class StoreDurability : std::uint8_t {
+  kSync,   // put returns once the messages are on disk (fdatasync; concurrent puts share one)
+  kNoSync, // put returns once the OS has them: survives a process crash, not power loss
+};
+
+struct StoreOptions {
+  StoreDurability durability = StoreDurability::kSync;
+};
+
+// The producer role of one queue. At most one exists per queue at a time.
+class QueueWriter {
+ public:
+  virtual ~QueueWriter() = default;
+  // Enqueues the batch in order. Returns OK once every message is enqueued
+  // (durable per StoreDurability); on an error, *done (if given) is how many
+  // of the first messages were enqueued, and the rest were not. Waits while
+  // the queue is at its bound. kInvalidArgument for a message over
+  // max_message_bytes() (nothing of the batch from it on is enqueued).
+  virtual Status put(std::span<const std::string_view> batch, const Context& ctx,
+                     std::size_t* done = nullptr) = 0;
+  // Marks the end of the stream, durably: later puts return kClosed; readers
+  // get kClosed once they have everything. Idempotent.
+  virtual Status close() = 0;
+  virtual std::size_t max_message_bytes() const = 0;
+};
+
+// One consumer of one channel of a queue. At most one exists per channel.
+class QueueReader {
+ public:
+  virtual ~QueueReader() = default;
+  // Appends 1..max messages to out, waiting for at least one. kClosed once
+  // the queue is closed and this channel has had every message.
+  virtual Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) = 0;
+  // Acknowledges every message get() has returned so far: they are not
+  // delivered again, and free room under the bound. Durable on return.
+  virtual Status ack() = 0;
+};
+
+class QueueStore {
+ public:
+  virtual ~QueueStore() = default;
+
+  // Opens a store. `location`: a directory path, or "file:PATH" (the
+  // embedded backend; the directory is created if missing). "redis://..."
+  // is kInvalidArgument for now.
+  static Result<std::unique_ptr<QueueStore>> open(std::string_view location,
+                                                  const StoreOptions& options = {});
+
+  // A new empty queue holding at most `bound` unacknowledged messages (>= 1).
+  // kAlreadyExists if the name is taken. Atomic: the queue exists whole or not.
+  virtual Status create(std::string_view name, std::uint64_t bound) = 0;
+  // The producer role, waiting while another writer (or a close) holds it.
+  // kClosed if the queue is closed.
+  virtual Result<std::unique_ptr<QueueWriter>> writer(std::string_view name,
+                                                      const Context& ctx) = 0;
+  // A consumer of `channel` (created at the first message still retained if
+  // new), waiting while another reader holds that channel.
+  virtual Result<std::unique_ptr<QueueReader>> reader(std::string_view name,
+                                                      std::string_view channel,
+                                                      const Context& ctx) = 0;
+  // Closes the queue (see QueueWriter::close); takes the writer role to do
+  // it, so it waits for a writer that holds it. Idempotent. A put blocked
+  // at the bound in this process returns kClosed.
+  virtual Status close(std::string_view name, const Context& ctx) = 0;
+  // Deletes the queue and its messages. It disappears at once (atomically);
+  // writers and readers still open keep their files but the queue is gone.
+  virtual Status remove(std::string_view name) = 0;
+  // Queue names, sorted.
+  virtual Result<std::vector<std::string>> list() = 0;
+  virtual Result<QueueInfo> stat(std::string_view name) = 0;
+};
+
+// The channel a reader uses when none is named.
+inline constexpr std::string_view kDefaultChannel = "default";
+
+// OK if `name` can name a queue or channel: 1-200 of [A-Za-z0-9._-], not
+// "." or ".."; else kInvalidArgument saying so.
+Status validate_queue_name(std::string_view name);
+
+}  // namespace sluice

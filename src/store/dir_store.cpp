@@ -1,0 +1,422 @@
+// The embedded QueueStore (dir_store.h): queues are Topics, the writer role
+// is the topic's writer lock, a channel's reader role an flock'd file.
+#include "store/dir_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <stdio.h>  // renameat2
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <condition_variable>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <sstream>
+
+#include "log/position.h"  // stat reads channel positions without opening (locking) them
+#include "sluice/log/channel.h"
+#include "sluice/log/topic.h"
+
+namespace sluice::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view kMetaHeader = "sluice-queue 1\n";
+
+Status errno_status(const std::string& op, const std::string& path, int err = errno) {
+  return {StatusCode::kIOError, op + " " + path + ": " + std::strerror(err)};
+}
+
+// A unique name under <store>/tmp for staging a create or a delete.
+std::string staging_name(std::string_view what, std::string_view name) {
+  static std::atomic<unsigned> counter{0};
+  return std::string(what) + "-" + std::to_string(getpid()) + "-" +
+         std::to_string(counter.fetch_add(1, std::memory_order_relaxed)) + "-" + std::string(name);
+}
+
+Status sync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return errno_status("open", dir);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? Status::Ok() : errno_status("fsync", dir, err);
+}
+
+Status write_file_synced(const std::string& path, std::string_view bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_status("create", path);
+  std::size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return errno_status("write", path, err);
+    }
+    off += static_cast<std::size_t>(n);
+  }
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  return rc == 0 ? Status::Ok() : errno_status("fsync", path, err);
+}
+
+// Runs `attempt` until it gives something other than kInUse, sleeping with
+// exponential backoff (1 ms .. 100 ms) between tries. A role has no wake-up
+// to block on across processes (POSIX and flock locks have no timed wait),
+// so this is a bounded-rate retry, not a spin. At the context's deadline the
+// last kInUse (it names the holder) is returned; on a stop, kCancelled.
+template <class T, class F>
+Result<T> wait_for_role(const Context& ctx, F attempt) {
+  std::chrono::milliseconds backoff{1};
+  std::mutex mu;
+  std::condition_variable_any cv;  // never notified: an interruptible sleep
+  for (;;) {
+    Result<T> r = attempt();
+    if (r.ok() || r.code() != StatusCode::kInUse) return r;
+    if (ctx.stop_requested()) return StatusCode::kCancelled;
+    auto until = Context::Clock::now() + backoff;
+    if (const auto& d = ctx.deadline()) {
+      if (Context::Clock::now() >= *d) return r.status();
+      until = std::min(until, *d);
+    }
+    std::unique_lock lk(mu);
+    std::stop_token token = ctx.token();
+    cv.wait_until(lk, token, until, [] { return false; });
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(100));
+  }
+}
+
+TopicOptions topic_options(const StoreOptions& o, std::uint64_t bound, bool read_only) {
+  TopicOptions t;
+  t.durability = o.durability == StoreDurability::kSync ? Durability::kGroupCommit
+                                                          : Durability::kNone;
+  t.max_unconsumed = bound;
+  t.on_bound = BoundPolicy::kBlock;
+  t.read_only = read_only;
+  return t;
+}
+
+class DirWriter final : public QueueWriter {
+ public:
+  DirWriter(std::unique_ptr<Topic> topic, std::uint64_t bound)
+      : topic_(std::move(topic)), bound_(bound) {}
+
+  Status put(std::span<const std::string_view> batch, const Context& ctx,
+             std::size_t* done) override {
+    std::size_t n = 0;
+    Status s = put_all(batch, ctx, n);
+    if (done != nullptr) *done = n;
+    return s;
+  }
+
+  Status close() override { return topic_->close(); }
+
+  std::size_t max_message_bytes() const override { return topic_->options().max_message_bytes; }
+
+ private:
+  Status put_all(std::span<const std::string_view> batch, const Context& ctx, std::size_t& n) {
+    const std::size_t limit = max_message_bytes();
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (batch[i].size() > limit) {
+        // Everything before it still goes in: all-or-error counts a prefix.
+        if (Status s = put_chunks(batch.first(i), ctx, n); !s.ok()) return s;
+        return {StatusCode::kInvalidArgument,
+                "message too large: " + std::to_string(batch[i].size()) + " bytes, limit " +
+                    std::to_string(limit)};
+      }
+    }
+    return put_chunks(batch, ctx, n);
+  }
+
+  // A topic batch may not exceed the bound, so a larger put goes in chunks,
+  // each all-or-none.
+  Status put_chunks(std::span<const std::string_view> batch, const Context& ctx, std::size_t& n) {
+    while (n < batch.size()) {
+      const std::size_t take = std::min<std::uint64_t>(batch.size() - n, bound_);
+      auto r = topic_->append_batch(batch.subspan(n, take), ctx);
+      if (!r.ok()) return r.status();
+      n += take;
+    }
+    return Status::Ok();
+  }
+
+  std::unique_ptr<Topic> topic_;
+  std::uint64_t bound_;
+};
+
+class DirReader final : public QueueReader {
+ public:
+  DirReader(int lock_fd, std::unique_ptr<Topic> topic, std::unique_ptr<Channel> channel)
+      : lock_fd_(lock_fd), topic_(std::move(topic)), channel_(std::move(channel)) {}
+  ~DirReader() override {
+    channel_.reset();  // its position file first, then the role
+    topic_.reset();
+    ::close(lock_fd_);
+  }
+  DirReader(const DirReader&) = delete;
+  DirReader& operator=(const DirReader&) = delete;
+
+  Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) override {
+    if (max == 0) return {StatusCode::kInvalidArgument, "get: max is 0"};
+    msgs_.clear();
+    Status s = channel_->next_batch(msgs_, max, ctx);
+    if (!s.ok()) return s;
+    for (LogMessage& m : msgs_) {
+      out.push_back(std::move(m.payload));
+      last_ = m.seq;
+      pending_ = true;
+    }
+    return Status::Ok();
+  }
+
+  Status ack() override {
+    if (!pending_) return Status::Ok();
+    Status s = channel_->ack(last_);
+    if (s.ok()) pending_ = false;
+    return s;
+  }
+
+ private:
+  int lock_fd_;
+  std::unique_ptr<Topic> topic_;
+  std::unique_ptr<Channel> channel_;
+  std::vector<LogMessage> msgs_;
+  std::uint64_t last_ = 0;
+  bool pending_ = false;
+};
+
+// Takes the reader role of a channel: an exclusive flock on its lock file.
+// flock (unlike the POSIX locks the topic uses) excludes a second holder in
+// the same process too. The holder's PID is written in the file for the
+// message a waiting reader gets.
+Result<int> lock_channel(const std::string& path, std::string_view queue,
+                         std::string_view channel) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return errno_status("open", path);
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    std::string holder;
+    char buf[32] = {};
+    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+    if (n > 0) holder = " by PID " + std::string(buf, static_cast<std::size_t>(n));
+    ::close(fd);
+    if (err == EWOULDBLOCK) {
+      return Status(StatusCode::kInUse, "channel '" + std::string(channel) + "' of queue '" +
+                                            std::string(queue) + "' is being read" + holder);
+    }
+    return errno_status("flock", path, err);
+  }
+  const std::string pid = std::to_string(getpid());
+  if (::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+    // Only the message of a waiting reader uses it: not worth failing for.
+  }
+  return fd;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<QueueStore>> DirStore::open(const std::string& dir,
+                                                   const StoreOptions& options) {
+  for (const char* sub : {"queues", "tmp"}) {
+    std::error_code ec;
+    fs::create_directories(fs::path(dir) / sub, ec);
+    if (ec) {
+      return Status(StatusCode::kIOError,
+                    "create store directory " + (fs::path(dir) / sub).string() + ": " +
+                        ec.message());
+    }
+  }
+  return std::unique_ptr<QueueStore>(new DirStore(dir, options));
+}
+
+std::string DirStore::queue_dir(std::string_view name) const {
+  return dir_ + "/queues/" + std::string(name);
+}
+
+Result<std::uint64_t> DirStore::read_bound(std::string_view name) const {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  const std::string path = queue_dir(name) + "/queue.meta";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (errno == ENOENT) {
+      return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "'");
+    }
+    return errno_status("open", path);
+  }
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string_view key = "bound=";
+  const auto at = text.find(key);
+  std::uint64_t bound = 0;
+  if (!text.starts_with(kMetaHeader) || at == std::string::npos ||
+      std::from_chars(text.data() + at + key.size(), text.data() + text.size(), bound).ec !=
+          std::errc() ||
+      bound == 0) {
+    return Status(StatusCode::kCorruption, path + ": not a sluice queue description");
+  }
+  return bound;
+}
+
+Status DirStore::create(std::string_view name, std::uint64_t bound) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  if (bound == 0) return {StatusCode::kInvalidArgument, "bound must be at least 1"};
+  const std::string target = queue_dir(name);
+  const std::string exists = "queue '" + std::string(name) + "' already exists";
+  if (::access(target.c_str(), F_OK) == 0) return {StatusCode::kAlreadyExists, exists};
+
+  // Built whole under tmp/, then renamed into queues/: a crash leaves either
+  // no queue or a complete one (the leftover under tmp/ is harmless).
+  const std::string stage = dir_ + "/tmp/" + staging_name("create", name);
+  if (::mkdir(stage.c_str(), 0755) != 0) return errno_status("mkdir", stage);
+  auto fail = [&](Status s) {
+    std::error_code ec;
+    fs::remove_all(stage, ec);
+    return s;
+  };
+  if (::mkdir((stage + "/readers").c_str(), 0755) != 0) {
+    return fail(errno_status("mkdir", stage + "/readers"));
+  }
+  const std::string meta = std::string(kMetaHeader) + "bound=" + std::to_string(bound) + "\n";
+  if (Status s = write_file_synced(stage + "/queue.meta", meta); !s.ok()) return fail(s);
+  {
+    // The topic and its default channel, so the bound holds from the first put.
+    auto topic = Topic::open(stage + "/topic", topic_options(opt_, bound, false));
+    if (!topic.ok()) return fail(topic.status());
+    auto ch = (*topic)->channel(kDefaultChannel);
+    if (!ch.ok()) return fail(ch.status());
+  }
+  if (Status s = sync_dir(stage); !s.ok()) return fail(s);
+  if (::renameat2(AT_FDCWD, stage.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0) {
+    const int err = errno;
+    if (err == EEXIST || err == ENOTEMPTY) return fail({StatusCode::kAlreadyExists, exists});
+    return fail(errno_status("rename to", target, err));
+  }
+  return sync_dir(dir_ + "/queues");
+}
+
+Result<std::unique_ptr<Topic>> DirStore::writer_topic(std::string_view name, std::uint64_t bound,
+                                                      const Context& ctx) {
+  const std::string dir = queue_dir(name) + "/topic";
+  const TopicOptions o = topic_options(opt_, bound, false);
+  auto topic = wait_for_role<std::unique_ptr<Topic>>(ctx, [&] { return Topic::open(dir, o); });
+  if (!topic.ok() && topic.code() == StatusCode::kInUse) {
+    return Status(StatusCode::kInUse, "queue '" + std::string(name) + "' has a writer: " +
+                                          std::string(topic.status().message()));
+  }
+  return topic;
+}
+
+Result<std::unique_ptr<QueueWriter>> DirStore::writer(std::string_view name, const Context& ctx) {
+  auto bound = read_bound(name);
+  if (!bound.ok()) return bound.status();
+  auto topic = writer_topic(name, *bound, ctx);
+  if (!topic.ok()) return topic.status();
+  if ((*topic)->closed()) {
+    return Status(StatusCode::kClosed, "queue '" + std::string(name) + "' is closed");
+  }
+  return std::unique_ptr<QueueWriter>(new DirWriter(std::move(*topic), *bound));
+}
+
+Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
+                                                      std::string_view channel,
+                                                      const Context& ctx) {
+  auto bound = read_bound(name);
+  if (!bound.ok()) return bound.status();
+  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (channel.starts_with('.')) {
+    return Status(StatusCode::kInvalidArgument,
+                  "bad channel name '" + std::string(channel) + "': must not start with '.'");
+  }
+  const std::string qdir = queue_dir(name);
+  const std::string lock_path = qdir + "/readers/" + std::string(channel) + ".lock";
+  auto fd = wait_for_role<int>(ctx, [&] { return lock_channel(lock_path, name, channel); });
+  if (!fd.ok()) return fd.status();
+  auto topic = Topic::open(qdir + "/topic", topic_options(opt_, *bound, true));
+  if (!topic.ok()) {
+    ::close(*fd);
+    return topic.status();
+  }
+  auto ch = (*topic)->channel(channel);
+  if (!ch.ok()) {
+    ::close(*fd);
+    return ch.status();
+  }
+  return std::unique_ptr<QueueReader>(new DirReader(*fd, std::move(*topic), std::move(*ch)));
+}
+
+Status DirStore::close(std::string_view name, const Context& ctx) {
+  auto bound = read_bound(name);
+  if (!bound.ok()) return bound.status();
+  auto topic = writer_topic(name, *bound, ctx);
+  if (!topic.ok()) return topic.status();
+  return (*topic)->close();  // idempotent: closing a closed queue is fine
+}
+
+Status DirStore::remove(std::string_view name) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  const std::string from = queue_dir(name);
+  const std::string to = dir_ + "/tmp/" + staging_name("delete", name);
+  // The rename is the delete: the name is gone at once; the files follow.
+  if (::rename(from.c_str(), to.c_str()) != 0) {
+    if (errno == ENOENT) return {StatusCode::kNotFound, "no queue '" + std::string(name) + "'"};
+    return errno_status("rename", from);
+  }
+  if (Status s = sync_dir(dir_ + "/queues"); !s.ok()) return s;
+  std::error_code ec;
+  fs::remove_all(to, ec);
+  if (ec) return {StatusCode::kIOError, "remove " + to + ": " + ec.message()};
+  return Status::Ok();
+}
+
+Result<std::vector<std::string>> DirStore::list() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_ + "/queues", ec), end; !ec && it != end; it.increment(ec)) {
+    std::string n = it->path().filename().string();
+    if (validate_queue_name(n).ok()) names.push_back(std::move(n));
+  }
+  if (ec) return Status(StatusCode::kIOError, "list " + dir_ + "/queues: " + ec.message());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+Result<QueueInfo> DirStore::stat(std::string_view name) {
+  auto bound = read_bound(name);
+  if (!bound.ok()) return bound.status();
+  QueueInfo info;
+  info.name = std::string(name);
+  info.bound = *bound;
+  const std::string tdir = queue_dir(name) + "/topic";
+  auto topic = Topic::open(tdir, topic_options(opt_, *bound, true));
+  if (!topic.ok()) return topic.status();
+  info.produced = (*topic)->next_seq();
+  info.closed = (*topic)->closed();
+  auto channels = (*topic)->channels();
+  if (!channels.ok()) return channels.status();
+  info.channels = *channels;
+  // The slowest channel's durable position, read from its file: opening the
+  // channel would take it from a reader that has it.
+  std::uint64_t consumed = info.produced;
+  for (const std::string& ch : info.channels) {
+    std::ifstream in(tdir + "/channels/" + ch + ".pos", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const log::PositionRead p = log::decode_positions(bytes);
+    consumed = std::min(consumed, p.state == log::PositionState::kValid ? p.slot.next_seq : 0);
+  }
+  info.consumed = consumed;
+  info.length = info.produced - info.consumed;
+  return info;
+}
+
+}  // namespace sluice::store

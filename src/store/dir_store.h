@@ -1,0 +1,46 @@
+// The embedded QueueStore: a directory, one Topic per queue. Layout
+// (docs/cli.md, "Store layout"):
+//   <store>/queues/<name>/queue.meta        "sluice-queue 1\nbound=N\n", written once
+//   <store>/queues/<name>/topic/            the queue's Topic (its own LOCK, channels/)
+//   <store>/queues/<name>/readers/<ch>.lock flock'd by the channel's reader
+//   <store>/tmp/                            staging for create and delete
+// Our files sit beside the topic directory, not in it: the topic's recovery
+// owns what is inside (it removes stray *.tmp files, for one). Private.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "sluice/log/topic.h"
+#include "sluice/store.h"
+
+namespace sluice::store {
+
+class DirStore final : public QueueStore {
+ public:
+  static Result<std::unique_ptr<QueueStore>> open(const std::string& dir,
+                                                  const StoreOptions& options);
+
+  Status create(std::string_view name, std::uint64_t bound) override;
+  Result<std::unique_ptr<QueueWriter>> writer(std::string_view name, const Context& ctx) override;
+  Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
+                                              const Context& ctx) override;
+  Status close(std::string_view name, const Context& ctx) override;
+  Status remove(std::string_view name) override;
+  Result<std::vector<std::string>> list() override;
+  Result<QueueInfo> stat(std::string_view name) override;
+
+ private:
+  DirStore(std::string dir, StoreOptions options) : dir_(std::move(dir)), opt_(options) {}
+  std::string queue_dir(std::string_view name) const;
+  // The queue's topic opened as its writer, waiting for the role under ctx.
+  Result<std::unique_ptr<Topic>> writer_topic(std::string_view name, std::uint64_t bound,
+                                              const Context& ctx);
+  // The queue's bound, from queue.meta; kNotFound "no queue" if it is missing.
+  Result<std::uint64_t> read_bound(std::string_view name) const;
+
+  std::string dir_;
+  StoreOptions opt_;
+};
+
+}  // namespace sluice::store

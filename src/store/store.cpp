@@ -1,0 +1,44 @@
+// QueueStore::open (picks the backend from the location) and name checks.
+#include "sluice/store.h"
+
+#include <algorithm>
+#include <cctype>
+
+#include "store/dir_store.h"
+
+namespace sluice {
+
+Status validate_queue_name(std::string_view name) {
+  const bool ok = !name.empty() && name.size() <= 200 && name != "." && name != ".." &&
+                  std::all_of(name.begin(), name.end(), [](char ch) {
+                    return std::isalnum(static_cast<unsigned char>(ch)) != 0 || ch == '-' ||
+                           ch == '_' || ch == '.';
+                  });
+  if (ok) return Status::Ok();
+  return {StatusCode::kInvalidArgument,
+          "bad name '" + std::string(name) +
+              "': use 1-200 characters of A-Z a-z 0-9 . _ - (not \".\" or \"..\")"};
+}
+
+Result<std::unique_ptr<QueueStore>> QueueStore::open(std::string_view location,
+                                                     const StoreOptions& options) {
+  if (location.starts_with("redis://") || location.starts_with("rediss://")) {
+    return Status(StatusCode::kInvalidArgument,
+                  "store '" + std::string(location) +
+                      "': the Redis backend is not built yet; use a directory");
+  }
+  std::string_view path = location;
+  if (path.starts_with("file:")) {
+    path.remove_prefix(5);
+  } else if (path.find("://") != std::string_view::npos) {
+    return Status(StatusCode::kInvalidArgument,
+                  "store '" + std::string(location) +
+                      "': unknown scheme; use a directory path or file:PATH");
+  }
+  if (path.empty()) {
+    return Status(StatusCode::kInvalidArgument, "store location is empty");
+  }
+  return store::DirStore::open(std::string(path), options);
+}
+
+}  // namespace sluice

@@ -1,0 +1,305 @@
+// The sluice command, run as a child process (fork + exec, pipes for
+// stdin/stdout/stderr): what a shell user sees, exit statuses included.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "testutil/temp_dir.h"
+
+#ifndef SLUICE_CLI
+#error "SLUICE_CLI: the path of the sluice binary (tests/CMakeLists.txt)"
+#endif
+
+namespace sluice {
+namespace {
+
+struct Outcome {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+// A running `sluice --store <dir> args...`.
+class Child {
+ public:
+  Child(const std::string& store, std::vector<std::string> args) {
+    args.insert(args.begin(), {SLUICE_CLI, "--store", store});
+    int in[2], po[2], pe[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
+      ADD_FAILURE() << "pipe: " << std::strerror(errno);
+      return;
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(po[1], 1);
+      dup2(pe[1], 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(po[1]);
+    close(pe[1]);
+    in_ = in[1];
+    out_ = po[0];
+    err_ = pe[0];
+  }
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      wait();
+    }
+    for (int fd : {in_, out_, err_}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+
+  void write_stdin(const std::string& data) {
+    std::size_t off = 0;
+    while (off < data.size()) {
+      const ssize_t n = ::write(in_, data.data() + off, data.size() - off);
+      ASSERT_GT(n, 0) << std::strerror(errno);
+      off += static_cast<std::size_t>(n);
+    }
+  }
+  void close_stdin() {
+    close(in_);
+    in_ = -1;
+  }
+  // Reads stdout until it holds `lines` newlines (or EOF); returns all read.
+  std::string read_lines(std::size_t lines) {
+    while (static_cast<std::size_t>(std::count(out.begin(), out.end(), '\n')) < lines) {
+      if (!read_some(out_, out)) break;
+    }
+    return out;
+  }
+  void kill_now() { kill(pid_, SIGKILL); }
+  // Reads stdout and stderr to EOF, then reaps the child.
+  Outcome finish() {
+    Outcome r;
+    pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+    bool open_out = true, open_err = true;
+    while (open_out || open_err) {
+      if (poll(fds, 2, 60000) <= 0) break;
+      if (open_out && (fds[0].revents & (POLLIN | POLLHUP)) != 0) {
+        open_out = read_some(out_, out);
+        if (!open_out) fds[0].fd = -1;
+      }
+      if (open_err && (fds[1].revents & (POLLIN | POLLHUP)) != 0) {
+        open_err = read_some(err_, err);
+        if (!open_err) fds[1].fd = -1;
+      }
+    }
+    r.rc = wait();
+    r.out = out;
+    r.err = err;
+    return r;
+  }
+
+  std::string out, err;
+
+ private:
+  static bool read_some(int fd, std::string& to) {
+    char buf[4096];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) return false;
+    to.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+  int wait() {
+    int status = 0;
+    if (waitpid(pid_, &status, 0) != pid_) return -1;
+    pid_ = -1;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+  }
+
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  Outcome run(std::vector<std::string> args, const std::string& input = "") {
+    Child c(store_, std::move(args));
+    c.write_stdin(input);
+    c.close_stdin();
+    return c.finish();
+  }
+  static std::string lines(int from, int to) {
+    std::string s;
+    for (int i = from; i < to; ++i) s += "line " + std::to_string(i) + "\n";
+    return s;
+  }
+
+  std::string store_ = testutil::test_dir("cli").string();
+};
+
+TEST_F(CliTest, CreatePutGetStat) {
+  Outcome r = run({"create", "jobs", "--bound", "100"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run({"put", "jobs"}, lines(0, 5));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run({"get", "jobs", "--count", "3"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, lines(0, 3));
+  r = run({"stat", "jobs"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
+            "channels=default\n");
+  r = run({"stat", "jobs", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "{\"name\":\"jobs\",\"bound\":100,\"closed\":false,\"length\":2,\"produced\":5,"
+            "\"consumed\":3,\"channels\":[\"default\"]}\n");
+  r = run({"get", "jobs", "--count", "2"});
+  EXPECT_EQ(r.out, lines(3, 5));
+}
+
+TEST_F(CliTest, ALastLineWithoutNewlineAndNulFraming) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "a\n\nb").rc, 0);  // the empty line is a message
+  EXPECT_EQ(run({"get", "q", "--count", "3"}).out, "a\n\nb\n");
+  ASSERT_EQ(run({"put", "q", "-0"}, std::string("x\ny\0z\0", 6)).rc, 0);
+  EXPECT_EQ(run({"get", "q", "-0", "--count", "2"}).out, std::string("x\ny\0z\0", 6));
+}
+
+TEST_F(CliTest, GetTimesOutWithItsOwnStatus) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "one\n").rc, 0);
+  Outcome r = run({"get", "q", "--timeout", "0.2"});
+  EXPECT_EQ(r.rc, 9) << r.err;
+  EXPECT_EQ(r.out, "one\n");
+}
+
+TEST_F(CliTest, LsAndDelete) {
+  ASSERT_EQ(run({"create", "b"}).rc, 0);
+  ASSERT_EQ(run({"create", "a"}).rc, 0);
+  EXPECT_EQ(run({"ls"}).out, "a\nb\n");
+  Outcome r = run({"delete", "a"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(run({"ls"}).out, "b\n");
+  EXPECT_EQ(run({"delete", "a"}).rc, 3);
+}
+
+TEST_F(CliTest, ExitStatusesAndOneLineErrors) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  Outcome r = run({"create", "q"});
+  EXPECT_EQ(r.rc, 4);
+  EXPECT_NE(r.err.find("already exists"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = run({"get", "nope"});
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find("sluice ls"), std::string::npos) << r.err;  // says what to do
+  EXPECT_EQ(run({"put", "nope"}, "x\n").rc, 3);
+  EXPECT_EQ(run({"stat", "nope"}).rc, 3);
+  EXPECT_EQ(run({"create", "bad/name"}).rc, 2);
+  EXPECT_EQ(run({"frobnicate"}).rc, 2);
+  EXPECT_EQ(run({"create"}).rc, 2);
+  EXPECT_EQ(run({"create", "z", "--bound", "0"}).rc, 2);
+}
+
+TEST_F(CliTest, ASecondReaderOfAChannelWithNoWaitExitsInUse) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "a\n").rc, 0);
+  Child first(store_, {"get", "q"});
+  first.read_lines(1);  // it holds the channel now
+  Outcome r = run({"get", "q", "--no-wait"});
+  EXPECT_EQ(r.rc, 6) << r.err;
+  r = run({"get", "q", "--no-wait", "--channel", "other", "--count", "1"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "a\n");
+}
+
+TEST_F(CliTest, PutOfAMessageOverTheLimitEnqueuesThoseBefore) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  std::string input = "a\nb\n" + std::string((16U << 20) + 1, 'x') + "\nc\n";
+  Outcome r = run({"put", "q"}, input);
+  EXPECT_EQ(r.rc, 8) << r.err;
+  EXPECT_NE(r.err.find("2 messages enqueued"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"get", "q", "--timeout", "0.2"}).out, "a\nb\n");
+}
+
+TEST_F(CliTest, PutCloseThenGetEndsAtTheEnd) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  Outcome r = run({"put", "q", "--close"}, lines(0, 4));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run({"get", "q"});  // no --count, no --timeout: ends because the queue is closed
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, lines(0, 4));
+  EXPECT_NE(run({"stat", "q"}).out.find("closed=true"), std::string::npos);
+  r = run({"put", "q"}, "more\n");
+  EXPECT_EQ(r.rc, 5) << r.err;
+  EXPECT_EQ(run({"close", "q"}).rc, 0);  // idempotent
+  EXPECT_EQ(run({"close", "nope"}).rc, 3);
+}
+
+TEST_F(CliTest, CloseEndsARunningGet) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "a\n").rc, 0);
+  Child get(store_, {"get", "q"});
+  get.read_lines(1);
+  ASSERT_EQ(run({"close", "q"}).rc, 0);
+  Outcome r = get.finish();
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "a\n");
+}
+
+TEST_F(CliTest, HelpOfEverySubcommandExitsZero) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{"--help"}, {"create", "--help"}, {"put", "--help"},
+        {"get", "--help"}, {"close", "--help"}, {"delete", "--help"}, {"ls", "--help"},
+        {"stat", "--help"}}) {
+    Outcome r = run(args);
+    EXPECT_EQ(r.rc, 0) << args[0] << ": " << r.err;
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << args[0] << ": " << r.out;
+  }
+}
+
+// A get killed mid-stream loses nothing: what it had not acknowledged comes
+// again, so the two runs' output covers every line, each run in order.
+TEST_F(CliTest, GetKilledMidStreamLosesNothing) {
+  constexpr int kLines = 3000;
+  ASSERT_EQ(run({"create", "q", "--bound", "10000"}).rc, 0);
+  Outcome p = run({"put", "q"}, lines(0, kLines));
+  ASSERT_EQ(p.rc, 0) << p.err;
+
+  std::string first;
+  {
+    Child c(store_, {"get", "q", "--batch", "7"});
+    c.read_lines(kLines / 3);
+    c.kill_now();
+    first = c.finish().out;  // and whatever was in the pipe
+  }
+  first.erase(first.rfind('\n') + 1);  // a torn last line does not count
+  const std::string all = lines(0, kLines);
+  ASSERT_TRUE(all.starts_with(first));
+  const std::size_t seen = static_cast<std::size_t>(std::count(first.begin(), first.end(), '\n'));
+  ASSERT_GE(seen, static_cast<std::size_t>(kLines / 3));
+
+  Outcome second = run({"get", "q", "--timeout", "1"});
+  EXPECT_EQ(second.rc, 9) << second.err;
+  ASSERT_FALSE(second.out.empty());
+  // It starts at or before where the first left off, and runs to the end.
+  const std::size_t at = all.find(second.out);
+  ASSERT_NE(at, std::string::npos) << "second run out of order";
+  EXPECT_LE(at, first.size());
+  EXPECT_TRUE(at == 0 || all[at - 1] == '\n');
+  EXPECT_EQ(at + second.out.size(), all.size());
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,43 @@
+// What the sluice subcommands share: the store location, error reporting,
+// and a stop source fed by SIGINT/SIGTERM.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "exit_codes.h"
+#include "sluice/store.h"
+
+namespace sluice::cli {
+
+struct Globals {
+  std::string store;  // --store, else SLUICE_STORE, else the XDG default
+  int rc = kExitOk;   // set by the subcommand that ran
+};
+
+// --store, else $SLUICE_STORE, else ${XDG_DATA_HOME:-~/.local/share}/sluice.
+std::string store_location(const Globals& g);
+
+// "queue 'NAME'", for messages.
+inline std::string queue_label(std::string_view name) { return "queue '" + std::string(name) + "'"; }
+
+// Opens the store; on failure prints the error and sets *rc.
+std::unique_ptr<QueueStore> open_store(const Globals& g, std::string_view cmd, int* rc);
+
+// Prints "sluice <cmd>: <what>: <message> (<hint>)" on stderr and returns the
+// exit status for s.
+int fail(std::string_view cmd, std::string_view what, const Status& s);
+
+// A stop token requested on SIGINT or SIGTERM (which are blocked in the
+// calling thread and handled by a helper thread: no work in a signal
+// handler). Call before starting other threads.
+std::stop_token stop_on_signals();
+
+void add_queue_commands(CLI::App& app, Globals& g);  // create, close, delete, ls, stat
+void add_io_commands(CLI::App& app, Globals& g);     // put, get
+
+}  // namespace sluice::cli
