@@ -4,7 +4,8 @@
 # that takes sluice's sources instead:
 #   1. CMake package: find_package(sluice CONFIG REQUIRED COMPONENTS core)
 #      (must not find or link ISA-L or hiredis), then find_package(sluice
-#      CONFIG REQUIRED) with sluice::log, sluice::redis and sluice::sluice;
+#      CONFIG REQUIRED) with sluice::log, sluice::store, sluice::redis and
+#      sluice::sluice;
 #   2. FetchContent of sluice's sources (add_subdirectory), sluice::core;
 #   3. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice).
 # Usage: run.sh <build dir> <work dir> <c++ compiler> <components, e.g. "core;log;redis"> [skip reason]
@@ -42,6 +43,7 @@ cmake -S "$here/consumer" -B "$work/all" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
 cmake --build "$work/all" >>"$work/all.log" || { cat "$work/all.log"; fail "build"; }
 "$work/all/core_app"
 if has log; then "$work/all/log_app" "$work/cmake-topic"; fi
+if has store; then "$work/all/store_app" "$work/cmake-store"; fi
 if has redis; then "$work/all/redis_app"; fi
 if has log && has redis; then "$work/all/all_app"; fi
 
@@ -63,6 +65,7 @@ if [[ $core_libs == *isal* || $core_libs == *hiredis* ]]; then
 fi
 apps=("core_app sluice")
 if has log; then apps+=("log_app sluice-log"); fi
+if has store; then apps+=("store_app sluice-store"); fi
 if has redis; then apps+=("redis_app sluice-redis"); fi
 pids=()
 for a in "${apps[@]}"; do
@@ -75,6 +78,7 @@ done
 for p in "${pids[@]}"; do wait "$p" || fail "a pkg-config build failed"; done
 "$work/pc_core_app"
 if has log; then "$work/pc_log_app" "$work/pc-topic"; fi
+if has store; then "$work/pc_store_app" "$work/pc-store"; fi
 if has redis; then "$work/pc_redis_app"; fi
 
 step "ok"

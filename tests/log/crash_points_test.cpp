@@ -9,14 +9,22 @@
 #include "log/crash_points.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <fstream>
+#include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "log/fault_file_system.h"
@@ -122,6 +130,92 @@ TEST(CloseCutShortTest, AFailedCloseRefusesAppendsAndTheDiskDecides) {
 int random_cuts() {
   const char* v = std::getenv("SLUICE_CRASH_CUTS");  // NOLINT(concurrency-mt-unsafe)
   return v != nullptr ? std::max(1, std::atoi(v)) : 50;
+}
+
+// Group commit: an appender that rolls a segment syncs (and publishes) past
+// the running leader's target. The appenders that wrote after the roll sleep
+// until the leader's sync ends; it must wake them although it published
+// nothing, or they sleep forever (it hung the random-cut test under TSan).
+// The simulated disk holds the leader's sync until every appender sleeps.
+bool asleep(pid_t tid) {
+  std::ifstream stat("/proc/self/task/" + std::to_string(tid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto paren = line.rfind(')');
+  return paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'S';
+}
+
+TEST(GroupCommitTest, FollowersWakeWhenARollSyncedPastTheLeader) {
+  FaultFileSystem fs;
+  auto topic = log::open_topic(fs, kCutTopicDir, cut_topic_options(Durability::kGroupCommit));
+  ASSERT_TRUE(topic.ok()) << topic.status().to_string();
+  Topic& t = **topic;
+  std::mutex m;
+  std::condition_variable cv;
+  bool release = false;
+  int syncs = 0;
+  fs.set_sync_hook([&](const std::string&) {
+    std::unique_lock lk(m);
+    ++syncs;
+    cv.notify_all();
+    if (syncs == 1) cv.wait(lk, [&] { return release; });  // the leader's
+  });
+  constexpr int kAppenders = 12;  // some roll, the rest follow
+  std::vector<pid_t> tids(kAppenders + 1, 0);
+  std::atomic<int> failed{0};
+  auto append_as = [&](int i) {
+    {
+      std::lock_guard lk(m);
+      tids[i] = gettid();
+    }
+    cv.notify_all();
+    if (!t.append(std::string(100, 'r')).ok()) failed.fetch_add(1);  // 4 fill a segment
+    std::lock_guard lk(m);
+    tids[i] = -1;  // done: a later roll synced its record
+  };
+  std::vector<std::thread> threads;
+  threads.emplace_back(append_as, 0);  // leads, and is held in its sync
+  {
+    std::unique_lock lk(m);
+    cv.wait(lk, [&] { return syncs == 1; });
+  }
+  for (int i = 1; i <= kAppenders; ++i) threads.emplace_back(append_as, i);
+  // Every appender asleep (each ends in a wait for the held sync), three
+  // looks in a row, before the leader's sync may end.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (int quiet = 0; quiet < 3;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::lock_guard lk(m);
+    int awake = 0;
+    int waiting = 0;
+    for (pid_t tid : tids) {
+      if (tid == -1) continue;
+      ++waiting;
+      awake += tid == 0 || !asleep(tid) ? 1 : 0;
+    }
+    // The leader and at least one appender that wrote after the last roll.
+    quiet = syncs >= 2 && awake == 0 && waiting >= 2 ? quiet + 1 : 0;
+    if (std::chrono::steady_clock::now() > give_up) {
+      ADD_FAILURE() << "set-up: " << syncs << " syncs, " << waiting << " appenders waiting, "
+                    << awake << " of them not asleep";
+      std::abort();
+    }
+  }
+  {
+    std::lock_guard lk(m);
+    release = true;
+  }
+  cv.notify_all();
+  auto joined = std::async(std::launch::async, [&] {
+    for (std::thread& th : threads) th.join();
+  });
+  if (joined.wait_for(std::chrono::seconds(10)) != std::future_status::ready) {
+    ADD_FAILURE() << "appenders still waiting 10 s after the leader's sync ended: a lost wake-up";
+    std::abort();  // the sleepers cannot be joined
+  }
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(t.next_seq(), std::uint64_t{kAppenders + 1});
+  fs.set_sync_hook(nullptr);
 }
 
 // Appenders and an eager consumer race (kGroupCommit: three appenders), so

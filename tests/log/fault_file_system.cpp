@@ -187,6 +187,12 @@ class FaultFile final : public log::File {
   }
 
   Status sync() override {
+    std::function<void(const std::string&)> hook;
+    {
+      std::lock_guard lk(fs_->mu_);
+      hook = fs_->sync_hook_;
+    }
+    if (hook) hook(path());
     fs_->wait_sync_latency();
     std::lock_guard lk(fs_->mu_);
     if (!fs_->count("sync " + path())) return power_off("sync", path());
@@ -277,6 +283,11 @@ void FaultFileSystem::cut_at(std::uint64_t k) {
 void FaultFileSystem::set_sync_latency(std::chrono::microseconds d) {
   std::lock_guard lk(mu_);
   sync_latency_ = d;
+}
+
+void FaultFileSystem::set_sync_hook(std::function<void(const std::string&)> hook) {
+  std::lock_guard lk(mu_);
+  sync_hook_ = std::move(hook);
 }
 
 void FaultFileSystem::wait_sync_latency() const {

@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -53,6 +54,9 @@ class FaultFileSystem final : public log::FileSystem {
   // effect, as a disk's would: concurrent workloads interleave as they do on
   // a real one.
   void set_sync_latency(std::chrono::microseconds d);
+  // Runs `hook(path)` at the start of every file sync, on the syncing thread
+  // and outside the disk's lock: a test can hold one sync while others run.
+  void set_sync_hook(std::function<void(const std::string&)> hook);
   // The disk the cut left (or the disk now, if the power never went off),
   // as a new file system with everything in it durable.
   std::unique_ptr<FaultFileSystem> after_cut(CutMode mode, std::uint64_t seed) const;
@@ -84,6 +88,7 @@ class FaultFileSystem final : public log::FileSystem {
   std::uint64_t cut_at_ = 0;  // 0: never
   bool off_ = false;
   std::chrono::microseconds sync_latency_{0};
+  std::function<void(const std::string&)> sync_hook_;
   std::shared_ptr<Inode> frozen_;  // the tree as the cut found it
   std::vector<std::string> log_;   // every counted call
 };

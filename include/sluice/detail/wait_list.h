@@ -201,16 +201,18 @@ StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
     if (asymmetric_fences()) {
       // A notifier that raced with the enlist has its store in flight; it
       // lands within a microsecond unless that thread is descheduled (which
-      // drains it too). Look again briefly: without this, such races cost
-      // the round trip a 50 us p99.
+      // drains it too). Wait that long (on our own word: a notifier that saw
+      // us ends it at once), then look once more: without this, such races
+      // cost the round trip a 50 us p99. Looking on every pause instead
+      // re-read the other side's line and slowed it.
       const auto settle_until = std::chrono::steady_clock::now() + kSettle;
       while (w.word.load(std::memory_order_acquire) == 0 &&
              std::chrono::steady_clock::now() < settle_until) {
         spin_pause();
-        if (attempt() == Attempt::kDone) {
-          if (!wl.delist(w)) wl.notify_one();
-          return StatusCode::kOk;
-        }
+      }
+      if (attempt() == Attempt::kDone) {
+        if (!wl.delist(w)) wl.notify_one();
+        return StatusCode::kOk;
       }
       const auto brief = std::chrono::steady_clock::now() + kRaceBound;
       WaitList::park(w, ctx, &brief);
