@@ -59,8 +59,8 @@ struct QueueInfo {
 
 // How the embedded backend makes a put durable (Redis ignores it).
 enum class StoreDurability : std::uint8_t {
-  kSync,   // put returns once the messages are on disk (fdatasync; concurrent puts share one)
-  kNoSync, // put returns once the OS has them: survives a process crash, not power loss
+  kSync,    // put returns once the messages are on disk (fdatasync; concurrent puts share one)
+  kNoSync,  // put returns once the OS has them: survives a process crash, not power loss
 };
 
 struct StoreOptions {

@@ -3,9 +3,9 @@
 #include "store/dir_store.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <stdio.h>  // renameat2
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,8 +99,8 @@ Result<T> wait_for_role(const Context& ctx, F attempt) {
 
 TopicOptions topic_options(const StoreOptions& o, std::uint64_t bound, bool read_only) {
   TopicOptions t;
-  t.durability = o.durability == StoreDurability::kSync ? Durability::kGroupCommit
-                                                          : Durability::kNone;
+  t.durability =
+      o.durability == StoreDurability::kSync ? Durability::kGroupCommit : Durability::kNone;
   t.max_unconsumed = bound;
   t.on_bound = BoundPolicy::kBlock;
   t.read_only = read_only;
@@ -233,9 +233,8 @@ Result<std::unique_ptr<QueueStore>> DirStore::open(const std::string& dir,
     std::error_code ec;
     fs::create_directories(fs::path(dir) / sub, ec);
     if (ec) {
-      return Status(StatusCode::kIOError,
-                    "create store directory " + (fs::path(dir) / sub).string() + ": " +
-                        ec.message());
+      return Status(StatusCode::kIOError, "create store directory " +
+                                              (fs::path(dir) / sub).string() + ": " + ec.message());
     }
   }
   return std::unique_ptr<QueueStore>(new DirStore(dir, options));

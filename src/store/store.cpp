@@ -31,9 +31,9 @@ Result<std::unique_ptr<QueueStore>> QueueStore::open(std::string_view location,
   if (path.starts_with("file:")) {
     path.remove_prefix(5);
   } else if (path.find("://") != std::string_view::npos) {
-    return Status(StatusCode::kInvalidArgument,
-                  "store '" + std::string(location) +
-                      "': unknown scheme; use a directory path or file:PATH");
+    return Status(
+        StatusCode::kInvalidArgument,
+        "store '" + std::string(location) + "': unknown scheme; use a directory path or file:PATH");
   }
   if (path.empty()) {
     return Status(StatusCode::kInvalidArgument, "store location is empty");

@@ -1,12 +1,11 @@
 // The sluice command, run as a child process (fork + exec, pipes for
 // stdin/stdout/stderr): what a shell user sees, exit statuses included.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
@@ -259,10 +258,14 @@ TEST_F(CliTest, CloseEndsARunningGet) {
 }
 
 TEST_F(CliTest, HelpOfEverySubcommandExitsZero) {
-  for (std::vector<std::string> args :
-       {std::vector<std::string>{"--help"}, {"create", "--help"}, {"put", "--help"},
-        {"get", "--help"}, {"close", "--help"}, {"delete", "--help"}, {"ls", "--help"},
-        {"stat", "--help"}}) {
+  for (std::vector<std::string> args : {std::vector<std::string>{"--help"},
+                                        {"create", "--help"},
+                                        {"put", "--help"},
+                                        {"get", "--help"},
+                                        {"close", "--help"},
+                                        {"delete", "--help"},
+                                        {"ls", "--help"},
+                                        {"stat", "--help"}}) {
     Outcome r = run(args);
     EXPECT_EQ(r.rc, 0) << args[0] << ": " << r.err;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << args[0] << ": " << r.out;

@@ -44,8 +44,8 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? std::move(*r) : nullptr;
   }
-  static Status put(QueueWriter& w, const std::vector<std::string>& msgs, std::size_t* done = nullptr,
-                    const Context& ctx = {}) {
+  static Status put(QueueWriter& w, const std::vector<std::string>& msgs,
+                    std::size_t* done = nullptr, const Context& ctx = {}) {
     std::vector<std::string_view> views(msgs.begin(), msgs.end());
     return w.put(views, ctx, done);
   }
@@ -106,15 +106,16 @@ TEST_P(StoreTest, CreateOfAnExistingNameIsAlreadyExists) {
 }
 
 TEST_P(StoreTest, BadNamesAreInvalidArgument) {
-  for (const std::string& bad : std::vector<std::string>{"", ".", "..", "a/b", "../x", "sp ace", "tab\t", "é",
-                          std::string(201, 'x')}) {
+  for (const std::string& bad : std::vector<std::string>{"", ".", "..", "a/b", "../x", "sp ace",
+                                                         "tab\t", "é", std::string(201, 'x')}) {
     Status s = store_->create(bad, 10);
     EXPECT_EQ(s, StatusCode::kInvalidArgument) << "'" << bad << "': " << s;
     EXPECT_FALSE(s.message().empty());
     EXPECT_EQ(store_->stat(bad).code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_EQ(store_->writer(bad, {}).code(), StatusCode::kInvalidArgument) << bad;
   }
-  for (const std::string& good : std::vector<std::string>{"a", "A.b-c_9", "..x", std::string(200, 'y')}) {
+  for (const std::string& good :
+       std::vector<std::string>{"a", "A.b-c_9", "..x", std::string(200, 'y')}) {
     EXPECT_EQ(store_->create(good, 1), StatusCode::kOk) << good;
   }
   ASSERT_EQ(store_->create("q", 1), StatusCode::kOk);
@@ -184,9 +185,8 @@ TEST_P(StoreTest, ASecondReaderOfAChannelFailsFastOrWaitsItsTurn) {
   auto first = reader("q");
   auto fast = store_->reader("q", kDefaultChannel, with_timeout(0s));
   EXPECT_EQ(fast.code(), StatusCode::kInUse) << fast.status();
-  auto waiting = std::async(std::launch::async, [&] {
-    return store_->reader("q", kDefaultChannel, with_timeout(30s));
-  });
+  auto waiting = std::async(
+      std::launch::async, [&] { return store_->reader("q", kDefaultChannel, with_timeout(30s)); });
   first.reset();  // hands the role over
   auto second = waiting.get();
   EXPECT_TRUE(second.ok()) << second.status();
@@ -243,12 +243,13 @@ TEST_P(StoreTest, ASecondWriterFailsFastOrWaitsItsTurn) {
   EXPECT_NE(fast.status().message().find("'q'"), std::string_view::npos) << fast.status();
 
   std::stop_source stop;
-  auto cancelled = std::async(std::launch::async,
-                              [&] { return store_->writer("q", Context(stop.get_token())).code(); });
+  auto cancelled = std::async(
+      std::launch::async, [&] { return store_->writer("q", Context(stop.get_token())).code(); });
   stop.request_stop();
   EXPECT_EQ(cancelled.get(), StatusCode::kCancelled);
 
-  auto waiting = std::async(std::launch::async, [&] { return store_->writer("q", with_timeout(30s)); });
+  auto waiting =
+      std::async(std::launch::async, [&] { return store_->writer("q", with_timeout(30s)); });
   ASSERT_EQ(put(*first, {"from first"}), StatusCode::kOk);
   first.reset();
   auto second = waiting.get();
@@ -308,7 +309,8 @@ TEST_P(StoreTest, CloseFromElsewhereWakesAWaitingReaderAndWaitsForTheWriter) {
   });
   // The writer role is held: a close waits its turn (fails fast here).
   EXPECT_EQ(store_->close("q", with_timeout(0s)), StatusCode::kInUse);
-  auto closing = std::async(std::launch::async, [&] { return store_->close("q", with_timeout(30s)); });
+  auto closing =
+      std::async(std::launch::async, [&] { return store_->close("q", with_timeout(30s)); });
   w.reset();
   EXPECT_EQ(closing.get(), StatusCode::kOk);
   EXPECT_EQ(waiting.get(), StatusCode::kClosed);
@@ -330,15 +332,15 @@ TEST_P(StoreTest, DataSurvivesReopeningTheStore) {
 std::string dir_for(const std::string&) { return testutil::test_dir("store").string(); }
 std::string g_dir;
 
-INSTANTIATE_TEST_SUITE_P(
-    Backends, StoreTest,
-    ::testing::Values(Backend{"embedded",
-                              [](const std::string& why) -> Result<std::unique_ptr<QueueStore>> {
-                                // A fresh directory per test; "reopen" keeps it.
-                                if (why != "reopen") g_dir = dir_for(why);
-                                return QueueStore::open(g_dir);
-                              }}),
-    [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
+INSTANTIATE_TEST_SUITE_P(Backends, StoreTest,
+                         ::testing::Values(Backend{
+                             "embedded",
+                             [](const std::string& why) -> Result<std::unique_ptr<QueueStore>> {
+                               // A fresh directory per test; "reopen" keeps it.
+                               if (why != "reopen") g_dir = dir_for(why);
+                               return QueueStore::open(g_dir);
+                             }}),
+                         [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
 
 TEST(StoreOpenTest, LocationsAreCheckedAndRedisIsNotBuiltYet) {
   auto r = QueueStore::open("redis://localhost:6379");

@@ -3,7 +3,6 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-
 #include <memory>
 #include <stop_token>
 #include <string>
@@ -23,7 +22,9 @@ struct Globals {
 std::string store_location(const Globals& g);
 
 // "queue 'NAME'", for messages.
-inline std::string queue_label(std::string_view name) { return "queue '" + std::string(name) + "'"; }
+inline std::string queue_label(std::string_view name) {
+  return "queue '" + std::string(name) + "'";
+}
 
 // Opens the store; on failure prints the error and sets *rc.
 std::unique_ptr<QueueStore> open_store(const Globals& g, std::string_view cmd, int* rc);

@@ -14,7 +14,6 @@
 namespace sluice::cli {
 namespace {
 
-
 struct IoArgs {
   std::string name;
   bool nul = false;  // -0: NUL-separated
@@ -74,7 +73,8 @@ int run_put(Globals& g, const IoArgs& a) {
     char chunk[1 << 16];
     const ssize_t n = ::read(STDIN_FILENO, chunk, sizeof chunk);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return failed({StatusCode::kIOError, std::string("read stdin: ") + std::strerror(errno)});
+    if (n < 0)
+      return failed({StatusCode::kIOError, std::string("read stdin: ") + std::strerror(errno)});
     eof = n == 0;
     buf.append(chunk, static_cast<std::size_t>(n));
     batch.clear();
@@ -144,7 +144,8 @@ int run_get(Globals& g, const IoArgs& a) {
   const std::stop_token stop = stop_on_signals();
   Context ctx(stop);
   if (a.timeout >= 0) ctx = with_timeout(std::chrono::duration<double>(a.timeout), stop);
-  auto r = store->reader(a.name, a.channel, a.no_wait ? ctx.with_timeout(std::chrono::seconds(0)) : ctx);
+  auto r =
+      store->reader(a.name, a.channel, a.no_wait ? ctx.with_timeout(std::chrono::seconds(0)) : ctx);
   if (!r.ok()) return fail("get", queue_label(a.name), r.status());
   const char sep = a.nul ? '\0' : '\n';
   std::uint64_t got = 0;

@@ -6,7 +6,6 @@
 namespace sluice::cli {
 namespace {
 
-
 struct QueueArgs {
   std::string name;
   std::uint64_t bound = 1000;
@@ -21,8 +20,9 @@ void add_queue_commands(CLI::App& app, Globals& g) {
 
   auto* create = app.add_subcommand("create", "create an empty queue");
   create->add_option("NAME", a->name, "queue name: 1-200 of A-Z a-z 0-9 . _ -")->required();
-  create->add_option("--bound", a->bound,
-                     "most messages put and not yet acknowledged; put waits beyond it")
+  create
+      ->add_option("--bound", a->bound,
+                   "most messages put and not yet acknowledged; put waits beyond it")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   create->callback([&g, a] {
@@ -40,9 +40,10 @@ void add_queue_commands(CLI::App& app, Globals& g) {
   close->callback([&g, a] {
     auto store = open_store(g, "close", &g.rc);
     if (!store) return;
-    const Context ctx = a->no_wait ? with_timeout(std::chrono::seconds(0))
-                                   : Context(stop_on_signals());
-    if (Status s = store->close(a->name, ctx); !s.ok()) g.rc = fail("close", queue_label(a->name), s);
+    const Context ctx =
+        a->no_wait ? with_timeout(std::chrono::seconds(0)) : Context(stop_on_signals());
+    if (Status s = store->close(a->name, ctx); !s.ok())
+      g.rc = fail("close", queue_label(a->name), s);
   });
 
   auto* del = app.add_subcommand("delete", "delete a queue and its messages");

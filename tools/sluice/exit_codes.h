@@ -9,30 +9,39 @@ namespace sluice::cli {
 
 enum ExitCode : int {
   kExitOk = 0,
-  kExitOther = 1,        // anything not listed below
-  kExitUsage = 2,        // bad command line, bad queue name, bad store location
-  kExitNoQueue = 3,      // the queue does not exist
-  kExitExists = 4,       // create: the queue already exists
-  kExitClosed = 5,       // put: the queue is closed
-  kExitInUse = 6,        // the role (writer, or the channel's reader) is held elsewhere
-  kExitIO = 7,           // I/O error: disk full, permissions, stdout closed
-  kExitTooLarge = 8,     // put: a message over the size limit
-  kExitTimeout = 9,      // get --timeout: time ran out before --count or the end
-  kExitInterrupted = 130 // SIGINT/SIGTERM: stopped cleanly, nothing unwritten acknowledged
+  kExitOther = 1,         // anything not listed below
+  kExitUsage = 2,         // bad command line, bad queue name, bad store location
+  kExitNoQueue = 3,       // the queue does not exist
+  kExitExists = 4,        // create: the queue already exists
+  kExitClosed = 5,        // put: the queue is closed
+  kExitInUse = 6,         // the role (writer, or the channel's reader) is held elsewhere
+  kExitIO = 7,            // I/O error: disk full, permissions, stdout closed
+  kExitTooLarge = 8,      // put: a message over the size limit
+  kExitTimeout = 9,       // get --timeout: time ran out before --count or the end
+  kExitInterrupted = 130  // SIGINT/SIGTERM: stopped cleanly, nothing unwritten acknowledged
 };
 
 // The exit status for a failed Status (not for kOk).
 inline int exit_code_for(const Status& s) {
   switch (s.code()) {
-    case StatusCode::kNotFound: return kExitNoQueue;
-    case StatusCode::kAlreadyExists: return kExitExists;
-    case StatusCode::kClosed: return kExitClosed;
-    case StatusCode::kInUse: return kExitInUse;
-    case StatusCode::kIOError: return kExitIO;
-    case StatusCode::kInvalidArgument: return kExitUsage;
-    case StatusCode::kDeadlineExceeded: return kExitTimeout;
-    case StatusCode::kCancelled: return kExitInterrupted;
-    default: return kExitOther;
+    case StatusCode::kNotFound:
+      return kExitNoQueue;
+    case StatusCode::kAlreadyExists:
+      return kExitExists;
+    case StatusCode::kClosed:
+      return kExitClosed;
+    case StatusCode::kInUse:
+      return kExitInUse;
+    case StatusCode::kIOError:
+      return kExitIO;
+    case StatusCode::kInvalidArgument:
+      return kExitUsage;
+    case StatusCode::kDeadlineExceeded:
+      return kExitTimeout;
+    case StatusCode::kCancelled:
+      return kExitInterrupted;
+    default:
+      return kExitOther;
   }
 }
 

@@ -1,10 +1,10 @@
 // sluice: named, bounded, durable queues from the shell (docs/cli.md).
+#include <pthread.h>
+
+#include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
-
-#include <csignal>
-#include <pthread.h>
 
 #include "cli.h"
 
@@ -33,13 +33,26 @@ std::unique_ptr<QueueStore> open_store(const Globals& g, std::string_view cmd, i
 int fail(std::string_view cmd, std::string_view what, const Status& s) {
   std::string hint;
   switch (s.code()) {
-    case StatusCode::kNotFound: hint = "list queues with `sluice ls`, create one with `sluice create NAME`"; break;
-    case StatusCode::kAlreadyExists: hint = "pick another name, or `sluice delete NAME` first"; break;
-    case StatusCode::kInUse: hint = "another process has it; wait for it, or drop --no-wait to wait your turn"; break;
-    case StatusCode::kIOError: hint = "check free space and permissions of the store (--store, SLUICE_STORE)"; break;
-    case StatusCode::kClosed: hint = "the queue takes no more messages; create a new one"; break;
-    case StatusCode::kInvalidArgument: hint = "see `sluice " + std::string(cmd) + " --help`"; break;
-    default: break;
+    case StatusCode::kNotFound:
+      hint = "list queues with `sluice ls`, create one with `sluice create NAME`";
+      break;
+    case StatusCode::kAlreadyExists:
+      hint = "pick another name, or `sluice delete NAME` first";
+      break;
+    case StatusCode::kInUse:
+      hint = "another process has it; wait for it, or drop --no-wait to wait your turn";
+      break;
+    case StatusCode::kIOError:
+      hint = "check free space and permissions of the store (--store, SLUICE_STORE)";
+      break;
+    case StatusCode::kClosed:
+      hint = "the queue takes no more messages; create a new one";
+      break;
+    case StatusCode::kInvalidArgument:
+      hint = "see `sluice " + std::string(cmd) + " --help`";
+      break;
+    default:
+      break;
   }
   const std::string msg =
       s.message().empty() ? std::string(status_code_name(s.code())) : std::string(s.message());
@@ -77,7 +90,8 @@ int main(int argc, char** argv) {
                  "store directory (or file:PATH); default $SLUICE_STORE, else "
                  "${XDG_DATA_HOME:-~/.local/share}/sluice");
   app.footer(
-      "Exit status: 0 ok, 1 other error, 2 usage, 3 unknown queue, 4 queue exists, 5 queue closed,\n"
+      "Exit status: 0 ok, 1 other error, 2 usage, 3 unknown queue, 4 queue exists, 5 queue "
+      "closed,\n"
       "6 role held elsewhere, 7 I/O error, 8 message too large, 9 timed out, 130 interrupted.");
   add_queue_commands(app, g);
   add_io_commands(app, g);
