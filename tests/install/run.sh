@@ -7,8 +7,10 @@
 #      CONFIG REQUIRED) with sluice::log, sluice::store, sluice::redis and
 #      sluice::sluice;
 #   2. FetchContent of sluice's sources (add_subdirectory), sluice::core;
-#   3. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice).
-# Usage: run.sh <build dir> <work dir> <c++ compiler> <components, e.g. "core;log;redis"> [skip reason]
+#   3. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice);
+#   4. with the "tools" component: bin/sluice runs from the prefix, and the
+#      man page share/man/man1/sluice.1 is there and renders.
+# Usage: run.sh <build dir> <work dir> <c++ compiler> <components, e.g. "core;log;redis;tools"> [skip reason]
 set -euo pipefail
 build=$1 work=$2 cxx=$3 comps=$4
 if [ -n "${5:-}" ]; then
@@ -27,6 +29,21 @@ prefix=$work/prefix
 
 step "cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
+
+if has tools; then
+  step "bin/sluice and share/man/man1/sluice.1"
+  [ -x "$prefix/bin/sluice" ] || fail "bin/sluice not installed"
+  "$prefix/bin/sluice" --help >/dev/null || fail "installed sluice --help failed"
+  "$prefix/bin/sluice" --store "$work/tools-store" create q >/dev/null || fail "installed sluice create"
+  [ "$("$prefix/bin/sluice" --store "$work/tools-store" ls)" = q ] || fail "installed sluice ls"
+  man1=$prefix/share/man/man1/sluice.1
+  [ -s "$man1" ] || fail "share/man/man1/sluice.1 not installed"
+  grep -q '^\.TH SLUICE 1' "$man1" || fail "sluice.1 is not a man page"
+  if command -v groff >/dev/null; then
+    groff -man -Tutf8 "$man1" 2>"$work/man.err" | grep -q 'log inspect' || fail "sluice.1 does not render"
+    [ ! -s "$work/man.err" ] || { cat "$work/man.err"; fail "groff warns about sluice.1"; }
+  fi
+fi
 
 step "CMake package, COMPONENTS core"
 cmake -S "$here/consumer" -B "$work/core" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
