@@ -40,7 +40,8 @@ if has tools; then
   [ -s "$man1" ] || fail "share/man/man1/sluice.1 not installed"
   grep -q '^\.TH SLUICE 1' "$man1" || fail "sluice.1 is not a man page"
   if command -v groff >/dev/null; then
-    groff -man -Tutf8 "$man1" 2>"$work/man.err" | grep -q 'log inspect' || fail "sluice.1 does not render"
+    groff -man -Tutf8 -P-cbou "$man1" >"$work/man.txt" 2>"$work/man.err" || fail "groff failed on sluice.1"
+    grep -q 'log inspect' "$work/man.txt" || fail "sluice.1 does not render"
     [ ! -s "$work/man.err" ] || { cat "$work/man.err"; fail "groff warns about sluice.1"; }
   fi
 fi
