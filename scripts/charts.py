@@ -82,6 +82,10 @@ def series(bench, heading, header, rows):
             return None
         return (heading, "msg/s", [r[0] for r in keep], {header[1]: [number(r[1]) for r in keep]})
 
+    rows = [r for r in rows if any(number(c) is not None for c in r[1:])]  # not "skipped: ..."
+    if not rows:
+        return None
+
     def numeric(j):
         return all(number(r[j]) is not None for r in rows)
 
@@ -135,7 +139,7 @@ def draw(path, name, src, title, charts, fmt="svg"):
     plt.rcParams["font.size"] = 9
     ncols = 2 if len(charts) > 4 else 1  # many tables (queue): two columns
     nrows = (len(charts) + ncols - 1) // ncols
-    h = [max(1.2, 0.22 * len(c[2]) * max(1, len(c[3])) + 0.8) for c in charts]
+    h = [max(1.8, 0.22 * len(c[2]) * max(1, len(c[3])) + 0.8) for c in charts]
     heights = [max(h[r * ncols:(r + 1) * ncols]) for r in range(nrows)]
     top = 0.7  # inches for the title
     fig, axes = plt.subplots(nrows, ncols, figsize=(9 * ncols, sum(heights) + top),
