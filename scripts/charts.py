@@ -137,6 +137,7 @@ def draw(path, name, src, title, charts, fmt="svg"):
     import matplotlib.pyplot as plt
     plt.rcParams["svg.hashsalt"] = "sluice"  # stable ids: regenerating changes nothing
     plt.rcParams["font.size"] = 9
+    plt.rcParams["svg.fonttype"] = "none"  # text stays text: files 5-10x smaller
     ncols = 2 if len(charts) > 4 else 1  # many tables (queue): two columns
     nrows = (len(charts) + ncols - 1) // ncols
     h = [max(1.8, 0.22 * len(c[2]) * max(1, len(c[3])) + 0.8) for c in charts]
