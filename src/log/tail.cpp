@@ -18,23 +18,40 @@ void Topic::Impl::refresh() {
   const bool writer_closed = notify.closed();
   const std::uint64_t limit = notify.visible();
   char header[kSegmentHeaderSize];
-  std::string rec;
+  std::string buf;  // file bytes from buf_at on: one pread serves many records
   for (;;) {
     auto seg = segs.back();
     std::uint64_t end = seg->end.load(std::memory_order_relaxed);
     bool advanced = false;
+    std::uint64_t buf_at = end;
+    std::size_t have = 0;
+    std::size_t per_record = kRecordHeaderSize + 128;  // a guess, then what we saw
     while (next_seq < limit) {  // records the writer completed since we looked
-      char h[kRecordHeaderSize];
-      auto got = seg->file->pread(h, sizeof h, end);
-      if (!got.ok() || *got < sizeof h) break;
-      const std::size_t len = log::get32(h);
-      if (len > opt.max_message_bytes) break;
-      rec.resize(kRecordHeaderSize + len);
-      got = seg->file->pread(rec.data(), rec.size(), end);
-      if (!got.ok() || *got < rec.size()) break;
-      auto v = log::decode_record(rec.data(), rec.size(), opt.max_message_bytes, next_seq);
+      log::RecordView v;
+      for (int tries = 0;; ++tries) {
+        const std::size_t pos = static_cast<std::size_t>(end - buf_at);
+        v = log::decode_record(buf.data() + pos, have - pos, opt.max_message_bytes, next_seq);
+        if (v.kind != log::RecordView::kIncomplete || tries == 2) break;
+        // Read what the writer says it completed (limit - next_seq records),
+        // at least this record's declared size, capped: a reader catching up
+        // on many records pays one system call per megabyte, not two per
+        // record; one that keeps up reads a few kilobytes.
+        std::size_t want = static_cast<std::size_t>(
+            std::min<std::uint64_t>(limit - next_seq, 1u << 20) * per_record);
+        want = std::clamp<std::size_t>(want, 4096, std::size_t{1} << 20);
+        if (have - pos >= kRecordHeaderSize) {  // never less than this record
+          const std::size_t len = log::get32(buf.data() + pos);
+          if (len > opt.max_message_bytes) break;  // damaged: decode says so below
+          want = std::max(want, kRecordHeaderSize + len);
+        }
+        buf.resize(want);
+        auto got = seg->file->pread(buf.data(), want, end);
+        buf_at = end;
+        have = got.ok() ? *got : 0;
+      }
       if (v.kind != log::RecordView::kValid) break;  // not complete yet
       end += v.size;
+      per_record = std::max<std::size_t>(v.size, kRecordHeaderSize + 16);
       ++next_seq;
       advanced = true;
     }
