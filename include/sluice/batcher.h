@@ -570,7 +570,7 @@ class BatcherCore {
                 : call_sink(copy_items(b.items), b.info, ctx, threw);
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - ta;
       const bool retry = !st.ok() && !last && !ctx.stop_requested() && !ctx.expired();
-      {
+      if (threw || retry) {  // the common success takes no extra lock
         std::lock_guard lock(stats_mu_);
         if (!abandoned_) {
           if (threw) ++stats_.sink_exceptions;
