@@ -1,7 +1,10 @@
 // A batcher in front of a slow "database": many request threads add rows;
 // the sink writes them 100 at a time (or every 20 ms), a flush() acts as a
 // fence at the end of a request, and shutdown() drains with a deadline.
-// Prints the Prometheus metrics the application would serve.
+// The database fails now and then: each batch gets up to 3 attempts, a
+// logger hears of the failures, and the sink sees why each batch was
+// flushed and how long its oldest row waited. Prints the Prometheus metrics
+// the application would serve.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -28,11 +31,27 @@ int main() {
   opts.max_batch_size = 100;
   opts.max_batch_delay = 20ms;
   opts.queue_depth = 1000;  // bounded: request threads wait rather than grow memory
-  opts.sink = [written](std::vector<Row>&& rows, const sluice::Context& ctx) -> sluice::Status {
+  auto longest_wait_us = std::make_shared<std::atomic<long long>>(0);
+  opts.max_attempts = 3;  // a transient failure is retried with the same batch
+  opts.sink_with_info = [written, longest_wait_us](std::vector<Row>&& rows,
+                                                   const sluice::FlushInfo& info,
+                                                   const sluice::Context& ctx) -> sluice::Status {
     if (ctx.stop_requested()) return sluice::StatusCode::kCancelled;
     std::this_thread::sleep_for(1ms);  // the round trip to the database
+    if (info.seq % 10 == 0 && info.attempt == 1) {
+      return {sluice::StatusCode::kUnavailable, "database busy"};  // every 10th batch, once
+    }
     *written += static_cast<long long>(rows.size());
+    const long long us =
+        std::chrono::duration_cast<std::chrono::microseconds>(info.oldest_wait).count();
+    long long seen = longest_wait_us->load();
+    while (us > seen && !longest_wait_us->compare_exchange_weak(seen, us)) {
+    }
     return sluice::Status::Ok();
+  };
+  auto transient = std::make_shared<std::atomic<int>>(0);
+  opts.logger = [transient](const sluice::BatcherEvent& e) {
+    if (e.kind == sluice::BatcherEvent::Kind::kSinkError) ++*transient;
   };
   auto created = sluice::Batcher<Row>::create(std::move(opts));
   if (!created.ok()) {
@@ -58,8 +77,10 @@ int main() {
 
   sluice::Status s = batcher->shutdown(sluice::with_timeout(2s));
   const sluice::BatcherStats st = batcher->stats();
-  std::printf("shutdown: %s; written %lld of %llu accepted\n\n", s.to_string().c_str(),
+  std::printf("shutdown: %s; written %lld of %llu accepted\n", s.to_string().c_str(),
               written->load(), static_cast<unsigned long long>(st.enqueued));
+  std::printf("failed attempts retried: %d; longest wait of a row before its flush: %lld us\n\n",
+              transient->load(), longest_wait_us->load());
   std::printf("%s", batcher->prometheus().c_str());
   return s.ok() && *written == 10000 ? 0 : 1;
 }

@@ -32,7 +32,8 @@ std::string to_prometheus(const BatcherStats& s, std::string_view name) {
           s.dropped_on_shutdown);
   counter("batcher_try_add_refused_total", "TryAdd calls refused (input full or closed).",
           s.try_add_refused);
-  counter("batcher_sink_exceptions_total", "Flushes whose sink threw.", s.sink_exceptions);
+  counter("batcher_sink_exceptions_total", "Sink calls that threw.", s.sink_exceptions);
+  counter("batcher_sink_retries_total", "Sink calls that retried a failed batch.", s.retries);
   w.header("batcher_flush_total", "counter", "Flushes by reason.");
   for (std::size_t r = 0; r < kFlushReasonCount; ++r) {
     w.sample("batcher_flush_total",

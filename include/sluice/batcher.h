@@ -26,11 +26,17 @@
 //   and their threads, detached, own the batcher's state (the sink and any
 //   items left) until the sink returns. Such a sink must own what it uses.
 //   A supplied Clock must outlive the Batcher object.
-// Errors: Status codes. A sink that throws is a failed flush (F1), caught and
-//   counted; nothing escapes into any thread. Bad options: create() returns
-//   kInvalidArgument (C1-C5, E3).
+// Errors: Status codes. A sink that throws is a failed attempt (F1), caught
+//   and counted; nothing escapes into any thread. A failed attempt is retried
+//   up to max_attempts (default 1: no retry), then the flush has failed.
+//   Bad options: create() returns kInvalidArgument (C1-C5, E3).
+// Observability: a sink may take a FlushInfo (why, sequence, attempt, oldest
+//   wait); an optional logger hears of sink errors, slow flushes and items
+//   dropped on shutdown. Neither is on the add path: the logger runs on the
+//   thread that ran the sink (or that called shutdown), outside every lock.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <condition_variable>
@@ -48,6 +54,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -69,6 +76,40 @@ std::string_view flush_reason_name(FlushReason reason) noexcept;
 template <class T>
 using BatchSink = std::function<Status(std::vector<T>&& batch, const Context& ctx)>;
 
+// What a sink may know of the batch it writes (batcher.md v1.2, "per-flush
+// metadata").
+struct FlushInfo {
+  FlushReason reason = FlushReason::kSize;
+  std::uint64_t seq = 0;          // 1, 2, ... in dispatch order: retries keep theirs
+  std::uint32_t attempt = 1;      // 1 on the first call, up to max_attempts
+  std::size_t items = 0;          // in this batch
+  std::size_t bytes = 0;          // by item_bytes; 0 without max_batch_bytes
+  Clock::duration oldest_wait{};  // from the add of its first item to the flush (batcher's clock)
+};
+
+// A sink that wants the metadata. Each attempt gets a fresh copy of the batch
+// (retries need the items back), so a retrying batcher copies: T must be
+// copyable when max_attempts > 1.
+template <class T>
+using BatchSinkWithInfo =
+    std::function<Status(std::vector<T>&& batch, const FlushInfo& info, const Context& ctx)>;
+
+// What a logger hears. Never called on the add path.
+struct BatcherEvent {
+  enum class Kind : std::uint8_t {
+    kSinkError,  // an attempt failed (status); retried if attempt < max_attempts
+    kSlowFlush,  // an attempt took longer than slow_flush (status: its result)
+    kDropped,    // items were dropped on shutdown (items: how many)
+  };
+  Kind kind = Kind::kSinkError;
+  std::string_view name;                 // BatcherOptions::name
+  FlushInfo flush;                       // kSinkError, kSlowFlush
+  Status status;                         // kSinkError, kSlowFlush
+  std::chrono::duration<double> took{};  // kSinkError, kSlowFlush: the attempt's duration
+  std::uint64_t items = 0;               // kDropped
+};
+using BatcherLogger = std::function<void(const BatcherEvent&)>;
+
 template <class T>
 struct BatcherOptions {
   std::string name = "batcher";                                     // metrics label
@@ -81,8 +122,15 @@ struct BatcherOptions {
   std::size_t queue_depth = 1024;                           // bounded input; 0 -> 1024 (C3)
   Clock::duration flush_timeout = std::chrono::seconds(5);  // <= 0 -> 5 s (C4)
   std::size_t flushers = 1;                                 // sink calls in flight (O3 when > 1)
-  BatchSink<T> sink;                                        // required (C5)
-  Clock* clock = nullptr;                                   // nullptr: Clock::steady()
+  BatchSink<T> sink;  // this or sink_with_info is required (C5), not both
+  BatchSinkWithInfo<T> sink_with_info;
+  // Sink calls per batch: a failed attempt (error or throw) is retried at
+  // once with a copy of the batch while attempts remain and the flush's
+  // Context has not ended. Needs a copyable T when > 1.
+  std::uint32_t max_attempts = 1;
+  BatcherLogger logger;                                  // optional; must not block for long
+  Clock::duration slow_flush = Clock::duration::zero();  // log attempts slower; 0: never
+  Clock* clock = nullptr;                                // nullptr: Clock::steady()
 };
 
 // Counters of a Batcher. Conservation (M2) holds in every snapshot:
@@ -101,7 +149,8 @@ struct BatcherStats {
   std::array<std::uint64_t, kFlushReasonCount> flushes_by_reason{};
   std::uint64_t flushes_ok = 0;
   std::uint64_t flushes_failed = 0;
-  std::uint64_t sink_exceptions = 0;  // failed flushes whose sink threw
+  std::uint64_t sink_exceptions = 0;  // failed attempts whose sink threw
+  std::uint64_t retries = 0;          // sink calls after a batch's first (max_attempts > 1)
   Histogram batch_size{{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384}};
   Histogram flush_seconds_ok{{1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}};
   Histogram flush_seconds_fail{{1e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05, 0.1, 0.5, 1, 5, 10}};
@@ -242,12 +291,15 @@ class BatcherCore {
       std::lock_guard lock(clock_mu_);
       clock_ = nullptr;
     }
+    std::uint64_t dropped = 0;
     {
       std::lock_guard lock(stats_mu_);
       abandoned_ = true;  // later sink returns change no counter
-      stats_.dropped_on_shutdown += stats_.flushing;
+      dropped = stats_.flushing;
+      stats_.dropped_on_shutdown += dropped;
       stats_.flushing = 0;
     }
+    log_dropped(dropped);
     std::lock_guard lock(acks_mu_);
     while (acks_ != nullptr) {
       Ack& a = *acks_;
@@ -334,6 +386,7 @@ class BatcherCore {
     std::vector<AckPtr> acks;
     std::size_t bytes = 0;
     std::optional<Clock::time_point> first;  // when its first item was added
+    FlushInfo info;                          // set when flushed
   };
   struct FlushRequest {
     std::mutex mu;
@@ -364,18 +417,21 @@ class BatcherCore {
 
   // Shutdown deadline passed: everything not yet handed to the sink is dropped.
   void abort() {
+    std::uint64_t dropped = 0;
     {
       std::lock_guard lock(stats_mu_);
       if (!aborted_) {
         aborted_ = true;
         const std::uint64_t pushed = input_.stats().pushed;  // final: input is closed
-        stats_.dropped_on_shutdown += (pushed - taken_) + stats_.buffered;
+        dropped = (pushed - taken_) + stats_.buffered;
+        stats_.dropped_on_shutdown += dropped;
         taken_ = pushed;
         stats_.buffered = 0;
       }
     }
     abort_.request_stop();
     wake();
+    log_dropped(dropped);
   }
 
   // Moves pulled entries into the batch, flushing on size and bytes.
@@ -472,6 +528,11 @@ class BatcherCore {
       std::lock_guard lock(fence_mu_);
       ++outstanding_;
     }
+    cur.info.reason = reason;
+    cur.info.seq = ++flush_seq_;
+    cur.info.items = n;
+    cur.info.bytes = cur.bytes;
+    if (cur.first) cur.info.oldest_wait = (std::max)(Clock::duration::zero(), now() - *cur.first);
     Batch out = std::exchange(cur, fresh_batch());
     if (jobs_) {
       // Waits for a free flusher (backpressure), but not past the shutdown
@@ -500,15 +561,29 @@ class BatcherCore {
     const Context ctx(abort_.get_token(), std::chrono::steady_clock::now() + opt_.flush_timeout);
     const auto t0 = std::chrono::steady_clock::now();
     Status st;
-    bool threw = false;
-    try {
-      st = opt_.sink(std::move(b.items), ctx);
-    } catch (const std::exception& e) {
-      threw = true;
-      st = Status(StatusCode::kInternal, std::string("sink threw: ") + e.what());
-    } catch (...) {
-      threw = true;
-      st = Status(StatusCode::kInternal, "sink threw a non-std exception");
+    for (std::uint32_t attempt = 1;; ++attempt) {
+      b.info.attempt = attempt;
+      const bool last = attempt >= opt_.max_attempts;
+      const auto ta = std::chrono::steady_clock::now();
+      bool threw = false;
+      st = last ? call_sink(std::move(b.items), b.info, ctx, threw)
+                : call_sink(copy_items(b.items), b.info, ctx, threw);
+      const std::chrono::duration<double> took = std::chrono::steady_clock::now() - ta;
+      const bool retry = !st.ok() && !last && !ctx.stop_requested() && !ctx.expired();
+      if (threw || retry) {  // the common success takes no extra lock
+        std::lock_guard lock(stats_mu_);
+        if (!abandoned_) {
+          if (threw) ++stats_.sink_exceptions;
+          if (retry) ++stats_.retries;
+        }
+      }
+      if (opt_.logger) {
+        if (!st.ok()) log_flush(BatcherEvent::Kind::kSinkError, b.info, st, took);
+        if (opt_.slow_flush > Clock::duration::zero() && took > opt_.slow_flush) {
+          log_flush(BatcherEvent::Kind::kSlowFlush, b.info, st, took);
+        }
+      }
+      if (!retry) break;
     }
     const double secs =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -525,24 +600,76 @@ class BatcherCore {
           stats_.flushed_fail += n;
           ++stats_.flushes_failed;
           stats_.flush_seconds_fail.observe(secs);
-          if (threw) ++stats_.sink_exceptions;
         }
       }
     }
     finish_dispatch(st);
   }
 
+  // One sink call; a throw is a failed attempt (F1).
+  Status call_sink(std::vector<T>&& items, const FlushInfo& info, const Context& ctx, bool& threw) {
+    try {
+      if (opt_.sink_with_info) return opt_.sink_with_info(std::move(items), info, ctx);
+      return opt_.sink(std::move(items), ctx);
+    } catch (const std::exception& e) {
+      threw = true;
+      return {StatusCode::kInternal, std::string("sink threw: ") + e.what()};
+    } catch (...) {
+      threw = true;
+      return {StatusCode::kInternal, "sink threw a non-std exception"};
+    }
+  }
+
+  // A copy for an attempt that may be retried; create() refuses
+  // max_attempts > 1 for a T that cannot be copied.
+  static std::vector<T> copy_items(const std::vector<T>& items) {
+    if constexpr (std::is_copy_constructible_v<T>) {
+      return items;
+    } else {
+      return {};  // unreachable: create() refused these options
+    }
+  }
+
+  void log_flush(BatcherEvent::Kind kind, const FlushInfo& info, const Status& st,
+                 std::chrono::duration<double> took) {
+    BatcherEvent e;
+    e.kind = kind;
+    e.name = opt_.name;
+    e.flush = info;
+    e.status = st;
+    e.took = took;
+    call_logger(e);
+  }
+  void log_dropped(std::uint64_t items) {
+    if (!opt_.logger || items == 0) return;
+    BatcherEvent e;
+    e.kind = BatcherEvent::Kind::kDropped;
+    e.name = opt_.name;
+    e.items = items;
+    call_logger(e);
+  }
+  // A logger that throws must not take a batcher thread down with it.
+  void call_logger(const BatcherEvent& e) noexcept {
+    try {
+      opt_.logger(e);
+    } catch (...) {
+    }
+  }
+
   // A batch counted as flushing that never reached the sink: the shutdown
   // deadline passed first.
   void drop_dispatched(Batch& b) {
     resolve(b.acks, dropped_status());
+    bool counted = false;
     {
       std::lock_guard lock(stats_mu_);
       if (!abandoned_) {
+        counted = true;
         stats_.flushing -= b.items.size();
         stats_.dropped_on_shutdown += b.items.size();
       }
     }
+    if (counted) log_dropped(b.items.size());
     b.items.clear();
     finish_dispatch(dropped_status());
   }
@@ -658,6 +785,7 @@ class BatcherCore {
   bool finished_ = false;
 
   std::unique_ptr<Queue<Batch>> jobs_;  // flushers > 1
+  std::uint64_t flush_seq_ = 0;         // run loop only
 };
 
 }  // namespace detail
@@ -676,7 +804,14 @@ class Batcher {
     if (options.max_batch_delay <= Clock::duration::zero()) {
       return invalid("max_batch_delay must be > 0");
     }
-    if (!options.sink) return invalid("a sink is required");
+    if (!options.sink && !options.sink_with_info) return invalid("a sink is required");
+    if (options.sink && options.sink_with_info) {
+      return invalid("set sink or sink_with_info, not both");
+    }
+    if (options.max_attempts == 0) return invalid("max_attempts must be >= 1");
+    if (options.max_attempts > 1 && !std::is_copy_constructible_v<T>) {
+      return invalid("max_attempts > 1 needs a copyable item type (each attempt gets a copy)");
+    }
     if (options.max_batch_bytes > 0 && !options.item_bytes) {
       return invalid("max_batch_bytes needs an item_bytes function");
     }

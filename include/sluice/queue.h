@@ -62,6 +62,8 @@ struct BulkResult {
 
 template <class T>
 class Producer;
+template <class T>
+class Selector;
 
 // RingT is internal: detail::Ring (any number of producers and consumers) or
 // detail::SpscRing, which SpscQueue<T> (spsc_queue.h) selects.
@@ -581,6 +583,7 @@ class Queue {
   }
 
   friend class Producer<T>;
+  friend class Selector<T>;  // parks on not_empty_ / not_full_ of several queues at once
   void add_producer() { producers_.fetch_add(1, std::memory_order_relaxed); }
   void release_producer() {
     if (producers_.fetch_sub(1, std::memory_order_acq_rel) == 1) close();

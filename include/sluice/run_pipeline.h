@@ -29,8 +29,14 @@
 // Cancellation: ctx's stop token or deadline stops taking items (fn gets
 //   ctx and should honour it); run_pipeline then returns kCancelled or
 //   kDeadlineExceeded, and results in flight are not sunk.
+// Admission: with options.admission, each item holds a place under that
+//   bound from before the source makes it until its result is sunk (or
+//   dropped by a stop), so pipelines and stages sharing one Admission are
+//   capped together. A thread waits for a place only while it holds no
+//   item, so a bound below the width cannot deadlock; the wait counts in the
+//   Admission's stats (waited_s).
 // Ownership: the callables are borrowed for the call; items and results are
-//   moved through.
+//   moved through. The Admission, if any, must outlive the call.
 #pragma once
 
 #include <algorithm>
@@ -49,6 +55,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/admission.h"
 #include "sluice/context.h"
 #include "sluice/detail/cpu.h"
 #include "sluice/stage.h"
@@ -60,6 +67,7 @@ struct PipelineOptions {
   std::size_t width = 1;                  // threads, >= 1 (the caller is one)
   Ordering ordering = Ordering::kStrict;  // kStrict or kUnordered
   std::size_t tokens = 0;                 // kStrict: items in flight; 0: 16 x width
+  Admission* admission = nullptr;         // optional cap on items in flight, shareable
 };
 
 struct PipelineStats {
@@ -82,18 +90,21 @@ class PipelineRun {
         // Half the tokens a thread's share allows, so that others find room.
         max_batch_(strict_ ? std::clamp<std::size_t>(tokens_ / (2 * o.width), 1, 16) : 16),
         slots_(strict_ ? tokens_ : 0),
+        admission_(o.admission),
         ctx_(ctx) {}
 
   template <class Source, class Fn, class Sink>
   void work(Source& source, Fn& fn, Sink& sink) {
     using T = typename std::invoke_result_t<Source&>::value_type;
     std::vector<T> items;
+    std::vector<Permit> permits;     // with an admission: one per item
     std::vector<Result<U>> results;  // kUnordered: sunk under one lock per batch
     std::size_t want = 1;
     for (;;) {
       std::uint64_t first = 0;
       items.clear();
-      if (!take(source, items, want, first)) return;
+      permits.clear();
+      if (!take(source, items, permits, want, first)) return;
       const auto t0 = std::chrono::steady_clock::now();
       for (std::size_t i = 0; i < items.size(); ++i) {
         Result<U> r = apply(fn, std::move(items[i]));
@@ -103,6 +114,7 @@ class PipelineRun {
         }
         const std::uint64_t seq = first + i;
         Slot& s = slots_[seq % tokens_];
+        if (admission_ != nullptr) s.permit = std::move(permits[i]);
         s.value.emplace(std::move(r));
         s.ready.store(true, std::memory_order_seq_cst);
         // Not next in order: whoever sinks seq - 1 then looks at this slot
@@ -113,6 +125,7 @@ class PipelineRun {
         std::lock_guard lk(sink_mu_);
         for (auto& r : results) give(sink, std::move(r));
         results.clear();
+        permits.clear();  // their results are sunk: give the places back
       }
       // Cheap fn: take several items per visit to the source (fewer shared
       // cache lines per item); costly fn: one at a time, for balance.
@@ -139,12 +152,22 @@ class PipelineRun {
   struct alignas(detail::kCacheLine) Slot {
     std::atomic<bool> ready{false};
     std::optional<Result<U>> value;
+    Permit permit;  // with an admission: released once the value is sunk
   };
 
-  // Appends 1..want items to out (first gets the first one's seq), or
-  // returns false once the run is over.
+  // Appends 1..want items to out (first gets the first one's seq), each
+  // with a permit in `permits` under an admission, or returns false once the
+  // run is over.
   template <class Source, class T>
-  bool take(Source& source, std::vector<T>& out, std::size_t want, std::uint64_t& first) {
+  bool take(Source& source, std::vector<T>& out, std::vector<Permit>& permits, std::size_t want,
+            std::uint64_t& first) {
+    if (admission_ != nullptr) {
+      // The only wait for a place: this thread holds no item now, and it
+      // waits outside the source's lock.
+      auto p = admission_->acquire(ctx_);
+      if (!p.ok()) return false;
+      permits.push_back(std::move(*p));
+    }
     std::unique_lock lk(in_mu_);
     std::uint64_t room = want;
     for (;;) {
@@ -164,6 +187,11 @@ class PipelineRun {
     const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(want, room));
     try {
       while (out.size() < n) {
+        if (admission_ != nullptr && permits.size() == out.size()) {
+          auto p = admission_->try_acquire();  // more of a batch only if places are free
+          if (!p.ok()) break;
+          permits.push_back(std::move(*p));
+        }
         auto item = source();
         if (!item) {
           exhausted_ = true;
@@ -179,6 +207,7 @@ class PipelineRun {
       fail_locked(Status(StatusCode::kInternal, "pipeline source threw"));
       return false;
     }
+    if (permits.size() > out.size()) permits.resize(out.size());  // the source ended
     first = next_in_;
     next_in_ += out.size();
     stats_.items += out.size();
@@ -210,8 +239,10 @@ class PipelineRun {
         if (!s.ready.load(std::memory_order_seq_cst)) break;
         Result<U> r = std::move(*s.value);
         s.value.reset();
+        Permit p = std::move(s.permit);
         s.ready.store(false, std::memory_order_relaxed);
         give(sink, std::move(r));
+        p.release();
         sunk_.store(++next, std::memory_order_seq_cst);
         if (room_waiters_.load(std::memory_order_seq_cst) > 0) {
           std::lock_guard lk(in_mu_);  // the waiter is between its check and its sleep, or asleep
@@ -258,6 +289,7 @@ class PipelineRun {
   const std::size_t tokens_;
   const std::size_t max_batch_;
   std::vector<Slot> slots_;
+  Admission* const admission_;
   const Context& ctx_;
 
   std::mutex in_mu_;  // source, next_in_, stats_, error_

@@ -40,8 +40,8 @@ void futex_wait(std::atomic<std::uint32_t>* word, std::uint32_t expected,
 struct WakeOnStop {
   Waiter* w;
   void operator()() const noexcept {
-    w->word.store(2, std::memory_order_release);
-    futex_wake(&w->word);
+    w->futex_word().store(2, std::memory_order_release);
+    futex_wake(&w->futex_word());
   }
 };
 
@@ -120,14 +120,15 @@ void WaitList::notify_slow(std::size_t n) {
     (head_ != nullptr ? head_->prev : tail_) = nullptr;
     w->linked = false;
     count_.fetch_sub(1, std::memory_order_relaxed);
-    w->word.store(1, std::memory_order_release);
-    futex_wake(&w->word);  // under mu_: the waiter's delist() waits for us, so w is alive
+    std::atomic<std::uint32_t>& word = w->futex_word();
+    word.store(1, std::memory_order_release);
+    futex_wake(&word);  // under mu_: the waiter's delist() waits for us, so w is alive
   }
 }
 
 void WaitList::wake(Waiter& w, std::uint32_t value) {
-  w.word.store(value, std::memory_order_release);
-  futex_wake(&w.word);
+  w.futex_word().store(value, std::memory_order_release);
+  futex_wake(&w.futex_word());
 }
 
 void WaitList::park(Waiter& w, const Context& ctx, const Context::Clock::time_point* until) {

@@ -25,7 +25,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 
 #include "sluice/context.h"
@@ -86,6 +88,14 @@ struct Waiter {
   Waiter* prev = nullptr;
   Waiter* next = nullptr;
   bool linked = false;  // guarded by the owning WaitList's mutex
+  // A thread waiting on several lists at once (await_any) enlists one Waiter
+  // in each, all pointing at the first one's word: whichever list notifies
+  // wakes the one thread. Null: this Waiter's own word.
+  Waiter* shared = nullptr;
+
+  std::atomic<std::uint32_t>& futex_word() noexcept {
+    return shared != nullptr ? shared->word : word;
+  }
 };
 
 class WaitList {
@@ -235,6 +245,77 @@ StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
       return e;
     }
     if (attempt() == Attempt::kDone) return StatusCode::kOk;
+  }
+}
+
+// await() over several lists: runs `attempt` until it returns kDone, parked
+// on every list in `lists` at once between tries. `attempt` sets *taken to
+// the index of the list whose condition it consumed (or leaves it -1 for an
+// outcome that consumed none, e.g. all closed): a notification received from
+// any other list is passed on, so no wake-up is lost to a thread that took
+// its item elsewhere. Same spin, settle and fence protocol as await().
+template <class F>
+StatusCode await_any(std::span<WaitList* const> lists, const Context& ctx, F&& attempt,
+                     const int& taken) {
+  for (int i = 0; i < kSpinPauses; ++i) {
+    if (attempt() == Attempt::kDone) return StatusCode::kOk;
+    spin_pause();
+  }
+  const auto yield_until = std::chrono::steady_clock::now() + yield_budget();
+  for (;;) {
+    if (attempt() == Attempt::kDone) return StatusCode::kOk;
+    if (std::chrono::steady_clock::now() >= yield_until) break;
+    std::this_thread::yield();
+  }
+  const std::size_t n = lists.size();
+  std::unique_ptr<Waiter[]> ws(new Waiter[n]);
+  for (std::size_t i = 1; i < n; ++i) ws[i].shared = &ws[0];
+  Waiter& head = ws[0];
+  // Delists from every list; passes on what was received and not used.
+  auto leave = [&](bool used) {
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool notified = !lists[i]->delist(ws[i]);
+      if (notified && !(used && taken == static_cast<int>(i))) lists[i]->notify_one();
+    }
+  };
+  for (;;) {
+    if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
+    head.word.store(0, std::memory_order_relaxed);
+    for (std::size_t i = 0; i < n; ++i) lists[i]->enlist(ws[i]);
+    if (attempt() == Attempt::kDone) {
+      leave(true);
+      return StatusCode::kOk;
+    }
+    if (asymmetric_fences()) {
+      const auto settle_until = std::chrono::steady_clock::now() + kSettle;
+      while (head.word.load(std::memory_order_acquire) == 0 &&
+             std::chrono::steady_clock::now() < settle_until) {
+        spin_pause();
+      }
+      if (attempt() == Attempt::kDone) {
+        leave(true);
+        return StatusCode::kOk;
+      }
+      const auto brief = std::chrono::steady_clock::now() + kRaceBound;
+      WaitList::park(head, ctx, &brief);
+      if (head.word.load(std::memory_order_acquire) == 0 && ctx.err() == StatusCode::kOk) {
+        heavy_fence();
+        if (attempt() == Attempt::kDone) {
+          leave(true);
+          return StatusCode::kOk;
+        }
+        WaitList::park(head, ctx);
+      }
+    } else {
+      WaitList::park(head, ctx);
+    }
+    if (StatusCode e = ctx.err(); e != StatusCode::kOk) {
+      leave(false);
+      return e;
+    }
+    const bool done = attempt() == Attempt::kDone;
+    leave(done);
+    if (done) return StatusCode::kOk;
   }
 }
 
