@@ -1,8 +1,8 @@
 // get --exec through the real binary: acknowledgement only on success,
 // retries and the dead-letter queue, --parallel, SIGKILL and restart,
 // SIGTERM with a grace period, commands that cannot run, inherited fds.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
@@ -81,10 +81,9 @@ TEST_F(CliExecTest, AcksOnlyOnSuccessRetriesThenDeadLetters) {
       "m=$(cat); echo \"$m $SLUICE_ATTEMPT $SLUICE_QUEUE\" >> " + log + "; [ \"$m\" != bad ]";
   Outcome r = run({"get", "q", "--exec", cmd, "--retries", "2"});
   EXPECT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(file_lines(log), (std::vector<std::string>{"a 1 q", "bad 1 q", "bad 2 q", "bad 3 q",
-                                                       "c 1 q"}));
-  EXPECT_NE(r.err.find("failed 3 times (last: exit 1); moved to queue 'q.dead'"),
-            std::string::npos)
+  EXPECT_EQ(file_lines(log),
+            (std::vector<std::string>{"a 1 q", "bad 1 q", "bad 2 q", "bad 3 q", "c 1 q"}));
+  EXPECT_NE(r.err.find("failed 3 times (last: exit 1); moved to queue 'q.dead'"), std::string::npos)
       << r.err;
   EXPECT_NE(stat("q").find("consumed=3\n"), std::string::npos) << stat("q");
   // The dead-letter queue was created with q's bound and holds the message.
@@ -131,9 +130,9 @@ TEST_F(CliExecTest, SigkillMidStreamThenRestartProcessesEveryMessage) {
   ASSERT_EQ(run({"create", "q", "--bound", "1000"}).rc, 0);
   ASSERT_EQ(run({"put", "q", "--close"}, numbered(0, kN)).rc, 0);
   const std::string log = file("log");
-  const std::vector<std::string> args = {"get",      "q",       "--exec",
-                                         "printf '%s\\n' \"$(cat)\" >> " + log,
-                                         "--parallel", "2", "--batch", "4"};
+  const std::vector<std::string> args = {
+      "get",        "q", "--exec",  "printf '%s\\n' \"$(cat)\" >> " + log,
+      "--parallel", "2", "--batch", "4"};
   {
     CliChild first(store_, args);
     ASSERT_TRUE(has_lines(log, kN / 3));
@@ -145,9 +144,14 @@ TEST_F(CliExecTest, SigkillMidStreamThenRestartProcessesEveryMessage) {
   Outcome r = run(args);
   EXPECT_EQ(r.rc, 0) << r.err;
   std::map<std::string, int> seen;
-  for (const std::string& l : file_lines(log)) ++seen[l];
+  for (const std::string& l : file_lines(log)) {
+    // A command whose stdin was being written when sluice died sees it end
+    // early (a prefix of the message, often empty); the message comes again.
+    if (!l.starts_with("m") || l.size() == 1) continue;
+    ++seen[l];
+  }
   for (int i = 0; i < kN; ++i) EXPECT_GE(seen["m" + std::to_string(i)], 1) << i;
-  EXPECT_EQ(seen.size(), static_cast<std::size_t>(kN));
+  EXPECT_EQ(seen.size(), static_cast<std::size_t>(kN));  // (prefixes of m0..m59 are names too)
   EXPECT_NE(stat("q").find("consumed=60\n"), std::string::npos) << stat("q");
 }
 
@@ -155,8 +159,8 @@ TEST_F(CliExecTest, SigtermLetsARunningCommandFinishAndAcksOnlyIt) {
   ASSERT_EQ(run({"create", "q"}).rc, 0);
   ASSERT_EQ(run({"put", "q"}, "m1\nm2\n").rc, 0);
   const std::string started = file("started"), go = file("go"), done = file("done");
-  const std::string cmd = "echo x >> " + started + "; while [ ! -e " + go +
-                          " ]; do sleep 0.01; done; cat >> " + done;
+  const std::string cmd =
+      "echo x >> " + started + "; while [ ! -e " + go + " ]; do sleep 0.01; done; cat >> " + done;
   CliChild get(store_, {"get", "q", "--exec", cmd, "--batch", "1"});
   ASSERT_TRUE(has_lines(started, 1));
   get.signal(SIGTERM);

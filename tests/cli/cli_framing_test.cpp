@@ -56,12 +56,11 @@ class CliFramingTest : public ::testing::Test {
     r = run({"get", "q", "--framing", f.name, "--count", std::to_string(msgs.size())});
     ASSERT_EQ(r.rc, 0) << f.name << ": " << r.err;
     // Byte for byte (and no 16 MiB diff in the log when not).
-    EXPECT_TRUE(r.out == input) << f.name << ": " << r.out.size() << " bytes out, "
-                                << input.size() << " in; first difference at "
-                                << (std::mismatch(r.out.begin(), r.out.end(), input.begin(),
-                                                  input.end())
-                                        .first -
-                                    r.out.begin());
+    EXPECT_TRUE(r.out == input)
+        << f.name << ": " << r.out.size() << " bytes out, " << input.size()
+        << " in; first difference at "
+        << (std::mismatch(r.out.begin(), r.out.end(), input.begin(), input.end()).first -
+            r.out.begin());
   }
 
   std::string store_ = testutil::test_dir("cli-framing").string();
@@ -126,8 +125,8 @@ TEST_F(CliFramingTest, OneByteOverTheLimitExits8AndEnqueuesNothingAfterIt) {
 }
 
 TEST_F(CliFramingTest, TruncatedBinaryInputEnqueuesTheWholeFramesAndSaysHowMany) {
-  for (const std::string& cut : {std::string("5:de"), std::string("5:defgh"), std::string("12"),
-                                 std::string("5:")}) {
+  for (const std::string& cut :
+       {std::string("5:de"), std::string("5:defgh"), std::string("12"), std::string("5:")}) {
     Outcome r = run({"put", "q", "-b"}, "1:a,2:bc," + cut);
     EXPECT_EQ(r.rc, 2) << cut << ": " << r.err;
     EXPECT_NE(r.err.find("2 messages enqueued"), std::string::npos) << r.err;

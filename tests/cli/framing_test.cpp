@@ -125,8 +125,8 @@ TEST(FramingTest, ANetstringOverTheLimitIsKnownFromItsHeader) {
 }
 
 TEST(FramingTest, TruncatedNetstringsAreErrorsNotMessages) {
-  for (const std::string& cut : {std::string("3:ab"), std::string("3:abc"), std::string("12"),
-                                 std::string("3:")}) {
+  for (const std::string& cut :
+       {std::string("3:ab"), std::string("3:abc"), std::string("12"), std::string("3:")}) {
     Parsed r = parse(Framing::kBinary, "1:a," + cut, 100);
     EXPECT_EQ(r.last, Step::kTruncated) << cut;
     EXPECT_EQ(r.messages, (std::vector<std::string>{"a"})) << cut;
@@ -138,11 +138,11 @@ TEST(FramingTest, MalformedNetstringsSayWhatAndWhere) {
   struct Case {
     std::string input, says;
   };
-  for (const Case& c : {Case{"x:", "expected a decimal length, found 'x'"},
-                        Case{":a,", "expected a decimal length"},
-                        Case{"1;a,", "expected ':', found ';'"},
-                        Case{"1:ab", "expected ',' after its 1 bytes, found 'b'"},
-                        Case{"01:a,", "leading zero"}, Case{"1:a\n", "found byte 0x0a"}}) {
+  for (const Case& c :
+       {Case{"x:", "expected a decimal length, found 'x'"},
+        Case{":a,", "expected a decimal length"}, Case{"1;a,", "expected ':', found ';'"},
+        Case{"1:ab", "expected ',' after its 1 bytes, found 'b'"}, Case{"01:a,", "leading zero"},
+        Case{"1:a\n", "found byte 0x0a"}}) {
     Parsed r = parse(Framing::kBinary, "0:," + c.input, 100);
     EXPECT_EQ(r.last, Step::kMalformed) << c.input;
     EXPECT_EQ(r.messages, (std::vector<std::string>{""})) << c.input;

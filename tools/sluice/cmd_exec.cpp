@@ -70,8 +70,8 @@ struct Attempt {
       case kExited:
         return "exit " + std::to_string(code);
       case kSignaled:
-        return std::string("killed by signal ") + std::to_string(code) + " (" +
-               ::strsignal(code) + ")";
+        return std::string("killed by signal ") + std::to_string(code) + " (" + ::strsignal(code) +
+               ")";
       case kKilled:
         return "killed after the grace period";
       case kSpawnFailed:
@@ -133,8 +133,8 @@ class Runner {
     // Its own process group: the kill after the grace period reaches what
     // the command started too, and a terminal's ^C reaches sluice only.
     posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
     std::string attempt_var = "SLUICE_ATTEMPT=" + std::to_string(attempt);
     std::vector<char*> envp;
@@ -200,8 +200,8 @@ class Runner {
   int wait_ms() const {
     const auto at = stop_at_.load(std::memory_order_acquire);
     if (at == 0) return -1;
-    const auto end = Clock::time_point(Clock::duration(at)) +
-                     std::chrono::ceil<Clock::duration>(grace_);
+    const auto end =
+        Clock::time_point(Clock::duration(at)) + std::chrono::ceil<Clock::duration>(grace_);
     const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - Clock::now()).count();
     return static_cast<int>(std::clamp<std::int64_t>(left, 0, 1 << 30));
   }
@@ -222,8 +222,8 @@ class Runner {
   const std::chrono::duration<double> grace_;
   std::vector<std::string> env_;
   const std::stop_token stop_;
-  Fd wake_;                                  // readable once the stop is requested
-  std::atomic<Clock::rep> stop_at_{0};       // steady clock at the stop; 0: none yet
+  Fd wake_;                             // readable once the stop is requested
+  std::atomic<Clock::rep> stop_at_{0};  // steady clock at the stop; 0: none yet
   std::optional<std::stop_callback<std::function<void()>>> on_stop_;
 };
 
@@ -364,16 +364,15 @@ int run_exec(Globals& g, const ExecArgs& a) {
         tracker.unfinished();
       } else {
         tracker.fatal({s.code(), "moving a message to " + queue_label(dlq) + ": " +
-                                     std::string(s.message().empty()
-                                                     ? status_code_name(s.code())
-                                                     : s.message())},
+                                     std::string(s.message().empty() ? status_code_name(s.code())
+                                                                     : s.message())},
                       exit_code_for(s));
       }
       return false;
     }
-    std::cerr << "sluice get: " << queue_label(a.name) << ": a message failed "
-              << (a.retries + 1) << (a.retries == 0 ? " time" : " times") << " (last: "
-              << last.what() << "); moved to " << queue_label(dlq) << "\n";
+    std::cerr << "sluice get: " << queue_label(a.name) << ": a message failed " << (a.retries + 1)
+              << (a.retries == 0 ? " time" : " times") << " (last: " << last.what()
+              << "); moved to " << queue_label(dlq) << "\n";
     tracker.finished();
     return true;
   };
@@ -398,7 +397,8 @@ int run_exec(Globals& g, const ExecArgs& a) {
       msgs.clear();
       next = 0;
       std::size_t want = batch;
-      if (a.count != 0) want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - taken));
+      if (a.count != 0)
+        want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - taken));
       if (Status s = reader.get(msgs, want, ctx); !s.ok()) {
         end = std::move(s);
         return std::nullopt;
@@ -412,7 +412,8 @@ int run_exec(Globals& g, const ExecArgs& a) {
   PipelineOptions po;
   po.width = a.parallel;
   po.ordering = Ordering::kUnordered;  // completion order; acks wait for whole batches anyway
-  auto ran = run_pipeline(source, process, [](Result<bool>&&) { return Status::Ok(); }, po);
+  auto ran = run_pipeline(
+      source, process, [](Result<bool>&&) { return Status::Ok(); }, po);
   if (!ran.ok()) return fail("get", queue_label(a.name), ran.status());  // not expected
 
   // Every message taken is complete now (the workers are joined): the last

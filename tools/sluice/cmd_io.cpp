@@ -31,9 +31,9 @@ struct IoArgs {
   std::uint64_t count = 0;  // get: 0 = no limit
   double timeout = -1;      // get: seconds; < 0 = none
   std::string channel = std::string(kDefaultChannel);
-  std::size_t batch = 1000;      // put
-  std::size_t get_batch = 0;     // get; 0: 1000, with --exec max(32, 4 x parallel)
-  ExecArgs exec;                 // get --exec
+  std::size_t batch = 1000;   // put
+  std::size_t get_batch = 0;  // get; 0: 1000, with --exec max(32, 4 x parallel)
+  ExecArgs exec;              // get --exec
 };
 
 // Reads stdin and puts one message per separator. Each read's complete
@@ -112,9 +112,9 @@ int run_put(Globals& g, const IoArgs& a) {
         return kExitTooLarge;
       case FrameParser::Step::kMalformed:
       case FrameParser::Step::kTruncated:
-        return failed({StatusCode::kInvalidArgument,
-                       "bad " + std::string(framing_name(a.framing())) +
-                           " input: " + parser.error()});
+        return failed(
+            {StatusCode::kInvalidArgument,
+             "bad " + std::string(framing_name(a.framing())) + " input: " + parser.error()});
       default:  // kNeedMore, or kEnd with eof set
         break;
     }
