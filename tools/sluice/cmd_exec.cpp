@@ -328,8 +328,9 @@ int run_exec(Globals& g, const ExecArgs& a) {
     return (*w)->put(one, Context(stop));
   };
 
-  // One message: attempts, then the dead-letter queue.
-  auto process = [&](std::string&& msg, const Context&) -> Result<bool> {
+  // One message: attempts, then the dead-letter queue. Reports to the
+  // tracker exactly once.
+  auto attempts = [&](const std::string& msg) -> bool {
     Attempt last;
     for (unsigned attempt = 1; attempt <= a.retries + 1; ++attempt) {
       if (runner.stopped()) {
@@ -370,11 +371,20 @@ int run_exec(Globals& g, const ExecArgs& a) {
       }
       return false;
     }
-    std::cerr << "sluice get: " << queue_label(a.name) << ": a message failed " << (a.retries + 1)
-              << (a.retries == 0 ? " time" : " times") << " (last: " << last.what()
-              << "); moved to " << queue_label(dlq) << "\n";
+    // One string, one write: lines of concurrent workers do not interleave.
+    std::cerr << ("sluice get: " + queue_label(a.name) + ": a message failed " +
+                  std::to_string(a.retries + 1) + (a.retries == 0 ? " time" : " times") +
+                  " (last: " + last.what() + "); moved to " + queue_label(dlq) + "\n");
     tracker.finished();
     return true;
+  };
+  auto process = [&](std::string&& msg, const Context&) -> Result<bool> {
+    try {
+      return attempts(msg);
+    } catch (const std::exception& e) {  // e.g. bad_alloc: the source must not wait for ever
+      tracker.fatal({StatusCode::kInternal, e.what()}, kExitOther);
+      return false;
+    }
   };
 
   // The source: hands out the messages of one batch, then (once each is
