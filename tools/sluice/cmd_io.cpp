@@ -239,8 +239,12 @@ void add_io_commands(CLI::App& app, Globals& g) {
   auto* exec = get->add_option(
       "--exec", a->exec.command,
       "run CMD (/bin/sh -c CMD) per message, the message on its stdin; acknowledge it once CMD "
-      "exits 0; env SLUICE_QUEUE, SLUICE_CHANNEL, SLUICE_ATTEMPT");
+      "exits 0; env SLUICE_QUEUE, SLUICE_CHANNEL, SLUICE_ATTEMPT; sluice exits 127 (126) if CMD "
+      "is not found (not executable)");
   exec->excludes("--framing")->excludes("--null")->excludes("--binary");
+  exec->check(CLI::Validator(
+      [](const std::string& cmd) { return cmd.empty() ? std::string("empty command") : ""; },
+      "CMD"));
   get->add_option("--retries", a->exec.retries,
                   "--exec: runs after a failed first one, then the message is dead-lettered")
       ->capture_default_str()
