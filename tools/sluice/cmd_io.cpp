@@ -10,19 +10,30 @@
 #include <vector>
 
 #include "cli.h"
+#include "cmd_exec.h"
+#include "framing.h"
 
 namespace sluice::cli {
 namespace {
 
 struct IoArgs {
   std::string name;
-  bool nul = false;  // -0: NUL-separated
+  std::string framing_opt;  // --framing; empty: line unless -0 or -b
+  bool nul = false;         // -0: --framing nul
+  bool binary = false;      // -b: --framing binary
+  Framing framing() const {
+    if (nul) return Framing::kNul;
+    if (binary) return Framing::kBinary;
+    return parse_framing(framing_opt).value_or(Framing::kLine);
+  }
   bool close = false;
   bool no_wait = false;
   std::uint64_t count = 0;  // get: 0 = no limit
   double timeout = -1;      // get: seconds; < 0 = none
   std::string channel = std::string(kDefaultChannel);
-  std::size_t batch = 1000;
+  std::size_t batch = 1000;   // put
+  std::size_t get_batch = 0;  // get; 0: 1000, with --exec max(32, 4 x parallel)
+  ExecArgs exec;              // get --exec
 };
 
 // Reads stdin and puts one message per separator. Each read's complete
@@ -36,7 +47,6 @@ int run_put(Globals& g, const IoArgs& a) {
   auto w = store->writer(a.name, ctx);
   if (!w.ok()) return fail("put", queue_label(a.name), w.status());
   const Context put_ctx(stop);  // --no-wait is about the role, not the bound
-  const char sep = a.nul ? '\0' : '\n';
   const std::size_t limit = (*w)->max_message_bytes();
   std::uint64_t sent = 0;
   auto failed = [&](const Status& s) {
@@ -59,11 +69,9 @@ int run_put(Globals& g, const IoArgs& a) {
     ~CloseFd() { ::close(fd); }
   } close_wake{wake};
 
-  std::string buf;
+  FrameParser parser(a.framing(), limit);
   std::vector<std::string_view> batch;
-  std::size_t scanned = 0;  // bytes of buf already searched for a separator
-  bool eof = false;
-  while (!eof) {
+  for (bool eof = false; !eof;) {
     pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {wake, POLLIN, 0}};
     if (::poll(fds, wake >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) {
       return failed({StatusCode::kIOError, std::string("poll stdin: ") + std::strerror(errno)});
@@ -76,42 +84,40 @@ int run_put(Globals& g, const IoArgs& a) {
     if (n < 0)
       return failed({StatusCode::kIOError, std::string("read stdin: ") + std::strerror(errno)});
     eof = n == 0;
-    buf.append(chunk, static_cast<std::size_t>(n));
+    if (eof) {
+      parser.end_of_input();
+    } else {
+      parser.feed(std::string_view(chunk, static_cast<std::size_t>(n)));
+    }
+    // This read's complete messages, then whatever stopped the parse.
     batch.clear();
-    std::size_t start = 0;
-    for (std::size_t i = scanned; i < buf.size(); ++i) {
-      if (buf[i] != sep) continue;
-      batch.emplace_back(buf.data() + start, i - start);
-      start = i + 1;
-    }
-    if (eof && start < buf.size()) {  // a last line without its separator
-      batch.emplace_back(buf.data() + start, buf.size() - start);
-      start = buf.size();
-    }
-    scanned = buf.size();
-    std::size_t ok_until = batch.size();  // messages under the size limit
-    for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (batch[i].size() > limit) {
-        ok_until = i;
-        break;
-      }
-    }
-    const bool too_large = ok_until < batch.size() || buf.size() - start > limit;
-    for (std::size_t off = 0; off < ok_until; off += a.batch) {
-      const std::size_t take = std::min(a.batch, ok_until - off);
+    std::string_view m;
+    FrameParser::Step step;
+    while ((step = parser.next(&m)) == FrameParser::Step::kMessage) batch.push_back(m);
+    for (std::size_t off = 0; off < batch.size(); off += a.batch) {
+      const std::size_t take = std::min(a.batch, batch.size() - off);
       std::size_t done = 0;
       Status s = (*w)->put(std::span(batch).subspan(off, take), put_ctx, &done);
       sent += done;
       if (!s.ok()) return failed(s);
     }
-    if (too_large) {
-      std::cerr << "sluice put: " << queue_label(a.name) << ": message " << (sent + 1)
-                << " is over the limit of " << limit << " bytes\n";
-      failed({StatusCode::kInvalidArgument, "message too large"});
-      return kExitTooLarge;
+    switch (step) {
+      case FrameParser::Step::kTooLarge:
+        std::cerr << "sluice put: " << queue_label(a.name) << ": message " << (sent + 1)
+                  << " is over the limit of " << limit << " bytes ("
+                  << (parser.claimed_size() != 0 ? std::to_string(parser.claimed_size())
+                                                 : "more than " + std::to_string(limit))
+                  << ")\n";
+        failed({StatusCode::kInvalidArgument, "message too large"});
+        return kExitTooLarge;
+      case FrameParser::Step::kMalformed:
+      case FrameParser::Step::kTruncated:
+        return failed(
+            {StatusCode::kInvalidArgument,
+             "bad " + std::string(framing_name(a.framing())) + " input: " + parser.error()});
+      default:  // kNeedMore, or kEnd with eof set
+        break;
     }
-    buf.erase(0, start);
-    scanned = buf.size();
   }
   if (a.close) {
     if (Status s = (*w)->close(); !s.ok()) {
@@ -138,6 +144,16 @@ bool write_all(int fd, const std::string& bytes) {
 // (write(2) on fd 1: no stdio buffer in between), so a reader that dies or a
 // pipe that closes loses nothing: the unacknowledged batch comes again.
 int run_get(Globals& g, const IoArgs& a) {
+  if (!a.exec.command.empty()) {
+    ExecArgs e = a.exec;
+    e.name = a.name;
+    e.channel = a.channel;
+    e.count = a.count;
+    e.timeout = a.timeout;
+    e.no_wait = a.no_wait;
+    e.batch = a.get_batch;
+    return run_exec(g, e);
+  }
   auto store = open_store(g, "get", &g.rc);
   if (!store) return g.rc;
   std::signal(SIGPIPE, SIG_IGN);  // a closed stdout is an EPIPE to report, not a silent death
@@ -147,12 +163,13 @@ int run_get(Globals& g, const IoArgs& a) {
   auto r =
       store->reader(a.name, a.channel, a.no_wait ? ctx.with_timeout(std::chrono::seconds(0)) : ctx);
   if (!r.ok()) return fail("get", queue_label(a.name), r.status());
-  const char sep = a.nul ? '\0' : '\n';
+  const Framing framing = a.framing();
+  const std::size_t batch = a.get_batch != 0 ? a.get_batch : 1000;
   std::uint64_t got = 0;
   std::vector<std::string> msgs;
   std::string out;
   while (a.count == 0 || got < a.count) {
-    std::size_t want = a.batch;
+    std::size_t want = batch;
     if (a.count != 0) want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - got));
     msgs.clear();
     Status s = (*r)->get(msgs, want, ctx);
@@ -161,10 +178,7 @@ int run_get(Globals& g, const IoArgs& a) {
     if (s.code() == StatusCode::kCancelled) return kExitInterrupted;
     if (!s.ok()) return fail("get", queue_label(a.name), s);
     out.clear();
-    for (const std::string& m : msgs) {
-      out += m;
-      out += sep;
-    }
+    for (const std::string& m : msgs) append_frame(framing, m, out);
     if (!write_all(STDOUT_FILENO, out)) {
       const int err = errno;
       std::cerr << "sluice get: " << queue_label(a.name) << ": write stdout: " << std::strerror(err)
@@ -178,6 +192,17 @@ int run_get(Globals& g, const IoArgs& a) {
   return kExitOk;
 }
 
+// --framing, -0 and -b on `cmd` (one of them at most).
+void add_framing_options(CLI::App* cmd, IoArgs& a, const char* verb) {
+  auto* fr = cmd->add_option("--framing", a.framing_opt,
+                             std::string("how messages are ") + verb +
+                                 ": line (default), nul, or binary (netstrings, "
+                                 "\"LEN:BYTES,\"; any bytes)")
+                 ->check(CLI::IsMember({"line", "nul", "binary", "netstring"}));
+  auto* nul = cmd->add_flag("-0,--null", a.nul, "--framing nul")->excludes(fr);
+  cmd->add_flag("-b,--binary", a.binary, "--framing binary")->excludes(fr)->excludes(nul);
+}
+
 }  // namespace
 
 void add_io_commands(CLI::App& app, Globals& g) {
@@ -186,7 +211,7 @@ void add_io_commands(CLI::App& app, Globals& g) {
   auto* put = app.add_subcommand(
       "put", "put stdin into a queue, one message per line (newline stripped); waits at the bound");
   put->add_option("NAME", a->name, "queue name")->required();
-  put->add_flag("-0,--null", a->nul, "messages are separated by NUL bytes, not newlines");
+  add_framing_options(put, *a, "separated in stdin");
   put->add_flag("--close", a->close, "close the queue after the end of the input");
   put->add_flag("--no-wait", a->no_wait, "fail at once if another writer holds the queue");
   put->add_option("--batch", a->batch, "most messages per put (one sync each)")
@@ -197,9 +222,9 @@ void add_io_commands(CLI::App& app, Globals& g) {
   auto* get = app.add_subcommand(
       "get",
       "write messages to stdout, one per line, until the queue is closed and drained; each batch "
-      "is acknowledged once written");
+      "is acknowledged once written (or, with --exec, once processed)");
   get->add_option("NAME", a->name, "queue name")->required();
-  get->add_flag("-0,--null", a->nul, "end each message with a NUL byte, not a newline");
+  add_framing_options(get, *a, "written to stdout");
   get->add_option("--count", a->count, "stop after N messages")->check(CLI::PositiveNumber);
   get->add_option("--timeout", a->timeout,
                   "stop after SECONDS (exit 9 unless --count or the end came first)")
@@ -207,9 +232,38 @@ void add_io_commands(CLI::App& app, Globals& g) {
   get->add_option("--channel", a->channel, "the channel to read (each channel gets every message)")
       ->capture_default_str();
   get->add_flag("--no-wait", a->no_wait, "fail at once if another reader holds the channel");
-  get->add_option("--batch", a->batch, "most messages per read and acknowledgement")
-      ->capture_default_str()
+  get->add_option("--batch", a->get_batch,
+                  "most messages per read and acknowledgement (default 1000; with --exec "
+                  "max(32, 4 x --parallel))")
       ->check(CLI::PositiveNumber);
+  auto* exec = get->add_option(
+      "--exec", a->exec.command,
+      "run CMD (/bin/sh -c CMD) per message, the message on its stdin; acknowledge it once CMD "
+      "exits 0; env SLUICE_QUEUE, SLUICE_CHANNEL, SLUICE_ATTEMPT; sluice exits 127 (126) if CMD "
+      "is not found (not executable)");
+  exec->excludes("--framing")->excludes("--null")->excludes("--binary");
+  exec->check(CLI::Validator(
+      [](const std::string& cmd) { return cmd.empty() ? std::string("empty command") : ""; },
+      "CMD"));
+  get->add_option("--retries", a->exec.retries,
+                  "--exec: runs after a failed first one, then the message is dead-lettered")
+      ->capture_default_str()
+      ->needs(exec);
+  get->add_option("--parallel", a->exec.parallel,
+                  "--exec: commands at once (messages may then finish out of order)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024))
+      ->needs(exec);
+  get->add_option("--dead-letter", a->exec.dead_letter,
+                  "--exec: queue for messages that failed every run (default NAME.dead; created "
+                  "with NAME's bound if missing)")
+      ->needs(exec);
+  get->add_option("--grace", a->exec.grace,
+                  "--exec: after SIGINT/SIGTERM, seconds running commands may take to finish "
+                  "before they are killed (SIGKILL)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->needs(exec);
   get->callback([&g, a] { g.rc = run_get(g, *a); });
 }
 

@@ -1,0 +1,142 @@
+// The sluice command run as a child process (fork + exec, pipes for stdin,
+// stdout and stderr), for the end-to-end tests of the real binary. (The same
+// harness as cli_test.cpp's, plus signals and binary-safe reads.)
+#pragma once
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#ifndef SLUICE_CLI
+#error "SLUICE_CLI: the path of the sluice binary (tests/CMakeLists.txt)"
+#endif
+
+namespace sluice::testutil {
+
+struct Outcome {
+  int rc = -1;  // exit status, or 128 + signal
+  std::string out;
+  std::string err;
+};
+
+// A running `sluice --store <dir> args...`.
+class CliChild {
+ public:
+  CliChild(const std::string& store, std::vector<std::string> args) {
+    ::signal(SIGPIPE, SIG_IGN);  // a child that exits early: EPIPE, not our death
+    args.insert(args.begin(), {SLUICE_CLI, "--store", store});
+    int in[2], po[2], pe[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
+      ADD_FAILURE() << "pipe: " << std::strerror(errno);
+      return;
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(po[1], 1);
+      dup2(pe[1], 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(po[1]);
+    close(pe[1]);
+    in_ = in[1];
+    out_ = po[0];
+    err_ = pe[0];
+  }
+  ~CliChild() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      wait();
+    }
+    for (int fd : {in_, out_, err_}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  CliChild(const CliChild&) = delete;
+  CliChild& operator=(const CliChild&) = delete;
+
+  // Writes all of data (a child that stops reading must exit for this to end).
+  void write_stdin(const std::string& data) {
+    std::size_t off = 0;
+    while (off < data.size()) {
+      const ssize_t n = ::write(in_, data.data() + off, data.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;  // EPIPE: the child exited early; its status tells why
+      off += static_cast<std::size_t>(n);
+    }
+  }
+  void close_stdin() {
+    if (in_ >= 0) close(in_);
+    in_ = -1;
+  }
+  void signal(int sig) { kill(pid_, sig); }
+
+  // Reads stdout and stderr to EOF, then reaps the child.
+  Outcome finish() {
+    Outcome r;
+    pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+    bool open_out = true, open_err = true;
+    while (open_out || open_err) {
+      if (poll(fds, 2, 60000) <= 0) break;
+      if (open_out && (fds[0].revents & (POLLIN | POLLHUP)) != 0) {
+        open_out = read_some(out_, out);
+        if (!open_out) fds[0].fd = -1;
+      }
+      if (open_err && (fds[1].revents & (POLLIN | POLLHUP)) != 0) {
+        open_err = read_some(err_, err);
+        if (!open_err) fds[1].fd = -1;
+      }
+    }
+    r.rc = wait();
+    r.out = out;
+    r.err = err;
+    return r;
+  }
+
+  std::string out, err;
+
+ private:
+  static bool read_some(int fd, std::string& to) {
+    char buf[1 << 16];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) return false;
+    to.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+  int wait() {
+    int status = 0;
+    if (waitpid(pid_, &status, 0) != pid_) return -1;
+    pid_ = -1;
+    if (WIFEXITED(status)) return WEXITSTATUS(status);
+    return 128 + WTERMSIG(status);
+  }
+
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+};
+
+// Runs `sluice --store store args...` with `input` on stdin, to the end.
+inline Outcome run_cli(const std::string& store, std::vector<std::string> args,
+                       const std::string& input = "") {
+  CliChild c(store, std::move(args));
+  // A child writing much output while we write much input: write from
+  // here, the pipe buffers the rest (tests keep one side small).
+  c.write_stdin(input);
+  c.close_stdin();
+  return c.finish();
+}
+
+}  // namespace sluice::testutil

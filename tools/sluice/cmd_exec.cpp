@@ -1,0 +1,453 @@
+// get --exec: runs a command once per message, the message on its stdin,
+// on `--parallel` workers of the library's run_pipeline.
+//
+// Acknowledgement: QueueReader::ack() acknowledges every message get() has
+// returned, so a batch is acknowledged only once each of its messages is
+// finished (its command exited 0, or it was dead-lettered). The source (one
+// thread at a time, run_pipeline's rule) waits for that before it reads the
+// next batch; a message that is not finished (interrupted, or the command
+// cannot run) stops the run and nothing from its batch on is acknowledged.
+//
+// Processes: posix_spawn (no fork of a threaded process) of /bin/sh -c CMD,
+// with the signal mask and the dispositions sluice changed (SIGINT, SIGTERM
+// blocked; SIGPIPE ignored) reset. Every fd sluice opens is O_CLOEXEC (the
+// store's files and locks, the pipes to other commands), so a command
+// inherits only its stdin pipe, stdout and stderr. A pidfd per child lets a
+// worker wait for the exit, the stop, and the grace period in one poll.
+#include "cmd_exec.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "sluice/run_pipeline.h"
+
+extern char** environ;
+
+namespace sluice::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Closes an fd on scope exit.
+struct Fd {
+  int fd = -1;
+  Fd() = default;
+  explicit Fd(int f) : fd(f) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { reset(); }
+  void reset() {
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+  }
+};
+
+// How one run of the command ended.
+struct Attempt {
+  enum Kind : std::uint8_t { kExited, kSignaled, kKilled, kSpawnFailed } kind = kExited;
+  int code = 0;  // exit status, signal, or errno (kSpawnFailed)
+  std::string what() const {
+    switch (kind) {
+      case kExited:
+        return "exit " + std::to_string(code);
+      case kSignaled:
+        return std::string("killed by signal ") + std::to_string(code) + " (" + ::strsignal(code) +
+               ")";
+      case kKilled:
+        return "killed after the grace period";
+      case kSpawnFailed:
+        return std::string("cannot start /bin/sh: ") + std::strerror(code);
+    }
+    return "?";
+  }
+};
+
+// Spawns commands and waits for them, minding the stop.
+//
+// Thread safety: run() may be called from any number of threads at once.
+// Cancellation: once the stop token is triggered, a running command gets
+//   until stop time + grace to exit, then SIGKILL; no new one is started
+//   by the caller (the caller checks).
+class Runner {
+ public:
+  Runner(const ExecArgs& a, const std::stop_token& stop)
+      : command_(a.command), grace_(std::chrono::duration<double>(a.grace)), stop_(stop) {
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string_view kv(*e);
+      if (kv.starts_with("SLUICE_QUEUE=") || kv.starts_with("SLUICE_CHANNEL=") ||
+          kv.starts_with("SLUICE_ATTEMPT=")) {
+        continue;
+      }
+      env_.emplace_back(kv);
+    }
+    env_.push_back("SLUICE_QUEUE=" + a.name);
+    env_.push_back("SLUICE_CHANNEL=" + a.channel);
+    wake_.fd = ::eventfd(0, EFD_CLOEXEC);
+    on_stop_.emplace(stop_, [this] {
+      stop_at_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+      const std::uint64_t one = 1;
+      if (::write(wake_.fd, &one, sizeof one) < 0) {
+        // A counter write on our own eventfd does not fail.
+      }
+    });
+  }
+
+  bool stopped() const { return stop_.stop_requested(); }
+
+  // Runs the command once with `message` on its stdin.
+  Attempt run(std::string_view message, unsigned attempt) const {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return {Attempt::kSpawnFailed, errno};
+    Fd in_read(p[0]), in_write(p[1]);
+
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in_read.fd, STDIN_FILENO);  // dup2 clears CLOEXEC
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t none, defaults;
+    sigemptyset(&none);
+    sigemptyset(&defaults);
+    for (int sig : {SIGINT, SIGTERM, SIGPIPE, SIGQUIT, SIGHUP}) sigaddset(&defaults, sig);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    // Its own process group: the kill after the grace period reaches what
+    // the command started too, and a terminal's ^C reaches sluice only.
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
+
+    std::string attempt_var = "SLUICE_ATTEMPT=" + std::to_string(attempt);
+    std::vector<char*> envp;
+    envp.reserve(env_.size() + 2);
+    for (const std::string& kv : env_) envp.push_back(const_cast<char*>(kv.c_str()));
+    envp.push_back(attempt_var.data());
+    envp.push_back(nullptr);
+    char sh[] = "sh", dash_c[] = "-c";
+    char* argv[] = {sh, dash_c, const_cast<char*>(command_.c_str()), nullptr};
+
+    pid_t pid = -1;
+    const int err = ::posix_spawn(&pid, "/bin/sh", &fa, &attr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (err != 0) return {Attempt::kSpawnFailed, err};
+    in_read.reset();
+    // glibc 2.36's <sys/pidfd.h> lacks extern "C": the system call directly.
+    Fd child(static_cast<int>(::syscall(SYS_pidfd_open, pid, 0)));
+    if (child.fd < 0) {  // cannot happen on Linux >= 5.3; do not leave the child behind
+      const int e = errno;
+      ::kill(pid, SIGKILL);
+      reap(pid);
+      return {Attempt::kSpawnFailed, e};
+    }
+
+    // Feed stdin without blocking: a command may exit (or be killed) before
+    // it reads everything, or never read at all.
+    ::fcntl(in_write.fd, F_SETFL, O_NONBLOCK);
+    std::size_t off = 0;
+    bool exited = false;
+    while (in_write.fd >= 0 && !exited) {
+      if (off == message.size()) {
+        in_write.reset();  // EOF for the command
+        break;
+      }
+      pollfd fds[3] = {{in_write.fd, POLLOUT, 0}, {child.fd, POLLIN, 0}, {wake_.fd, POLLIN, 0}};
+      const int timeout = wait_ms();
+      if (timeout >= 0) fds[2].fd = -1;  // stop seen: now the grace period's clock counts
+      if (timeout == 0) return kill_and_reap(pid);
+      if (::poll(fds, 3, timeout) < 0 && errno != EINTR) break;
+      if (fds[1].revents != 0) exited = true;
+      if ((fds[0].revents & (POLLERR | POLLHUP)) != 0) break;  // the command closed its stdin
+      if ((fds[0].revents & POLLOUT) != 0) {
+        const ssize_t n = ::write(in_write.fd, message.data() + off, message.size() - off);
+        if (n > 0) off += static_cast<std::size_t>(n);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) break;  // EPIPE: it stopped reading
+      }
+    }
+    in_write.reset();
+    while (!exited) {
+      pollfd fds[2] = {{child.fd, POLLIN, 0}, {wake_.fd, POLLIN, 0}};
+      const int timeout = wait_ms();
+      if (timeout >= 0) fds[1].fd = -1;
+      if (timeout == 0) return kill_and_reap(pid);
+      if (::poll(fds, 2, timeout) < 0 && errno != EINTR) break;
+      if (fds[0].revents != 0) exited = true;
+    }
+    return reap(pid);
+  }
+
+ private:
+  // -1: no stop yet (wait for ever); else ms left of the grace period.
+  int wait_ms() const {
+    const auto at = stop_at_.load(std::memory_order_acquire);
+    if (at == 0) return -1;
+    const auto end =
+        Clock::time_point(Clock::duration(at)) + std::chrono::ceil<Clock::duration>(grace_);
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - Clock::now()).count();
+    return static_cast<int>(std::clamp<std::int64_t>(left, 0, 1 << 30));
+  }
+  static Attempt kill_and_reap(pid_t pid) {
+    ::kill(-pid, SIGKILL);  // the group: the shell and whatever it started
+    reap(pid);
+    return {Attempt::kKilled, SIGKILL};
+  }
+  static Attempt reap(pid_t pid) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (WIFSIGNALED(status)) return {Attempt::kSignaled, WTERMSIG(status)};
+    return {Attempt::kExited, WEXITSTATUS(status)};
+  }
+
+  const std::string command_;
+  const std::chrono::duration<double> grace_;
+  std::vector<std::string> env_;
+  const std::stop_token stop_;
+  Fd wake_;                             // readable once the stop is requested
+  std::atomic<Clock::rep> stop_at_{0};  // steady clock at the stop; 0: none yet
+  std::optional<std::stop_callback<std::function<void()>>> on_stop_;
+};
+
+// What became of the messages handed out: the source waits on it before
+// acknowledging a batch.
+//
+// Thread safety: every member may be called from any thread.
+class Tracker {
+ public:
+  // A message is finished: acked-ok or dead-lettered.
+  void finished() { complete(std::nullopt); }
+  // A message is not finished (interrupted): nothing more may be acknowledged.
+  void unfinished() { complete(Status(StatusCode::kCancelled)); }
+  // A message could not be processed at all: stop, exit `rc`.
+  void fatal(Status s, int rc) {
+    {
+      std::lock_guard lk(mu_);
+      if (rc_ == 0) rc_ = rc;
+    }
+    complete(std::move(s));
+  }
+  // Waits until `n` messages are complete or one failed; true if all n are
+  // finished.
+  bool wait_finished(std::uint64_t n) {
+    std::unique_lock lk(mu_);
+    cv_.wait(lk, [&] { return completed_ >= n || failed_; });
+    return !failed_;
+  }
+  bool failed() {
+    std::lock_guard lk(mu_);
+    return failed_;
+  }
+  // The first fatal error and its exit status (0 if none).
+  std::pair<Status, int> fatal_error() {
+    std::lock_guard lk(mu_);
+    return {error_, rc_};
+  }
+
+ private:
+  void complete(std::optional<Status> failure) {
+    std::lock_guard lk(mu_);
+    ++completed_;
+    if (failure) {
+      failed_ = true;
+      if (error_.ok() && failure->code() != StatusCode::kCancelled) error_ = std::move(*failure);
+    }
+    cv_.notify_all();
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::uint64_t completed_ = 0;
+  bool failed_ = false;
+  Status error_;
+  int rc_ = 0;
+};
+
+}  // namespace
+
+int run_exec(Globals& g, const ExecArgs& a) {
+  const std::string dlq = a.dead_letter.empty() ? a.name + ".dead" : a.dead_letter;
+  if (Status s = validate_queue_name(dlq); !s.ok()) {
+    return fail("get", "dead-letter " + queue_label(dlq), s);
+  }
+  if (dlq == a.name) {
+    return fail("get", queue_label(a.name),
+                {StatusCode::kInvalidArgument, "--dead-letter must name another queue"});
+  }
+  auto store = open_store(g, "get", &g.rc);
+  if (!store) return g.rc;
+  std::signal(SIGPIPE, SIG_IGN);  // a command that does not read its stdin is not our death
+  const std::stop_token stop = stop_on_signals();
+  Context ctx(stop);
+  if (a.timeout >= 0) ctx = with_timeout(std::chrono::duration<double>(a.timeout), stop);
+  auto r =
+      store->reader(a.name, a.channel, a.no_wait ? ctx.with_timeout(std::chrono::seconds(0)) : ctx);
+  if (!r.ok()) return fail("get", queue_label(a.name), r.status());
+  QueueReader& reader = **r;
+  const std::size_t batch = a.batch != 0 ? a.batch : std::max<std::size_t>(32, 4 * a.parallel);
+
+  Runner runner(a, stop);
+  Tracker tracker;
+  std::mutex dlq_mu;  // one dead-letter writer at a time
+
+  // Moves a message to the dead-letter queue (created with NAME's bound if
+  // missing). The writer role is taken per message and let go at once, so
+  // other readers of NAME may dead-letter too.
+  auto dead_letter = [&](std::string_view msg) -> Status {
+    std::lock_guard lk(dlq_mu);
+    auto w = store->writer(dlq, Context(stop));
+    if (w.status().code() == StatusCode::kNotFound) {
+      auto info = store->stat(a.name);
+      if (!info.ok()) return info.status();
+      if (Status s = store->create(dlq, info->bound);
+          !s.ok() && s.code() != StatusCode::kAlreadyExists) {
+        return s;
+      }
+      w = store->writer(dlq, Context(stop));
+    }
+    if (!w.ok()) return w.status();
+    const std::string_view one[] = {msg};
+    return (*w)->put(one, Context(stop));
+  };
+
+  // One message: attempts, then the dead-letter queue. Reports to the
+  // tracker exactly once.
+  auto attempts = [&](const std::string& msg) -> bool {
+    Attempt last;
+    for (unsigned attempt = 1; attempt <= a.retries + 1; ++attempt) {
+      if (runner.stopped()) {
+        tracker.unfinished();  // not started again after a stop
+        return false;
+      }
+      last = runner.run(msg, attempt);
+      if (last.kind == Attempt::kSpawnFailed) {
+        tracker.fatal({StatusCode::kInternal, last.what()},
+                      last.code == ENOENT ? kExitNotFound : kExitCannotRun);
+        return false;
+      }
+      if (last.kind == Attempt::kExited && last.code == 0) {
+        tracker.finished();
+        return true;
+      }
+      if (runner.stopped()) {  // it may have failed because of the stop: not its fault
+        tracker.unfinished();
+        return false;
+      }
+      if (last.kind == Attempt::kExited &&
+          (last.code == kExitNotFound || last.code == kExitCannotRun)) {
+        tracker.fatal({StatusCode::kInternal,
+                       "the shell could not run the command (" + last.what() +
+                           (last.code == kExitNotFound ? ": not found)" : ": not executable)")},
+                      last.code);
+        return false;
+      }
+    }
+    if (Status s = dead_letter(msg); !s.ok()) {
+      if (s.code() == StatusCode::kCancelled) {
+        tracker.unfinished();
+      } else {
+        tracker.fatal({s.code(), "moving a message to " + queue_label(dlq) + ": " +
+                                     std::string(s.message().empty() ? status_code_name(s.code())
+                                                                     : s.message())},
+                      exit_code_for(s));
+      }
+      return false;
+    }
+    // One string, one write: lines of concurrent workers do not interleave.
+    std::cerr << ("sluice get: " + queue_label(a.name) + ": a message failed " +
+                  std::to_string(a.retries + 1) + (a.retries == 0 ? " time" : " times") +
+                  " (last: " + last.what() + "); moved to " + queue_label(dlq) + "\n");
+    tracker.finished();
+    return true;
+  };
+  auto process = [&](std::string&& msg, const Context&) -> Result<bool> {
+    try {
+      return attempts(msg);
+    } catch (const std::exception& e) {  // e.g. bad_alloc: the source must not wait for ever
+      tracker.fatal({StatusCode::kInternal, e.what()}, kExitOther);
+      return false;
+    }
+  };
+
+  // The source: hands out the messages of one batch, then (once each is
+  // finished) acknowledges it and reads the next.
+  std::vector<std::string> msgs;
+  std::size_t next = 0;
+  std::uint64_t taken = 0, acked = 0;
+  Status end;  // why the source stopped: kClosed, kDeadlineExceeded, ...
+  auto source = [&]() -> std::optional<std::string> {
+    if (next == msgs.size()) {
+      if (!tracker.wait_finished(taken)) return std::nullopt;
+      if (taken > acked) {
+        if (Status s = reader.ack(); !s.ok()) {
+          tracker.fatal(s, exit_code_for(s));
+          return std::nullopt;
+        }
+        acked = taken;
+      }
+      if (stop.stop_requested() || (a.count != 0 && taken >= a.count)) return std::nullopt;
+      msgs.clear();
+      next = 0;
+      std::size_t want = batch;
+      if (a.count != 0)
+        want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - taken));
+      if (Status s = reader.get(msgs, want, ctx); !s.ok()) {
+        end = std::move(s);
+        return std::nullopt;
+      }
+    }
+    if (stop.stop_requested()) return std::nullopt;
+    ++taken;
+    return std::move(msgs[next++]);
+  };
+
+  PipelineOptions po;
+  po.width = a.parallel;
+  po.ordering = Ordering::kUnordered;  // completion order; acks wait for whole batches anyway
+  auto ran = run_pipeline(
+      source, process, [](Result<bool>&&) { return Status::Ok(); }, po);
+  if (!ran.ok()) return fail("get", queue_label(a.name), ran.status());  // not expected
+
+  // Every message taken is complete now (the workers are joined): the last
+  // batch may be acknowledged if all of it was taken and finished.
+  if (next == msgs.size() && !tracker.failed() && taken > acked) {
+    if (Status s = reader.ack(); !s.ok()) return fail("get", queue_label(a.name), s);
+    acked = taken;
+  }
+  if (auto [err, rc] = tracker.fatal_error(); rc != 0) {
+    std::cerr << "sluice get: " << queue_label(a.name) << ": --exec '" << a.command
+              << "': " << err.message() << "; " << acked
+              << " messages acknowledged, the rest will be delivered again\n";
+    return rc;
+  }
+  if (stop.stop_requested()) {
+    if (acked < taken) {
+      std::cerr << "sluice get: " << queue_label(a.name) << ": interrupted; " << (taken - acked)
+                << " messages not acknowledged will be delivered again\n";
+    }
+    return kExitInterrupted;
+  }
+  if (end.code() == StatusCode::kDeadlineExceeded) return kExitTimeout;
+  if (end.ok() || end.code() == StatusCode::kClosed) return kExitOk;
+  return fail("get", queue_label(a.name), end);
+}
+
+}  // namespace sluice::cli

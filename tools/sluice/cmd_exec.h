@@ -1,0 +1,29 @@
+// get --exec: runs a command per message (docs/cli.md, "get --exec").
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cli.h"
+
+namespace sluice::cli {
+
+struct ExecArgs {
+  std::string name;
+  std::string channel;
+  std::uint64_t count = 0;  // 0: no limit
+  double timeout = -1;      // seconds; < 0: none
+  bool no_wait = false;
+  std::size_t batch = 0;  // messages per read and acknowledgement; 0: max(32, 4 x parallel)
+  std::string command;    // run as /bin/sh -c COMMAND
+  unsigned retries = 3;   // attempts after the first, before dead-lettering
+  std::size_t parallel = 1;
+  std::string dead_letter;  // empty: NAME.dead
+  double grace = 10;        // seconds commands may run on after SIGINT/SIGTERM
+};
+
+// Returns the exit status (exit_codes.h).
+int run_exec(Globals& g, const ExecArgs& a);
+
+}  // namespace sluice::cli
