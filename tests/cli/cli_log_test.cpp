@@ -288,6 +288,7 @@ TEST_F(CliLogTest, RepairMakesADamagedNewestSegmentOpenableAgain) {
   Outcome r = run({"put", "q"}, "more\n");
   EXPECT_NE(r.rc, 0);  // the writer cannot open
   EXPECT_NE(r.err.find(newest.filename().string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sluice repair"), std::string::npos) << r.err;  // says what to do
   r = run({"log", "verify", "q"});
   EXPECT_EQ(r.rc, kDamaged);
   EXPECT_NE(r.out.find("cannot open"), std::string::npos) << r.out;

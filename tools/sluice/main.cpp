@@ -51,6 +51,9 @@ int fail(std::string_view cmd, std::string_view what, const Status& s) {
     case StatusCode::kInvalidArgument:
       hint = "see `sluice " + std::string(cmd) + " --help`";
       break;
+    case StatusCode::kCorruption:
+      hint = "see `sluice log verify`; `sluice repair NAME` moves the damage aside";
+      break;
     default:
       break;
   }
