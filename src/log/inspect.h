@@ -33,8 +33,8 @@ struct Snapshot {
 Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions& opt);
 
 // The same on any file system (the public ones use the real disk).
-Result<RepairReport> repair_topic(FileSystem& fs, const std::string& dir,
-                                  const RepairOptions& repair, const TopicOptions& opt);
+Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
+                                       const TopicRepairOptions& repair, const TopicOptions& opt);
 
 // The last component of a path.
 std::string base_name(const std::string& path);

@@ -34,7 +34,7 @@ std::string utc_stamp() {
 
 // A step of the plan: described first, applied unless dry-run.
 struct Step {
-  RepairAction action;
+  TopicRepairAction action;
   std::function<Status()> apply;
 };
 
@@ -66,8 +66,8 @@ std::string holding(const Found& f) {
 
 }  // namespace
 
-Result<RepairReport> repair_topic(FileSystem& fs, const std::string& dir, const RepairOptions& ro,
-                                  const TopicOptions& opt) {
+Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
+                                       const TopicRepairOptions& ro, const TopicOptions& opt) {
   if (Status s = validate(opt); !s.ok()) return s;
   if (!fs.is_dir(dir)) return Status(StatusCode::kNotFound, "no directory " + dir);
   // The writer's role: no writer may append (or recover) while we move its
@@ -96,7 +96,7 @@ Result<RepairReport> repair_topic(FileSystem& fs, const std::string& dir, const 
   const TopicInspection& t = snap->out;
   const Scan& scan = snap->scan;
 
-  RepairReport out;
+  TopicRepairReport out;
   out.dry_run = ro.dry_run;
   const std::string stem =
       (ro.quarantine_dir.empty() ? dir + ".quarantine" : ro.quarantine_dir) + "/" + utc_stamp();
@@ -231,8 +231,8 @@ Result<RepairReport> repair_topic(FileSystem& fs, const std::string& dir, const 
 
 }  // namespace log
 
-Result<RepairReport> repair_topic(const std::string& dir, const RepairOptions& repair,
-                                  TopicOptions options) {
+Result<TopicRepairReport> repair_topic(const std::string& dir, const TopicRepairOptions& repair,
+                                       TopicOptions options) {
   return log::repair_topic(log::posix_file_system(), dir, repair, options);
 }
 

@@ -320,7 +320,7 @@ void add_log_commands(CLI::App& app, Globals& g) {
       return;
     }
     const Target& t = targets->front();
-    RepairOptions ro;
+    TopicRepairOptions ro;
     ro.dry_run = a->dry_run;
     ro.quarantine_dir = t.quarantine;
     auto r = repair_topic(t.topic, ro);
@@ -333,7 +333,7 @@ void add_log_commands(CLI::App& app, Globals& g) {
       return;
     }
     const char* verb = r->dry_run ? "would " : "";
-    for (const RepairAction& act : r->actions) std::cout << verb << act.what << "\n";
+    for (const TopicRepairAction& act : r->actions) std::cout << verb << act.what << "\n";
     for (const LogFinding& f : r->left)
       std::cout << "left in place: " << finding_line(t, f) << "\n";
     if (r->actions.empty()) {

@@ -113,23 +113,23 @@ struct TopicInspection {
 // must be at least the writer's (records longer than it count as damage).
 Result<TopicInspection> inspect_topic(const std::string& dir, TopicOptions options = {});
 
-struct RepairOptions {
+struct TopicRepairOptions {
   bool dry_run = false;  // plan and report, change nothing
   // Where moved files go: a new subdirectory named after the UTC time is
   // made in it. Empty: "<dir>.quarantine". Must be on the topic's file system.
   std::string quarantine_dir;
 };
 
-struct RepairAction {
+struct TopicRepairAction {
   std::string what;           // one line: what was (or would be) done and why
   std::string file;           // the file changed, created or moved
   std::string to;             // where it was moved (moves only)
   std::uint64_t records = 0;  // records in a moved segment (no longer delivered)
 };
 
-struct RepairReport {
-  std::vector<RepairAction> actions;  // in the order they were (or would be) applied
-  std::string quarantine;             // the directory files went to ("" if none)
+struct TopicRepairReport {
+  std::vector<TopicRepairAction> actions;  // in the order they were (or would be) applied
+  std::string quarantine;                  // the directory files went to ("" if none)
   // Seqs that will never be delivered because of the damage repaired: the
   // gaps the repair recorded as known (after_gap), the damaged newest
   // segment's included.
@@ -153,7 +153,8 @@ struct RepairReport {
 // call it while this process has the topic open. Damage a crash leaves
 // (torn tails, lost headers of empty segments) is the writer's open's to
 // repair: left alone.
-Result<RepairReport> repair_topic(const std::string& dir, const RepairOptions& repair = {},
-                                  TopicOptions options = {});
+Result<TopicRepairReport> repair_topic(const std::string& dir,
+                                       const TopicRepairOptions& repair = {},
+                                       TopicOptions options = {});
 
 }  // namespace sluice
