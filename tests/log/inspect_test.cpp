@@ -248,6 +248,33 @@ TEST_F(InspectTest, ARemovedMiddleSegmentIsAGapThatRepairRecords) {
   EXPECT_EQ(got[35], 70U);
 }
 
+TEST_F(InspectTest, AnOlderSegmentWithABadHeaderIsMovedAndItsSeqsAKnownGap) {
+  fill(100);
+  const auto segs = segments();
+  ASSERT_EQ(segs.size(), 3U);
+  overwrite(segs[1], 0, "XXXXXXXX");
+  TopicInspection t = inspect();
+  auto d = damage(t);
+  ASSERT_EQ(d.size(), 2U) << all(t);
+  EXPECT_EQ(d[0]->file, segs[1].string());
+  EXPECT_NE(d[0]->what.find("bad segment header: skipped whole, its 35 records (seqs 35..69)"),
+            std::string::npos)
+      << d[0]->what;
+  EXPECT_EQ(d[1]->file, segs[2].string());  // and the gap it leaves
+  EXPECT_EQ(t.records, 65U);
+
+  auto r = repair_topic(dir_.string(), {}, small());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->records_lost, 35U);
+  ASSERT_EQ(r->actions.size(), 2U);  // moved, then the next segment flagged
+  EXPECT_EQ(r->actions[0].records, 35U);
+  EXPECT_TRUE(fs::exists(fs::path(r->quarantine) / segs[1].filename()));
+  EXPECT_FALSE(fs::exists(segs[1]));
+  t = inspect();
+  EXPECT_FALSE(t.damaged()) << all(t);
+  EXPECT_EQ(delivered().size(), 65U);
+}
+
 TEST_F(InspectTest, ADamagedPositionSlotIsRewrittenFromTheOther) {
   fill(30, 10);  // generation 2 in slot 0
   const fs::path pos = dir_ / "channels" / "c.pos";
