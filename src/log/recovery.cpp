@@ -141,6 +141,7 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
         out.damaged_newest = path;
         report.corrupt.push_back({path, 0, data->size(), "bad segment header before records"});
       } else {
+        out.skipped.push_back(path);
         report.corrupt.push_back({path, 0, data->size(), "bad segment header: segment skipped"});
       }
       continue;
@@ -152,6 +153,7 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
     if (!out.segments.empty() && base != out.segments.back().next_seq) {
       const std::uint64_t prev = out.segments.back().next_seq;
       if (base < prev) {
+        out.skipped.push_back(path);
         report.corrupt.push_back({path, 0, 0, "segment overlaps the previous one: skipped"});
         continue;
       }

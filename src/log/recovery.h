@@ -35,6 +35,9 @@ struct Scan {
   // The newest segment file's header is invalid but records follow it:
   // damage the writer must not guess about.
   std::optional<std::string> damaged_newest;
+  // Older segment files skipped whole: a bad header before records, or an
+  // overlap with the segment before (readers never deliver from them).
+  std::vector<std::string> skipped;
   // The newest segment carries kSegmentClosed: the topic is closed.
   bool closed = false;
 };

@@ -407,6 +407,12 @@ Result<std::unique_ptr<Topic>> open_topic(FileSystem& fs, const std::string& dir
   return Topic::Impl::open(fs, dir, options);
 }
 
+bool open_for_writing_here(const FileSystem& fs, const std::string& canonical_dir) {
+  std::lock_guard g(g_open_mu);
+  auto it = g_open_dirs.find({&fs, canonical_dir});
+  return it != g_open_dirs.end() && it->second == getpid();
+}
+
 Result<RecoveryReport> verify_topic(FileSystem& fs, const std::string& dir,
                                     const TopicOptions& options) {
   if (Status s = validate(options); !s.ok()) return s;

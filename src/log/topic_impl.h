@@ -56,5 +56,8 @@ Result<std::unique_ptr<Topic>> open_topic(FileSystem& fs, const std::string& dir
                                           const TopicOptions& options);
 Result<RecoveryReport> verify_topic(FileSystem& fs, const std::string& dir,
                                     const TopicOptions& options);
+// Whether this process has the topic in `canonical_dir` open for writing
+// (POSIX locks do not tell: they never conflict within a process).
+bool open_for_writing_here(const FileSystem& fs, const std::string& canonical_dir);
 
 }  // namespace sluice::log

@@ -18,6 +18,7 @@ enum ExitCode : int {
   kExitIO = 7,            // I/O error: disk full, permissions, stdout closed
   kExitTooLarge = 8,      // put: a message over the size limit
   kExitTimeout = 9,       // get --timeout: time ran out before --count or the end
+  kExitDamaged = 11,      // log verify: damage found (one line per finding on stdout)
   kExitCannotRun = 126,   // get --exec: the command cannot be run (as xargs)
   kExitNotFound = 127,    // get --exec: the command was not found (as xargs)
   kExitInterrupted = 130  // SIGINT/SIGTERM: stopped cleanly, nothing unwritten acknowledged

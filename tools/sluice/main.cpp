@@ -51,6 +51,9 @@ int fail(std::string_view cmd, std::string_view what, const Status& s) {
     case StatusCode::kInvalidArgument:
       hint = "see `sluice " + std::string(cmd) + " --help`";
       break;
+    case StatusCode::kCorruption:
+      hint = "see `sluice log verify`; `sluice repair NAME` moves the damage aside";
+      break;
     default:
       break;
   }
@@ -92,9 +95,11 @@ int main(int argc, char** argv) {
   app.footer(
       "Exit status: 0 ok, 1 other error, 2 usage, 3 unknown queue, 4 queue exists, 5 queue "
       "closed,\n"
-      "6 role held elsewhere, 7 I/O error, 8 message too large, 9 timed out, 130 interrupted.");
+      "6 role held elsewhere, 7 I/O error, 8 message too large, 9 timed out, 11 damage found\n"
+      "(log verify), 130 interrupted.");
   add_queue_commands(app, g);
   add_io_commands(app, g);
+  add_log_commands(app, g);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

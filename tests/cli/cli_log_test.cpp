@@ -1,0 +1,360 @@
+// `sluice log verify|inspect` and `sluice repair`, the real binary run as a
+// child process on stores whose files the test damages by hand.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sluice/log/topic.h"
+#include "testutil/temp_dir.h"
+#include "testutil/wait_for.h"
+
+#ifndef SLUICE_CLI
+#error "SLUICE_CLI: the path of the sluice binary (tests/CMakeLists.txt)"
+#endif
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+constexpr int kDamaged = 11;  // tools/sluice/exit_codes.h
+
+struct Outcome {
+  int rc = -1;
+  std::string out;
+  std::string err;
+};
+
+// A running `sluice args...` with pipes on its stdin, stdout and stderr.
+class Child {
+ public:
+  explicit Child(std::vector<std::string> args) {
+    args.insert(args.begin(), SLUICE_CLI);
+    int in[2], out[2], err[2];
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
+      ADD_FAILURE() << "pipe: " << std::strerror(errno);
+      return;
+    }
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(err[1]);
+    in_ = in[1];
+    out_ = out[0];
+    err_ = err[0];
+  }
+  ~Child() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      finish();
+    }
+    for (int fd : {in_, out_, err_}) {
+      if (fd >= 0) close(fd);
+    }
+  }
+  void write_stdin(const std::string& data) {
+    std::size_t off = 0;
+    while (off < data.size()) {
+      const ssize_t n = ::write(in_, data.data() + off, data.size() - off);
+      ASSERT_GT(n, 0) << std::strerror(errno);
+      off += static_cast<std::size_t>(n);
+    }
+  }
+  void close_stdin() {
+    if (in_ >= 0) close(in_);
+    in_ = -1;
+  }
+  // Reads stdout and stderr to their end, then reaps the child.
+  Outcome finish() {
+    Outcome r;
+    pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
+    std::string* to[2] = {&r.out, &r.err};
+    int open = 2;
+    while (open > 0 && poll(fds, 2, 60000) > 0) {
+      for (int i = 0; i < 2; ++i) {
+        if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
+        char buf[4096];
+        const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
+        if (n <= 0) {
+          fds[i].fd = -1;
+          --open;
+        } else {
+          to[i]->append(buf, static_cast<std::size_t>(n));
+        }
+      }
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, 0) == pid_) {
+      r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    pid_ = -1;
+    return r;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int in_ = -1, out_ = -1, err_ = -1;
+};
+
+class CliLogTest : public ::testing::Test {
+ protected:
+  void TearDown() override { fs::remove_all(store_); }
+
+  Outcome run(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), {"--store", store_});
+    Child c(std::move(args));
+    c.write_stdin(input);
+    c.close_stdin();
+    return c.finish();
+  }
+  std::string topic(const std::string& queue) const {
+    return store_ + "/queues/" + queue + "/topic";
+  }
+  static std::string msg(int i) { return "message " + std::to_string(1000 + i); }
+  static constexpr std::uint64_t kRecord = 16 + 12;  // header + msg(i)
+
+  // A queue whose topic holds n records in 1 KiB segments (35 records
+  // each), appended through the library (the store's own segments are
+  // 64 MiB: too big to make several here).
+  void make_queue(const std::string& name, int n) {
+    ASSERT_EQ(run({"create", name, "--bound", "100000"}).rc, 0);
+    TopicOptions o;
+    o.segment_bytes = 1024;
+    o.max_message_bytes = 512;
+    o.durability = Durability::kNone;
+    auto t = Topic::open(topic(name), o);
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (int i = 0; i < n; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
+  }
+  std::vector<fs::path> segments(const std::string& queue) const {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(topic(queue))) {
+      if (e.path().extension() == ".seg") out.push_back(e.path());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  static void overwrite(const fs::path& file, std::uint64_t at, const std::string& with) {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(with.data(), static_cast<std::streamsize>(with.size()));
+  }
+  // Every file of the store, with its bytes.
+  std::map<std::string, std::string> bytes() const {
+    std::map<std::string, std::string> out;
+    for (const auto& e : fs::recursive_directory_iterator(store_)) {
+      if (!e.is_regular_file()) continue;
+      std::ifstream in(e.path(), std::ios::binary);
+      out[e.path().string()] = {std::istreambuf_iterator<char>(in), {}};
+    }
+    return out;
+  }
+  static int count(const std::string& text, const std::string& what) {
+    int n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  }
+
+  std::string store_ = testutil::test_dir("cli-log").string();
+};
+
+TEST_F(CliLogTest, VerifyOfACleanStoreQueueOrTopicExitsZero) {
+  ASSERT_EQ(run({"create", "jobs"}).rc, 0);
+  ASSERT_EQ(run({"put", "jobs"}, "a\nb\nc\n").rc, 0);
+  make_queue("many", 100);
+  for (const std::string& target :
+       {std::string(), std::string("jobs"), store_ + "/queues/jobs", topic("jobs"), store_}) {
+    std::vector<std::string> args = {"log", "verify"};
+    if (!target.empty()) args.push_back(target);
+    const Outcome r = run(args);
+    EXPECT_EQ(r.rc, 0) << target << ": " << r.out << r.err;
+    EXPECT_EQ(count(r.out, "damage"), 0) << r.out;
+  }
+  const Outcome r = run({"log", "verify"});
+  EXPECT_NE(r.out.find("queue 'jobs': ok (segments=1 records=3 channels=1)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("queue 'many': ok (segments=3 records=100 channels=1)"), std::string::npos)
+      << r.out;
+}
+
+TEST_F(CliLogTest, EachDamageExitsElevenWithALineNamingIt) {
+  make_queue("flipped", 100);
+  make_queue("truncated", 100);
+  make_queue("removed", 100);
+  make_queue("slot", 100);
+  overwrite(segments("flipped")[0], 32 + 2 * kRecord + 16 + 3, "X");  // record 2's payload
+  fs::resize_file(segments("truncated")[0], 32 + 10 * kRecord + 5);
+  fs::remove(segments("removed")[1]);
+  overwrite(topic("slot") + "/channels/default.pos", 16, "XXXX");  // the unused slot 0
+  const std::map<std::string, std::string> expect = {
+      {"flipped", "seqs 2..2 lost"},
+      {"truncated", "to the end of the segment"},
+      {"removed", "seqs 35..69 missing"},
+      {"slot", "slot 0 of the position file is damaged"},
+  };
+  for (const auto& [queue, what] : expect) {
+    const Outcome r = run({"log", "verify", queue});
+    EXPECT_EQ(r.rc, kDamaged) << queue << ": " << r.out << r.err;
+    EXPECT_NE(r.out.find("damage: queue '" + queue + "'"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(what), std::string::npos) << queue << ": " << r.out;
+    EXPECT_NE(r.out.find(" -- "), std::string::npos) << r.out;  // and what to do
+  }
+  const Outcome all = run({"log", "verify"});
+  EXPECT_EQ(all.rc, kDamaged);
+  EXPECT_EQ(count(all.out, "damage: "), 5) << all.out;  // the truncation is two: tail and gap
+  ASSERT_EQ(run({"create", "fine"}).rc, 0);
+  EXPECT_EQ(run({"log", "verify", "fine"}).rc, 0);
+}
+
+TEST_F(CliLogTest, InspectDescribesSegmentsChannelsAndFindings) {
+  make_queue("q", 100);
+  ASSERT_EQ(run({"get", "q", "--count", "10"}).rc, 0);
+  Outcome r = run({"log", "inspect", "q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("first_seq=0 next_seq=100 records=100 segments=3"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("00000000000000000000.seg base=0 seqs=0..34 records=35"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("00000000000000000070.seg base=70 seqs=70..99 records=30"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(count(r.out, " sealed"), 2) << r.out;
+  EXPECT_NE(r.out.find("default valid next_seq=10 unacked=90"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("high_watermark=100 closed=no"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("findings: 0 damage, 0 notes"), std::string::npos) << r.out;
+
+  ASSERT_EQ(run({"close", "q"}).rc, 0);
+  overwrite(segments("q")[0], 32 + 16 + 1, "X");
+  r = run({"log", "inspect", "q", "--json"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(count(r.out, "\n"), 1) << r.out;
+  EXPECT_NE(r.out.find("\"records\":99,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"closed\":true"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"damaged\":true"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"closed_mark\":true"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"severity\":\"damage\""), std::string::npos) << r.out;
+}
+
+// Read-only: the bytes stay, and a live writer (a put holding the queue)
+// does not stop it; a repair waits for no one and says who holds it.
+TEST_F(CliLogTest, VerifyChangesNothingAndWorksBesideALiveWriter) {
+  make_queue("q", 50);
+  Child put({"--store", store_, "put", "q"});
+  put.write_stdin("live 1\nlive 2\n");
+  ASSERT_TRUE(testutil::eventually([&] {
+    return run({"stat", "q"}).out.find("produced=52") != std::string::npos;
+  }));
+  const auto before = bytes();
+  Outcome r = run({"log", "verify", "q"});
+  EXPECT_EQ(r.rc, 0) << r.out << r.err;
+  r = run({"log", "inspect", "q"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("records=52"), std::string::npos) << r.out;
+  EXPECT_EQ(bytes(), before);
+  r = run({"repair", "q"});
+  EXPECT_EQ(r.rc, 6) << r.out << r.err;
+  EXPECT_NE(r.err.find("open for writing by PID"), std::string::npos) << r.err;
+  EXPECT_EQ(bytes(), before);
+  put.close_stdin();
+  EXPECT_EQ(put.finish().rc, 0);
+}
+
+TEST_F(CliLogTest, RepairMakesADamagedNewestSegmentOpenableAgain) {
+  make_queue("q", 100);
+  const fs::path newest = segments("q").back();  // seqs 70..99
+  overwrite(newest, 0, "XXXXXXXX");
+  Outcome r = run({"put", "q"}, "more\n");
+  EXPECT_NE(r.rc, 0);  // the writer cannot open
+  EXPECT_NE(r.err.find(newest.filename().string()), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sluice repair"), std::string::npos) << r.err;  // says what to do
+  r = run({"log", "verify", "q"});
+  EXPECT_EQ(r.rc, kDamaged);
+  EXPECT_NE(r.out.find("cannot open"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sluice repair"), std::string::npos) << r.out;
+
+  const auto before = bytes();
+  r = run({"repair", "q", "--dry-run"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("would move " + newest.filename().string()), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dry run, nothing changed"), std::string::npos) << r.out;
+  EXPECT_EQ(bytes(), before);
+
+  r = run({"repair", "q"});
+  ASSERT_EQ(r.rc, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("30 records lost from delivery"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(store_ + "/queues/q/quarantine/"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(newest));
+  std::size_t moved = 0;
+  for (const auto& e : fs::recursive_directory_iterator(store_ + "/queues/q/quarantine")) {
+    if (e.path().filename() == newest.filename()) moved = fs::file_size(e.path());
+  }
+  EXPECT_EQ(moved, 32 + 30 * kRecord);  // kept whole
+
+  r = run({"log", "verify", "q"});
+  EXPECT_EQ(r.rc, 0) << r.out;
+  std::string want;
+  for (int i = 0; i < 70; ++i) want += msg(i) + "\n";
+  r = run({"get", "q", "--count", "70"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, want);
+  ASSERT_EQ(run({"put", "q"}, "after\n").rc, 0);
+  r = run({"get", "q", "--count", "1"});
+  EXPECT_EQ(r.out, "after\n");
+  EXPECT_NE(run({"log", "inspect", "q"}).out.find("base=100 seqs=100..100"), std::string::npos);
+  EXPECT_EQ(run({"repair", "q"}).out, "queue 'q': nothing to repair\n");
+}
+
+TEST_F(CliLogTest, BadArgumentsAreClearErrors) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  Outcome r = run({"log", "verify", store_ + "/no/such/dir"});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("no directory"), std::string::npos) << r.err;
+  EXPECT_EQ(count(r.err, "\n"), 1) << r.err;
+  const std::string empty = store_ + "/empty";
+  fs::create_directories(empty);
+  r = run({"log", "inspect", empty});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("not a topic, queue or store directory"), std::string::npos) << r.err;
+  r = run({"log", "verify", "nope"});
+  EXPECT_EQ(r.rc, 3);
+  EXPECT_NE(r.err.find("no queue 'nope'"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"repair", "nope"}).rc, 3);
+  EXPECT_EQ(run({"repair"}).rc, 2);
+  r = run({"repair", store_});
+  EXPECT_EQ(r.rc, 2);
+  EXPECT_NE(r.err.find("is a store"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"log"}).rc, 2);
+  for (std::vector<std::string> args : {std::vector<std::string>{"log", "--help"},
+                                        {"log", "verify", "--help"},
+                                        {"log", "inspect", "--help"},
+                                        {"repair", "--help"}}) {
+    r = run(args);
+    EXPECT_EQ(r.rc, 0) << args[1];
+    EXPECT_NE(r.out.find("Usage"), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,350 @@
+// log verify, log inspect, repair: the embedded store's files looked at
+// directly (sluice/log/inspect.h does the work; this file picks the topics
+// and prints).
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "cli.h"
+#include "sluice/log/inspect.h"
+
+namespace sluice::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct LogArgs {
+  std::string target;  // a directory, a queue name, or empty: the whole store
+  bool json = false;
+  bool dry_run = false;
+};
+
+// One topic to look at: a queue of a store, or a bare topic directory.
+struct Target {
+  std::string label;       // "queue 'jobs'" or "topic DIR"
+  std::string topic;       // the topic directory
+  std::string quarantine;  // where repair moves files ("" for the library's default)
+};
+
+Target queue_target(const std::string& qdir, const std::string& name) {
+  return {queue_label(name), qdir + "/topic", qdir + "/quarantine"};
+}
+
+bool is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+// The topics TARGET names (docs/cli.md, "Inspecting and repairing a store"):
+// an existing directory is a store (it has queues/), a queue directory (it
+// has queue.meta and topic/) or a topic directory; another argument is a
+// queue of the store; none is every queue of the store.
+Result<std::vector<Target>> resolve(const Globals& g, const std::string& target, bool many_ok) {
+  std::string store = store_location(g);
+  if (store.starts_with("file:")) store.erase(0, 5);
+  const auto whole_store = [&](const std::string& dir) -> Result<std::vector<Target>> {
+    if (!many_ok) {
+      return Status(StatusCode::kInvalidArgument,
+                    dir + " is a store: name one queue (its name, or its directory)");
+    }
+    std::vector<Target> out;
+    std::error_code ec;
+    std::vector<std::string> names;
+    for (fs::directory_iterator it(dir + "/queues", ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string n = it->path().filename().string();
+      if (validate_queue_name(n).ok() && is_dir(it->path())) names.push_back(n);
+    }
+    if (ec) return Status(StatusCode::kIOError, "list " + dir + "/queues: " + ec.message());
+    std::sort(names.begin(), names.end());
+    for (const std::string& n : names) out.push_back(queue_target(dir + "/queues/" + n, n));
+    return out;
+  };
+  if (target.empty()) {
+    if (store.find("://") != std::string::npos) {
+      return Status(StatusCode::kInvalidArgument,
+                    "store " + store + ": `sluice log` reads the embedded store's files only");
+    }
+    if (!is_dir(store + "/queues")) {
+      return Status(StatusCode::kInvalidArgument, "no store in " + store);
+    }
+    return whole_store(store);
+  }
+  std::error_code ec;
+  const fs::path p(target);
+  if (fs::exists(p, ec)) {
+    if (!is_dir(p)) return Status(StatusCode::kInvalidArgument, target + " is not a directory");
+    if (is_dir(p / "queues")) return whole_store(target);
+    if (fs::exists(p / "queue.meta", ec) && is_dir(p / "topic")) {
+      return std::vector<Target>{queue_target(target, p.filename().string())};
+    }
+    return std::vector<Target>{{"topic " + target, target, ""}};
+  }
+  if (target.find('/') == std::string::npos && validate_queue_name(target).ok()) {
+    const std::string qdir = store + "/queues/" + target;
+    if (!is_dir(qdir)) {
+      return Status(StatusCode::kNotFound, "no queue '" + target + "' in store " + store +
+                                               ", and no directory by that name");
+    }
+    return std::vector<Target>{queue_target(qdir, target)};
+  }
+  return Status(StatusCode::kInvalidArgument, "no directory " + target);
+}
+
+// "not a topic" is bad input here, not an unknown queue.
+int fail_target(std::string_view cmd, const Target& t, const Status& s) {
+  if (s.code() == StatusCode::kNotFound) {
+    return fail(
+        cmd, t.topic,
+        {StatusCode::kInvalidArgument,
+         t.topic + " is not a topic, queue or store directory (" + std::string(s.message()) + ")"});
+  }
+  return fail(cmd, t.label, s);
+}
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+const char* severity(const LogFinding& f) {
+  return f.severity == LogFinding::Severity::kDamage ? "damage" : "note";
+}
+
+// One line: what, where, what to do.
+std::string finding_line(const Target& t, const LogFinding& f) {
+  std::ostringstream o;
+  o << severity(f) << ": " << t.label << ": " << f.file;
+  if (f.length > 0 || f.offset > 0) o << " at " << f.offset << " (" << f.length << " bytes)";
+  o << ": " << f.what << " -- " << f.advice;
+  return o.str();
+}
+
+const char* state_name(ChannelInspection::State s) {
+  switch (s) {
+    case ChannelInspection::State::kValid:
+      return "valid";
+    case ChannelInspection::State::kUnset:
+      return "unset";
+    case ChannelInspection::State::kDamaged:
+      return "damaged";
+  }
+  return "?";
+}
+
+std::string slot_text(const PositionSlotInspection& s) {
+  if (s.valid) {
+    return "gen " + std::to_string(s.generation) + " next " + std::to_string(s.next_seq);
+  }
+  return s.set ? "damaged" : "empty";
+}
+
+void print_text(const Target& t, const TopicInspection& x) {
+  std::size_t damage = 0;
+  for (const LogFinding& f : x.findings) damage += f.severity == LogFinding::Severity::kDamage;
+  std::cout << t.label << "\n"
+            << "  dir=" << x.dir << "\n"
+            << "  first_seq=" << x.first_seq << " next_seq=" << x.next_seq
+            << " records=" << x.records << " segments=" << x.segments.size() << " bytes=" << x.bytes
+            << "\n"
+            << "  high_watermark="
+            << (x.has_notify ? std::to_string(x.visible_seq) : std::string("none (no NOTIFY)"))
+            << " closed=" << (x.closed ? "yes" : "no") << "\n"
+            << "  segments:\n";
+  for (const SegmentInspection& g : x.segments) {
+    std::cout << "    " << fs::path(g.file).filename().string() << " base=" << g.base_seq;
+    if (g.records > 0) {
+      std::cout << " seqs=" << g.first_seq << ".." << g.last_seq;
+    } else {
+      std::cout << " seqs=none";
+    }
+    std::cout << " records=" << g.records << " bytes=" << g.file_bytes;
+    if (g.reserved_bytes > 0) std::cout << " preallocated=" << g.reserved_bytes;
+    if (g.damaged_bytes > 0) std::cout << " damaged=" << g.damaged_bytes;
+    std::cout << (g.header_valid ? "" : " bad-header") << (g.sealed ? " sealed" : " newest")
+              << (g.after_gap ? " after-gap" : "") << (g.closed_mark ? " closed-mark" : "") << "\n";
+  }
+  std::cout << "  channels:" << (x.channels.empty() ? " none" : "") << "\n";
+  for (const ChannelInspection& c : x.channels) {
+    std::cout << "    " << c.name << " " << state_name(c.state);
+    if (c.state == ChannelInspection::State::kValid) {
+      std::cout << " next_seq=" << c.next_seq << " unacked=" << c.unacked
+                << " slot=" << c.current_slot;
+    }
+    std::cout << " slot0=" << slot_text(c.slots[0]) << " slot1=" << slot_text(c.slots[1]) << "\n";
+  }
+  std::cout << "  findings: " << damage << " damage, " << x.findings.size() - damage << " notes\n";
+  for (const LogFinding& f : x.findings) std::cout << "    " << finding_line(t, f) << "\n";
+}
+
+void print_json(const Target& t, const TopicInspection& x) {
+  std::ostringstream o;
+  o << "{\"target\":" << json_string(t.label) << ",\"dir\":" << json_string(x.dir)
+    << ",\"first_seq\":" << x.first_seq << ",\"next_seq\":" << x.next_seq
+    << ",\"records\":" << x.records << ",\"bytes\":" << x.bytes
+    << ",\"high_watermark\":" << (x.has_notify ? std::to_string(x.visible_seq) : "null")
+    << ",\"closed\":" << (x.closed ? "true" : "false")
+    << ",\"damaged\":" << (x.damaged() ? "true" : "false") << ",\"segments\":[";
+  for (std::size_t i = 0; i < x.segments.size(); ++i) {
+    const SegmentInspection& g = x.segments[i];
+    o << (i ? "," : "") << "{\"file\":" << json_string(g.file) << ",\"base_seq\":" << g.base_seq
+      << ",\"header_valid\":" << (g.header_valid ? "true" : "false") << ",\"records\":" << g.records
+      << ",\"first_seq\":" << g.first_seq << ",\"last_seq\":" << g.last_seq
+      << ",\"bytes\":" << g.file_bytes << ",\"record_bytes\":" << g.record_bytes
+      << ",\"preallocated\":" << g.reserved_bytes << ",\"damaged_bytes\":" << g.damaged_bytes
+      << ",\"sealed\":" << (g.sealed ? "true" : "false")
+      << ",\"after_gap\":" << (g.after_gap ? "true" : "false")
+      << ",\"closed_mark\":" << (g.closed_mark ? "true" : "false") << "}";
+  }
+  o << "],\"channels\":[";
+  for (std::size_t i = 0; i < x.channels.size(); ++i) {
+    const ChannelInspection& c = x.channels[i];
+    o << (i ? "," : "") << "{\"name\":" << json_string(c.name)
+      << ",\"file\":" << json_string(c.file) << ",\"state\":\"" << state_name(c.state)
+      << "\",\"next_seq\":" << c.next_seq << ",\"unacked\":" << c.unacked
+      << ",\"current_slot\":" << c.current_slot << ",\"slots\":[";
+    for (int s = 0; s < 2; ++s) {
+      const PositionSlotInspection& p = c.slots[s];
+      o << (s ? "," : "") << "{\"set\":" << (p.set ? "true" : "false")
+        << ",\"valid\":" << (p.valid ? "true" : "false") << ",\"generation\":" << p.generation
+        << ",\"next_seq\":" << p.next_seq << "}";
+    }
+    o << "]}";
+  }
+  o << "],\"findings\":[";
+  for (std::size_t i = 0; i < x.findings.size(); ++i) {
+    const LogFinding& f = x.findings[i];
+    o << (i ? "," : "") << "{\"severity\":\"" << severity(f)
+      << "\",\"file\":" << json_string(f.file) << ",\"offset\":" << f.offset
+      << ",\"length\":" << f.length << ",\"what\":" << json_string(f.what)
+      << ",\"advice\":" << json_string(f.advice)
+      << ",\"repairable\":" << (f.repairable ? "true" : "false") << "}";
+  }
+  o << "]}";
+  std::cout << o.str() << "\n";
+}
+
+}  // namespace
+
+void add_log_commands(CLI::App& app, Globals& g) {
+  auto a = std::make_shared<LogArgs>();
+  const char* target_help =
+      "a store, queue or topic directory, or a queue name of the store (--store); "
+      "default: every queue of the store";
+
+  auto* log = app.add_subcommand("log", "look at the embedded store's files: verify, inspect");
+  log->require_subcommand(1);
+
+  auto* verify = log->add_subcommand(
+      "verify", "check every segment and position file, changing nothing; exit 11 on damage");
+  verify->add_option("TARGET", a->target, target_help);
+  verify->callback([&g, a] {
+    auto targets = resolve(g, a->target, true);
+    if (!targets.ok()) {
+      g.rc = fail("log verify", a->target.empty() ? "store" : a->target, targets.status());
+      return;
+    }
+    bool damaged = false;
+    for (const Target& t : *targets) {
+      auto x = inspect_topic(t.topic);
+      if (!x.ok()) {
+        g.rc = fail_target("log verify", t, x.status());
+        return;
+      }
+      std::size_t n = 0;
+      for (const LogFinding& f : x->findings) {
+        std::cout << finding_line(t, f) << "\n";
+        n += f.severity == LogFinding::Severity::kDamage;
+      }
+      damaged |= n > 0;
+      std::cout << t.label << ": " << (n > 0 ? "damaged, " + std::to_string(n) + " findings" : "ok")
+                << " (segments=" << x->segments.size() << " records=" << x->records
+                << " channels=" << x->channels.size() << ")\n";
+    }
+    g.rc = damaged ? kExitDamaged : kExitOk;
+  });
+
+  auto* inspect = log->add_subcommand(
+      "inspect", "describe segments, channels and positions, the closed mark and any damage");
+  inspect->add_option("TARGET", a->target, target_help);
+  inspect->add_flag("--json", a->json, "one JSON object per topic, one per line");
+  inspect->callback([&g, a] {
+    auto targets = resolve(g, a->target, true);
+    if (!targets.ok()) {
+      g.rc = fail("log inspect", a->target.empty() ? "store" : a->target, targets.status());
+      return;
+    }
+    for (const Target& t : *targets) {
+      auto x = inspect_topic(t.topic);
+      if (!x.ok()) {
+        g.rc = fail_target("log inspect", t, x.status());
+        return;
+      }
+      a->json ? print_json(t, *x) : print_text(t, *x);
+    }
+  });
+
+  auto* repair = app.add_subcommand(
+      "repair",
+      "move damage that stops a queue from opening into <queue>/quarantine/ (deletes nothing)");
+  repair->add_option("NAME", a->target, "queue name, or a queue or topic directory")->required();
+  repair->add_flag("--dry-run", a->dry_run, "say what would be done, change nothing");
+  repair->callback([&g, a] {
+    auto targets = resolve(g, a->target, false);
+    if (!targets.ok()) {
+      g.rc = fail("repair", a->target, targets.status());
+      return;
+    }
+    const Target& t = targets->front();
+    TopicRepairOptions ro;
+    ro.dry_run = a->dry_run;
+    ro.quarantine_dir = t.quarantine;
+    auto r = repair_topic(t.topic, ro);
+    if (!r.ok()) {
+      Status s = r.status();
+      if (s.code() == StatusCode::kInUse) {
+        s = {StatusCode::kInUse, std::string(s.message()) + "; stop it, then repair"};
+      }
+      g.rc = fail_target("repair", t, s);
+      return;
+    }
+    const char* verb = r->dry_run ? "would " : "";
+    for (const TopicRepairAction& act : r->actions) std::cout << verb << act.what << "\n";
+    for (const LogFinding& f : r->left)
+      std::cout << "left in place: " << finding_line(t, f) << "\n";
+    if (r->actions.empty()) {
+      std::cout << t.label << ": nothing to repair\n";
+    } else {
+      std::cout << t.label << ": " << (r->dry_run ? "dry run, nothing changed: " : "repaired: ")
+                << r->actions.size() << " actions, " << r->records_lost
+                << " records lost from delivery"
+                << (r->quarantine.empty() ? "" : ", quarantine " + r->quarantine) << "\n";
+    }
+  });
+}
+
+}  // namespace sluice::cli
