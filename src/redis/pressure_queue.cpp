@@ -648,7 +648,12 @@ Result<std::uint64_t> PressureQueue::requeue_orphans(std::string_view tag) {
 
 Result<std::vector<std::string>> PressureQueue::list(const RedisOptions& options) {
   redis::Connection conn(options, process_id());
-  const std::string pattern = options.prefix + ":*:bound";
+  std::string pattern;  // the prefix taken literally: glob characters escaped
+  for (const char ch : options.prefix) {
+    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') pattern += '\\';
+    pattern += ch;
+  }
+  pattern += ":*:bound";
   const std::string_view head = options.prefix;
   constexpr std::string_view kTail = ":bound";
   std::vector<std::string> names;

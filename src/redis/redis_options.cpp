@@ -45,9 +45,17 @@ std::string RedisOptions::endpoint() const {
 }
 
 Result<RedisOptions> RedisOptions::from_url(std::string_view url, RedisOptions base) {
+  // The URL as messages show it: a password replaced by "***".
+  std::string shown(url);
+  if (const auto at = shown.rfind('@'), scheme = shown.find("://");
+      at != std::string::npos && scheme != std::string::npos && at > scheme) {
+    const auto colon = shown.find(':', scheme + 3);
+    const auto from = colon < at ? colon + 1 : scheme + 3;
+    shown.replace(from, at - from, "***");
+  }
   const auto bad = [&](std::string_view why) {
     return Status(StatusCode::kInvalidArgument,
-                  "bad redis URL '" + std::string(url) + "': " + std::string(why));
+                  "bad redis URL '" + shown + "': " + std::string(why));
   };
   constexpr std::string_view kScheme = "redis://";
   if (!url.starts_with(kScheme)) return bad("expected redis://[[user]:password@]host[:port][/db]");

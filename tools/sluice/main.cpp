@@ -66,12 +66,13 @@ std::string store_location(const Globals& g) {
 
 std::string store_label(const Globals& g) {
   std::string loc = store_location(g);
-  // redis://user:password@host: hide the password.
+  // redis://[user]:password@host: hide the password.
   const auto scheme = loc.find("://");
   const auto at = loc.rfind('@');
   if (scheme != std::string::npos && at != std::string::npos && at > scheme) {
     const auto colon = loc.find(':', scheme + 3);
-    if (colon < at) loc.replace(colon + 1, at - colon - 1, "***");
+    const auto from = colon < at ? colon + 1 : scheme + 3;  // redis://PASSWORD@host too
+    loc.replace(from, at - from, "***");
   }
   return loc;
 }
