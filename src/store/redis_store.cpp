@@ -82,29 +82,72 @@ class RedisReader final : public QueueReader {
   // effort: if Redis cannot be reached, the next reader's open recovers it
   // once this process is gone (requeue_orphans).
   ~RedisReader() override {
-    if (pending_ > 0) (void)q_.requeue_inflight(consumer_);
+    if (pending_ > 0 || unsure_ || !taken_.empty()) (void)q_.requeue_inflight(consumer_);
   }
   RedisReader(const RedisReader&) = delete;
   RedisReader& operator=(const RedisReader&) = delete;
 
   Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) override {
+    max = std::max<std::size_t>(max, 1);
+    if (unsure_) {
+      if (Status s = resolve(); !s.ok()) return s;
+    }
+    if (!taken_.empty()) {  // a failed get's messages, in flight: deliver them first
+      const std::size_t take = std::min(max, taken_.size());
+      for (std::size_t i = 0; i < take; ++i) out.push_back(std::move(taken_[i]));
+      taken_.erase(taken_.begin(), taken_.begin() + static_cast<std::ptrdiff_t>(take));
+      pending_ += take;
+      return Status::Ok();
+    }
     const std::size_t before = out.size();
-    Status s = q_.get_many_reliable(consumer_, out, std::max<std::size_t>(max, 1), ctx);
+    Status s = q_.get_many_reliable(consumer_, out, max, ctx);
     pending_ += out.size() - before;
+    unsure_ = maybe_ran(s);
     return s;
   }
 
   Status ack() override {
+    if (unsure_) {
+      if (Status s = resolve(); !s.ok()) return s;
+    }
     if (pending_ == 0) return Status::Ok();
     Status s = q_.ack(consumer_, pending_);
     if (s.ok()) pending_ = 0;
+    unsure_ = maybe_ran(s);
     return s;
   }
 
  private:
+  // A call that failed with the connection may have run (PressureQueue:
+  // kUnavailable after the request was sent); the rest did nothing.
+  static bool maybe_ran(const Status& s) {
+    return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInternal;
+  }
+
+  // After such a failure the in-flight list says what happened: it holds
+  // exactly what this reader got and has not acknowledged, oldest first. A
+  // failed ack that ran left fewer than pending_; a failed get that ran left
+  // more, which no one has seen yet: they go out with the next get (an ack
+  // of pending_ messages would otherwise acknowledge them unseen).
+  Status resolve() {
+    auto in = q_.inflight(consumer_);
+    if (!in.ok()) return in.status();
+    unsure_ = false;
+    if (in->size() <= pending_) {
+      pending_ = in->size();
+      taken_.clear();
+    } else {
+      taken_.assign(std::make_move_iterator(in->begin() + static_cast<std::ptrdiff_t>(pending_)),
+                    std::make_move_iterator(in->end()));
+    }
+    return Status::Ok();
+  }
+
   PressureQueue q_;
   std::string consumer_;
-  std::size_t pending_ = 0;  // got, not yet acknowledged (in our in-flight list)
+  std::size_t pending_ = 0;         // got, not yet acknowledged (in our in-flight list)
+  bool unsure_ = false;             // the last get or ack may or may not have run
+  std::vector<std::string> taken_;  // in flight after pending_, not yet returned by get
 };
 
 }  // namespace
