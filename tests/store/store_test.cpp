@@ -509,9 +509,12 @@ TEST(RedisStoreTest, APercentEncodedPasswordIsDecoded) {
   EXPECT_NE(st.message().find("authentication failed"), std::string_view::npos) << st;
 }
 
-// A connection that breaks between a get and its ack: whether the ack ran
-// is then unknown, and the reader asks the in-flight list instead of
-// acknowledging twice (which would drop messages no one has seen).
+// A connection that breaks between a get and its ack: the reader
+// acknowledges exactly what it got, once, over a new connection. (Here the
+// first ack fails before it reaches the server. The case where it ran and
+// its reply was lost, when the reader must ask the in-flight list rather
+// than acknowledge again, needs a reply that times out (io_timeout, 5 s by
+// default, not settable through a URL) and has no test.)
 TEST(RedisStoreTest, AReaderAcknowledgesWhatItGotOnceAcrossABrokenConnection) {
   testutil::RedisServer persistent(true);
   auto s = QueueStore::open("redis://127.0.0.1:" + std::to_string(persistent.port()) + "/0");
