@@ -155,10 +155,10 @@ class RedisReader final : public QueueReader {
 Result<std::unique_ptr<QueueStore>> RedisStore::open(std::string_view url,
                                                      const StoreOptions& options) {
   if (url.starts_with("rediss://")) {
+    // (The URL is not repeated: it may hold a password.)
     return Status(StatusCode::kInvalidArgument,
-                  "store '" + std::string(url) +
-                      "': TLS (rediss://) is not supported; use redis:// (through a TLS tunnel "
-                      "such as stunnel if the server requires TLS)");
+                  "rediss:// (TLS) is not supported; use redis:// (through a TLS tunnel such as "
+                  "stunnel if the server requires TLS)");
   }
   RedisOptions base;
   if (!options.redis_prefix.empty()) base.prefix = options.redis_prefix;

@@ -30,9 +30,8 @@ Result<std::unique_ptr<QueueStore>> QueueStore::open(std::string_view location,
     return store::RedisStore::open(location, options);
 #else
     return Status(StatusCode::kInvalidArgument,
-                  "store '" + std::string(location) +
-                      "': this build of sluice has no Redis support (rebuild with "
-                      "-DSLUICE_WITH_REDIS=ON); use a directory");
+                  "this build of sluice has no Redis support (rebuild with "
+                  "-DSLUICE_WITH_REDIS=ON); use a directory");
 #endif
   }
   std::string_view path = location;

@@ -162,9 +162,11 @@ TEST_F(CliRedisTest, LocationsFromTheEnvironmentInOrder) {
   // Usage errors.
   r = run_with({"--redis", url_, "--store", dir, "ls"}, {});
   EXPECT_EQ(r.rc, 2) << r.err;
-  r = run_with({"--redis", "rediss://127.0.0.1:" + port, "ls"}, {});
+  r = run_with({"--redis", "rediss://:hush@127.0.0.1:" + port, "ls"}, {});
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("TLS"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("hush"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
 // A get killed mid-stream loses nothing: what it had taken and not
