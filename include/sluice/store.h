@@ -14,7 +14,8 @@
 //
 // Thread safety: a QueueStore may be used from any number of threads; each
 //   QueueWriter and QueueReader from one thread at a time. Roles are
-//   exclusive across threads and processes alike.
+//   exclusive across threads and processes alike (embedded; on Redis they
+//   are the pressure protocol's, held only while a call waits).
 // Blocking: writer() and reader() wait for the role while another holder
 //   has it (retrying with backoff, no spinning); put() waits while the queue
 //   is at its bound; get() waits for a message. All three take a Context;
