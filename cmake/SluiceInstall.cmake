@@ -7,6 +7,12 @@ include(CMakePackageConfigHelpers)
 
 set(SLUICE_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/sluice)
 set(SLUICE_COMPONENTS "")
+# The store links sluice::redis when both are built (redis:// locations).
+if(SLUICE_WITH_LOG AND SLUICE_WITH_REDIS)
+  set(SLUICE_STORE_WITH_REDIS TRUE)
+else()
+  set(SLUICE_STORE_WITH_REDIS FALSE)
+endif()
 
 set(_sluice_header_excludes "")
 if(NOT SLUICE_WITH_LOG)
@@ -121,8 +127,12 @@ if(SLUICE_WITH_LOG)
   sluice_pkg_config(sluice-log.pc sluice-log "sluice's durable log: Topic, Channel (sluice::log)"
     REQUIRES "sluice = ${PROJECT_VERSION}" LIBS -lsluice_log
     PRIVATE_LIBS ${_sluice_isal_flags} STATIC_LIBS ${_sluice_isal_flags})
+  set(_sluice_store_requires "sluice-log = ${PROJECT_VERSION}")
+  if(SLUICE_STORE_WITH_REDIS)
+    list(APPEND _sluice_store_requires "sluice-redis = ${PROJECT_VERSION}")
+  endif()
   sluice_pkg_config(sluice-store.pc sluice-store "sluice's named queues: QueueStore (sluice::store)"
-    REQUIRES "sluice-log = ${PROJECT_VERSION}" LIBS -lsluice_store)
+    REQUIRES ${_sluice_store_requires} LIBS -lsluice_store)
 endif()
 if(SLUICE_WITH_REDIS)
   # Static: -lhiredis itself rather than Requires: hiredis, whose Cflags

@@ -1,8 +1,10 @@
 // QueueStore is a set of named, bounded, durable queues shared by processes:
 // the face the `sluice` command and C++ programs share, whatever the backend.
-// Today's backend is embedded (a directory: one Topic per queue, see
-// docs/cli.md "Store layout"); a Redis backend is to implement the same
-// interface, so the same tests run against both.
+// Two backends implement it and run the same tests: embedded (a directory:
+// one Topic per queue, see docs/cli.md "Store layout") and Redis (one
+// pressure-protocol queue per queue, shared with the protocol's other
+// clients; docs/cli.md "Redis" lists where it differs: roles held only
+// while a call waits, one channel, kUnavailable when Redis is down).
 //
 // A queue has one producer role at a time (QueueWriter) and any number of
 // named channels, each read by one consumer at a time (QueueReader). Every
@@ -12,7 +14,8 @@
 //
 // Thread safety: a QueueStore may be used from any number of threads; each
 //   QueueWriter and QueueReader from one thread at a time. Roles are
-//   exclusive across threads and processes alike.
+//   exclusive across threads and processes alike (embedded; on Redis they
+//   are the pressure protocol's, held only while a call waits).
 // Blocking: writer() and reader() wait for the role while another holder
 //   has it (retrying with backoff, no spinning); put() waits while the queue
 //   is at its bound; get() waits for a message. All three take a Context;
@@ -28,10 +31,11 @@
 //   destroyed; they may outlive the QueueStore that made them. Messages are
 //   copied in and out.
 // Errors: kNotFound (no such queue), kAlreadyExists (create), kInvalidArgument
-//   (bad queue or channel name, bad location, message too large, bound 0),
+//   (bad queue or channel name, bad location, message too large),
 //   kInUse (role held elsewhere, when the wait ends), kClosed (put to a
 //   closed queue; get on a closed, drained queue), kIOError (errno text;
-//   disk full included).
+//   disk full included), kUnavailable (Redis: the server cannot be reached;
+//   the message names host:port).
 #pragma once
 
 #include <cstddef>
@@ -65,6 +69,9 @@ enum class StoreDurability : std::uint8_t {
 
 struct StoreOptions {
   StoreDurability durability = StoreDurability::kSync;
+  // Redis: the key prefix (the pressure protocol's PRESSURE_PREFIX); empty:
+  // "__pressure__". The embedded backend ignores it.
+  std::string redis_prefix;
 };
 
 // The producer role of one queue. At most one exists per queue at a time.
@@ -101,12 +108,15 @@ class QueueStore {
   virtual ~QueueStore() = default;
 
   // Opens a store. `location`: a directory path, or "file:PATH" (the
-  // embedded backend; the directory is created if missing). "redis://..."
-  // is kInvalidArgument for now.
+  // embedded backend; the directory is created if missing), or
+  // "redis://[[user]:password@]host[:port][/db]" (user and password may be
+  // %XX-escaped; connects at the first call). "rediss://" (TLS) is
+  // kInvalidArgument, and so is redis:// in a build without Redis.
   static Result<std::unique_ptr<QueueStore>> open(std::string_view location,
                                                   const StoreOptions& options = {});
 
-  // A new empty queue holding at most `bound` unacknowledged messages (>= 1).
+  // A new empty queue holding at most `bound` unacknowledged messages (0:
+  // unbounded; Redis counts the messages not yet taken by a reader).
   // kAlreadyExists if the name is taken. Atomic: the queue exists whole or not.
   virtual Status create(std::string_view name, std::uint64_t bound) = 0;
   // The producer role, waiting while another writer (or a close) holds it.

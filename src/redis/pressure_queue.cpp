@@ -621,6 +621,68 @@ Result<std::uint64_t> PressureQueue::requeue_inflight(std::string_view consumer)
   return integer(a.at(1));
 }
 
+Result<std::uint64_t> PressureQueue::requeue_orphans(std::string_view tag) {
+  if (!impl_) return moved_from();
+  const std::string set_key = impl_->keys[kData] + ":inflight";
+  const std::array<std::string_view, 2> argv = {"SMEMBERS", set_key};
+  CallError err;
+  Reply r = impl_->conn.call(argv, err);
+  if (!r) return err.status;
+  if (r->type == REDIS_REPLY_ERROR) return impl_->conn.error_reply(text(r.get()));
+  if (r->type != REDIS_REPLY_ARRAY) return unexpected(r.get());
+  std::vector<std::string> members;
+  for (std::size_t i = 0; i < r->elements; ++i) members.emplace_back(text(r->element[i]));
+  std::uint64_t total = 0;
+  for (const std::string& m : members) {
+    if (!std::string_view(m).starts_with(tag)) continue;
+    const std::string_view holder = std::string_view(m).substr(tag.size());
+    if (holder_gone(holder, [&] { return impl_->client_list(); }) != std::optional<bool>(true)) {
+      continue;
+    }
+    auto n = requeue_inflight(m);
+    if (!n.ok()) return n.status();
+    total += *n;
+  }
+  return total;
+}
+
+Result<std::vector<std::string>> PressureQueue::list(const RedisOptions& options) {
+  redis::Connection conn(options, process_id());
+  std::string pattern;  // the prefix taken literally: glob characters escaped
+  for (const char ch : options.prefix) {
+    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') pattern += '\\';
+    pattern += ch;
+  }
+  pattern += ":*:bound";
+  const std::string_view head = options.prefix;
+  constexpr std::string_view kTail = ":bound";
+  std::vector<std::string> names;
+  std::string cursor = "0";
+  do {
+    const std::array<std::string_view, 6> argv = {"SCAN",  cursor,  "MATCH",
+                                                  pattern, "COUNT", "1000"};
+    CallError err;
+    Reply r = conn.call(argv, err);
+    if (!r) return err.status;
+    if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(text(r.get()));
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[1]->type != REDIS_REPLY_ARRAY) {
+      return unexpected(r.get());
+    }
+    cursor = std::string(text(r->element[0]));
+    const redisReply* keys = r->element[1];
+    for (std::size_t i = 0; i < keys->elements; ++i) {
+      const std::string_view k = text(keys->element[i]);
+      // "P:N:bound": P may itself hold ':', so cut by length, not by search.
+      if (k.size() <= head.size() + 1 + kTail.size()) continue;
+      names.emplace_back(k.substr(head.size() + 1, k.size() - head.size() - 1 - kTail.size()));
+    }
+  } while (cursor != "0");
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());  // SCAN may repeat keys
+  return names;
+}
+
 Status PressureQueue::close(const Context& ctx) {
   if (!impl_) return moved_from();
   if (ctx.stop_requested()) return StatusCode::kCancelled;

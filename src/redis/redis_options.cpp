@@ -19,6 +19,25 @@ const char* env(const char* name) {
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
 
+// %XX escapes (RFC 3986), so a password may hold '@', ':' or '/'; false on
+// a malformed escape.
+bool percent_decode(std::string_view in, std::string& out) {
+  out.clear();
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (in[i] != '%') {
+      out += in[i];
+      continue;
+    }
+    unsigned v = 0;
+    if (i + 2 >= in.size()) return false;
+    auto [p, ec] = std::from_chars(in.data() + i + 1, in.data() + i + 3, v, 16);
+    if (ec != std::errc() || p != in.data() + i + 3) return false;
+    out += static_cast<char>(v);
+    i += 2;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string RedisOptions::endpoint() const {
@@ -26,9 +45,17 @@ std::string RedisOptions::endpoint() const {
 }
 
 Result<RedisOptions> RedisOptions::from_url(std::string_view url, RedisOptions base) {
+  // The URL as messages show it: a password replaced by "***".
+  std::string shown(url);
+  if (const auto at = shown.rfind('@'), scheme = shown.find("://");
+      at != std::string::npos && scheme != std::string::npos && at > scheme) {
+    const auto colon = shown.find(':', scheme + 3);
+    const auto from = colon < at ? colon + 1 : scheme + 3;
+    shown.replace(from, at - from, "***");
+  }
   const auto bad = [&](std::string_view why) {
     return Status(StatusCode::kInvalidArgument,
-                  "bad redis URL '" + std::string(url) + "': " + std::string(why));
+                  "bad redis URL '" + shown + "': " + std::string(why));
   };
   constexpr std::string_view kScheme = "redis://";
   if (!url.starts_with(kScheme)) return bad("expected redis://[[user]:password@]host[:port][/db]");
@@ -36,11 +63,14 @@ Result<RedisOptions> RedisOptions::from_url(std::string_view url, RedisOptions b
   if (auto at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view cred = rest.substr(0, at);
     rest = rest.substr(at + 1);
+    std::string_view user;
+    std::string_view pass = cred;
     if (auto colon = cred.find(':'); colon != std::string_view::npos) {
-      base.user = std::string(cred.substr(0, colon));
-      base.password = std::string(cred.substr(colon + 1));
-    } else {
-      base.password = std::string(cred);
+      user = cred.substr(0, colon);
+      pass = cred.substr(colon + 1);
+    }
+    if (!percent_decode(user, base.user) || !percent_decode(pass, base.password)) {
+      return bad("malformed %XX escape in the user or password");
     }
   }
   std::string_view hostport = rest;

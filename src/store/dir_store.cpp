@@ -143,7 +143,8 @@ class DirWriter final : public QueueWriter {
   // each all-or-none.
   Status put_chunks(std::span<const std::string_view> batch, const Context& ctx, std::size_t& n) {
     while (n < batch.size()) {
-      const std::size_t take = std::min<std::uint64_t>(batch.size() - n, bound_);
+      const std::size_t left = batch.size() - n;
+      const std::size_t take = bound_ == 0 ? left : std::min<std::uint64_t>(left, bound_);
       auto r = topic_->append_batch(batch.subspan(n, take), ctx);
       if (!r.ok()) return r.status();
       n += take;
@@ -260,8 +261,7 @@ Result<std::uint64_t> DirStore::read_bound(std::string_view name) const {
   std::uint64_t bound = 0;
   if (!text.starts_with(kMetaHeader) || at == std::string::npos ||
       std::from_chars(text.data() + at + key.size(), text.data() + text.size(), bound).ec !=
-          std::errc() ||
-      bound == 0) {
+          std::errc()) {
     return Status(StatusCode::kCorruption, path + ": not a sluice queue description");
   }
   return bound;
@@ -269,7 +269,6 @@ Result<std::uint64_t> DirStore::read_bound(std::string_view name) const {
 
 Status DirStore::create(std::string_view name, std::uint64_t bound) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
-  if (bound == 0) return {StatusCode::kInvalidArgument, "bound must be at least 1"};
   const std::string target = queue_dir(name);
   const std::string exists = "queue '" + std::string(name) + "' already exists";
   if (::access(target.c_str(), F_OK) == 0) return {StatusCode::kAlreadyExists, exists};

@@ -5,6 +5,9 @@
 #include <cctype>
 
 #include "store/dir_store.h"
+#ifdef SLUICE_STORE_WITH_REDIS
+#include "store/redis_store.h"
+#endif
 
 namespace sluice {
 
@@ -23,9 +26,13 @@ Status validate_queue_name(std::string_view name) {
 Result<std::unique_ptr<QueueStore>> QueueStore::open(std::string_view location,
                                                      const StoreOptions& options) {
   if (location.starts_with("redis://") || location.starts_with("rediss://")) {
+#ifdef SLUICE_STORE_WITH_REDIS
+    return store::RedisStore::open(location, options);
+#else
     return Status(StatusCode::kInvalidArgument,
-                  "store '" + std::string(location) +
-                      "': the Redis backend is not built yet; use a directory");
+                  "this build of sluice has no Redis support (rebuild with "
+                  "-DSLUICE_WITH_REDIS=ON); use a directory");
+#endif
   }
   std::string_view path = location;
   if (path.starts_with("file:")) {

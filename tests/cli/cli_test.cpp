@@ -208,7 +208,7 @@ TEST_F(CliTest, ExitStatusesAndOneLineErrors) {
   EXPECT_EQ(run({"create", "bad/name"}).rc, 2);
   EXPECT_EQ(run({"frobnicate"}).rc, 2);
   EXPECT_EQ(run({"create"}).rc, 2);
-  EXPECT_EQ(run({"create", "z", "--bound", "0"}).rc, 2);
+  EXPECT_EQ(run({"create", "z", "--bound", "-1"}).rc, 2);  // 0 is unbounded
 }
 
 TEST_F(CliTest, ASecondReaderOfAChannelWithNoWaitExitsInUse) {

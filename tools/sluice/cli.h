@@ -14,12 +14,17 @@
 namespace sluice::cli {
 
 struct Globals {
-  std::string store;  // --store, else SLUICE_STORE, else the XDG default
+  std::string store;  // --store or --redis (the same option), else store_location()'s rules
   int rc = kExitOk;   // set by the subcommand that ran
 };
 
-// --store, else $SLUICE_STORE, else ${XDG_DATA_HOME:-~/.local/share}/sluice.
+// --store/--redis, else $SLUICE_STORE, else $SLUICE_REDIS, else Redis at
+// $REDIS_SERVER:$REDIS_PORT/$REDIS_DB if any of the three is set (the
+// pressure protocol's variables; REDIS_USERNAME, REDIS_PASSWORD too), else
+// ${XDG_DATA_HOME:-~/.local/share}/sluice.
 std::string store_location(const Globals& g);
+// The location with a password in it replaced by "***", for messages.
+std::string store_label(const Globals& g);
 
 // "queue 'NAME'", for messages.
 inline std::string queue_label(std::string_view name) {

@@ -22,9 +22,9 @@ void add_queue_commands(CLI::App& app, Globals& g) {
   create->add_option("NAME", a->name, "queue name: 1-200 of A-Z a-z 0-9 . _ -")->required();
   create
       ->add_option("--bound", a->bound,
-                   "most messages put and not yet acknowledged; put waits beyond it")
+                   "most messages put and not yet acknowledged; put waits beyond it; 0: unbounded")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::NonNegativeNumber);
   create->callback([&g, a] {
     auto store = open_store(g, "create", &g.rc);
     if (!store) return;
@@ -60,7 +60,7 @@ void add_queue_commands(CLI::App& app, Globals& g) {
     if (!store) return;
     auto names = store->list();
     if (!names.ok()) {
-      g.rc = fail("ls", "store " + store_location(g), names.status());
+      g.rc = fail("ls", "store " + store_label(g), names.status());
       return;
     }
     for (const std::string& n : *names) std::cout << n << "\n";

@@ -18,6 +18,7 @@ enum ExitCode : int {
   kExitIO = 7,            // I/O error: disk full, permissions, stdout closed
   kExitTooLarge = 8,      // put: a message over the size limit
   kExitTimeout = 9,       // get --timeout: time ran out before --count or the end
+  kExitUnavailable = 10,  // store unreachable: the Redis server is down or does not answer
   kExitDamaged = 11,      // log verify: damage found (one line per finding on stdout)
   kExitCannotRun = 126,   // get --exec: the command cannot be run (as xargs)
   kExitNotFound = 127,    // get --exec: the command was not found (as xargs)
@@ -43,6 +44,8 @@ inline int exit_code_for(const Status& s) {
       return kExitTimeout;
     case StatusCode::kCancelled:
       return kExitInterrupted;
+    case StatusCode::kUnavailable:
+      return kExitUnavailable;
     default:
       return kExitOther;
   }

@@ -1,6 +1,7 @@
 // sluice: named, bounded, durable queues from the shell (docs/cli.md).
 #include <pthread.h>
 
+#include <cctype>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -10,9 +11,52 @@
 
 namespace sluice::cli {
 
+namespace {
+
+const char* env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+// %XX for everything but unreserved characters (RFC 3986), for a URL's user
+// and password.
+std::string percent_encode(std::string_view s) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) != 0 || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+      out += ch;
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string store_location(const Globals& g) {
   if (!g.store.empty()) return g.store;
-  if (const char* env = std::getenv("SLUICE_STORE"); env != nullptr && *env != '\0') return env;
+  if (const char* v = env("SLUICE_STORE")) return v;
+  if (const char* v = env("SLUICE_REDIS")) return v;
+  const char* host = env("REDIS_SERVER");
+  const char* port = env("REDIS_PORT");
+  const char* db = env("REDIS_DB");
+  if (host != nullptr || port != nullptr || db != nullptr) {
+    // The pressure protocol's own settings, with its defaults.
+    std::string url = "redis://";
+    const char* user = env("REDIS_USERNAME");
+    const char* pass = env("REDIS_PASSWORD");
+    if (pass != nullptr) {
+      url += percent_encode(user != nullptr ? user : "") + ":" + percent_encode(pass) + "@";
+    }
+    url += std::string(host != nullptr ? host : "127.0.0.1") + ":" +
+           (port != nullptr ? port : "6379") + "/" + (db != nullptr ? db : "0");
+    return url;
+  }
   if (const char* xdg = std::getenv("XDG_DATA_HOME"); xdg != nullptr && *xdg != '\0') {
     return std::string(xdg) + "/sluice";
   }
@@ -20,11 +64,26 @@ std::string store_location(const Globals& g) {
   return std::string(home != nullptr ? home : ".") + "/.local/share/sluice";
 }
 
+std::string store_label(const Globals& g) {
+  std::string loc = store_location(g);
+  // redis://[user]:password@host: hide the password.
+  const auto scheme = loc.find("://");
+  const auto at = loc.rfind('@');
+  if (scheme != std::string::npos && at != std::string::npos && at > scheme) {
+    const auto colon = loc.find(':', scheme + 3);
+    const auto from = colon < at ? colon + 1 : scheme + 3;  // redis://PASSWORD@host too
+    loc.replace(from, at - from, "***");
+  }
+  return loc;
+}
+
 std::unique_ptr<QueueStore> open_store(const Globals& g, std::string_view cmd, int* rc) {
   const std::string loc = store_location(g);
-  auto s = QueueStore::open(loc);
+  StoreOptions options;
+  if (const char* prefix = env("PRESSURE_PREFIX")) options.redis_prefix = prefix;
+  auto s = QueueStore::open(loc, options);
   if (!s.ok()) {
-    *rc = fail(cmd, "store " + loc, s.status());
+    *rc = fail(cmd, "store " + store_label(g), s.status());
     return nullptr;
   }
   return std::move(*s);
@@ -49,7 +108,16 @@ int fail(std::string_view cmd, std::string_view what, const Status& s) {
       hint = "the queue takes no more messages; create a new one";
       break;
     case StatusCode::kInvalidArgument:
-      hint = "see `sluice " + std::string(cmd) + " --help`";
+      if (s.message().find("authentication failed") != std::string_view::npos) {
+        hint = "give the password as redis://[USER]:PASSWORD@HOST:PORT, or in REDIS_PASSWORD";
+      } else {
+        hint = "see `sluice " + std::string(cmd) + " --help`";
+      }
+      break;
+    case StatusCode::kUnavailable:
+      hint =
+          "store unreachable: check the address given by --redis, SLUICE_REDIS or "
+          "REDIS_SERVER/REDIS_PORT";
       break;
     case StatusCode::kCorruption:
       hint = "see `sluice log verify`; `sluice repair NAME` moves the damage aside";
@@ -89,14 +157,20 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // --store may come after the subcommand too
   Globals g;
-  app.add_option("--store", g.store,
-                 "store directory (or file:PATH); default $SLUICE_STORE, else "
-                 "${XDG_DATA_HOME:-~/.local/share}/sluice");
+  auto* store = app.add_option("--store", g.store,
+                               "store directory (or file:PATH, or redis://HOST:PORT/DB); default "
+                               "$SLUICE_STORE, $SLUICE_REDIS, Redis at $REDIS_SERVER:$REDIS_PORT/"
+                               "$REDIS_DB if set, else ${XDG_DATA_HOME:-~/.local/share}/sluice");
+  app.add_option("--redis", g.store,
+                 "Redis store: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (the same as --store "
+                 "URL; keys under $PRESSURE_PREFIX, default __pressure__)")
+      ->excludes(store);
   app.footer(
       "Exit status: 0 ok, 1 other error, 2 usage, 3 unknown queue, 4 queue exists, 5 queue "
       "closed,\n"
-      "6 role held elsewhere, 7 I/O error, 8 message too large, 9 timed out, 11 damage found\n"
-      "(log verify), 130 interrupted.");
+      "6 role held elsewhere, 7 I/O error, 8 message too large, 9 timed out, 10 store "
+      "unreachable,\n11 damage found (log verify), 126/127 get --exec: command cannot run / "
+      "not found, 130 interrupted.");
   add_queue_commands(app, g);
   add_io_commands(app, g);
   add_log_commands(app, g);

@@ -180,6 +180,17 @@ class PressureQueue {
   // Put them back at the head of the queue (they will be delivered first,
   // in their order); returns how many. May exceed the bound; drops nothing.
   Result<std::uint64_t> requeue_inflight(std::string_view consumer);
+  // requeue_inflight() for every consumer named `tag` + a client id
+  // ("<host>_pid<N>_tid<M>", anything after) whose process is provably gone
+  // (the rules of repair(): same host, its pid does not exist; another host,
+  // no connection carries its process's name). For consumers named after
+  // the client that runs them, so a restarted one recovers a dead one's
+  // messages without taking a live one's. Returns how many were put back.
+  Result<std::uint64_t> requeue_orphans(std::string_view tag);
+
+  // Names of the queues under options.prefix (SCAN for their :bound keys),
+  // sorted. One connection, closed on return.
+  static Result<std::vector<std::string>> list(const RedisOptions& options);
 
   // Close for good (as producer): puts fail from now on, gets drain.
   // kClosed if it was already closed. Waits while a put waits for room.

@@ -1,0 +1,260 @@
+// The Redis QueueStore over PressureQueue (see redis_store.h).
+#include "store/redis_store.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+
+#include "sluice/redis/pressure_queue.h"
+
+namespace sluice::store {
+namespace {
+
+using namespace std::chrono_literals;
+
+// The largest message a Redis writer takes: the embedded backend's default,
+// so a message fits either backend (Redis itself takes up to 512 MB).
+constexpr std::size_t kMaxMessageBytes = std::size_t{16} << 20;
+
+// How long remove() waits for clients inside an operation to leave it.
+constexpr auto kRemoveWait = 30s;
+
+// Reliable consumers are named "sluice.<channel>.<client id>_r<N>": unique
+// per reader, and recognisable as dead by their client id (requeue_orphans).
+std::string consumer_tag(std::string_view channel) {
+  return "sluice." + std::string(channel) + ".";
+}
+
+// One round trip: kNotFound if the queue does not exist.
+Result<PressureStats> existing(PressureQueue& q) { return q.stats(); }
+
+class RedisWriter final : public QueueWriter {
+ public:
+  explicit RedisWriter(PressureQueue q) : q_(std::move(q)) {}
+
+  Status put(std::span<const std::string_view> batch, const Context& ctx,
+             std::size_t* done) override {
+    std::size_t n = 0;
+    Status s = put_all(batch, ctx, n);
+    if (done != nullptr) *done = n;
+    return s;
+  }
+
+  Status close() override {
+    Status s = q_.close();
+    return s.code() == StatusCode::kClosed ? Status::Ok() : s;  // idempotent
+  }
+
+  std::size_t max_message_bytes() const override { return kMaxMessageBytes; }
+
+ private:
+  Status put_all(std::span<const std::string_view> batch, const Context& ctx, std::size_t& n) {
+    const auto big = std::find_if(batch.begin(), batch.end(),
+                                  [](std::string_view m) { return m.size() > kMaxMessageBytes; });
+    buf_.assign(batch.begin(), big);  // put_many takes strings
+    if (!buf_.empty()) {
+      PutResult r = q_.put_many(buf_, ctx);
+      n = r.enqueued;
+      if (!r.ok()) {
+        if (r.in_doubt == 0) return r.status;
+        // *done counts only what is certainly in; say what may be too.
+        return {r.code(), std::string(r.status.message()) + "; " + std::to_string(r.in_doubt) +
+                              " more messages may or may not have been enqueued (the "
+                              "connection broke after they were sent)"};
+      }
+    }
+    if (big == batch.end()) return Status::Ok();
+    return {StatusCode::kInvalidArgument, "message too large: " + std::to_string(big->size()) +
+                                              " bytes, limit " + std::to_string(kMaxMessageBytes)};
+  }
+
+  PressureQueue q_;
+  std::vector<std::string> buf_;
+};
+
+class RedisReader final : public QueueReader {
+ public:
+  RedisReader(PressureQueue q, std::string consumer)
+      : q_(std::move(q)), consumer_(std::move(consumer)) {}
+
+  // What was got and not acknowledged goes back to the head of the queue
+  // for the next reader, as the embedded backend delivers it again. Best
+  // effort: if Redis cannot be reached, the next reader's open recovers it
+  // once this process is gone (requeue_orphans).
+  ~RedisReader() override {
+    if (pending_ > 0 || unsure_ || !taken_.empty()) (void)q_.requeue_inflight(consumer_);
+  }
+  RedisReader(const RedisReader&) = delete;
+  RedisReader& operator=(const RedisReader&) = delete;
+
+  Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) override {
+    max = std::max<std::size_t>(max, 1);
+    if (unsure_) {
+      if (Status s = resolve(); !s.ok()) return s;
+    }
+    if (!taken_.empty()) {  // a failed get's messages, in flight: deliver them first
+      const std::size_t take = std::min(max, taken_.size());
+      for (std::size_t i = 0; i < take; ++i) out.push_back(std::move(taken_[i]));
+      taken_.erase(taken_.begin(), taken_.begin() + static_cast<std::ptrdiff_t>(take));
+      pending_ += take;
+      return Status::Ok();
+    }
+    const std::size_t before = out.size();
+    Status s = q_.get_many_reliable(consumer_, out, max, ctx);
+    pending_ += out.size() - before;
+    unsure_ = maybe_ran(s);
+    return s;
+  }
+
+  Status ack() override {
+    if (unsure_) {
+      if (Status s = resolve(); !s.ok()) return s;
+    }
+    if (pending_ == 0) return Status::Ok();
+    Status s = q_.ack(consumer_, pending_);
+    if (s.ok()) pending_ = 0;
+    unsure_ = maybe_ran(s);
+    return s;
+  }
+
+ private:
+  // A call that failed with the connection may have run (PressureQueue:
+  // kUnavailable after the request was sent); the rest did nothing.
+  static bool maybe_ran(const Status& s) {
+    return s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kInternal;
+  }
+
+  // After such a failure the in-flight list says what happened: it holds
+  // exactly what this reader got and has not acknowledged, oldest first. A
+  // failed ack that ran left fewer than pending_; a failed get that ran left
+  // more, which no one has seen yet: they go out with the next get (an ack
+  // of pending_ messages would otherwise acknowledge them unseen).
+  Status resolve() {
+    auto in = q_.inflight(consumer_);
+    if (!in.ok()) return in.status();
+    unsure_ = false;
+    if (in->size() <= pending_) {
+      pending_ = in->size();
+      taken_.clear();
+    } else {
+      taken_.assign(std::make_move_iterator(in->begin() + static_cast<std::ptrdiff_t>(pending_)),
+                    std::make_move_iterator(in->end()));
+    }
+    return Status::Ok();
+  }
+
+  PressureQueue q_;
+  std::string consumer_;
+  std::size_t pending_ = 0;         // got, not yet acknowledged (in our in-flight list)
+  bool unsure_ = false;             // the last get or ack may or may not have run
+  std::vector<std::string> taken_;  // in flight after pending_, not yet returned by get
+};
+
+}  // namespace
+
+Result<std::unique_ptr<QueueStore>> RedisStore::open(std::string_view url,
+                                                     const StoreOptions& options) {
+  if (url.starts_with("rediss://")) {
+    // (The URL is not repeated: it may hold a password.)
+    return Status(StatusCode::kInvalidArgument,
+                  "rediss:// (TLS) is not supported; use redis:// (through a TLS tunnel such as "
+                  "stunnel if the server requires TLS)");
+  }
+  RedisOptions base;
+  if (!options.redis_prefix.empty()) base.prefix = options.redis_prefix;
+  auto o = RedisOptions::from_url(url, base);
+  if (!o.ok()) return o.status();
+  return std::unique_ptr<QueueStore>(new RedisStore(std::move(*o)));
+}
+
+Status RedisStore::create(std::string_view name, std::uint64_t bound) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  return PressureQueue(opt_, std::string(name)).create(bound);
+}
+
+Result<std::unique_ptr<QueueWriter>> RedisStore::writer(std::string_view name, const Context& ctx) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
+  PressureQueue q(opt_, std::string(name));
+  auto st = existing(q);
+  if (!st.ok()) return st.status();
+  if (st->closed) {
+    return Status(StatusCode::kClosed, "queue '" + std::string(name) + "' is closed");
+  }
+  return std::unique_ptr<QueueWriter>(new RedisWriter(std::move(q)));
+}
+
+Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
+                                                        std::string_view channel,
+                                                        const Context& ctx) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (channel != kDefaultChannel) {
+    return Status(StatusCode::kInvalidArgument,
+                  "channel '" + std::string(channel) +
+                      "': a Redis queue has one channel, 'default' (named channels are "
+                      "embedded-store only)");
+  }
+  if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
+  PressureQueue q(opt_, std::string(name));
+  auto st = existing(q);
+  if (!st.ok()) return st.status();
+  // A reader killed before it acknowledged left its messages in flight:
+  // put them back first, in order, so this reader gets them.
+  const std::string tag = consumer_tag(channel);
+  if (st->in_flight > 0) {
+    if (auto n = q.requeue_orphans(tag); !n.ok()) return n.status();
+  }
+  static std::atomic<std::uint64_t> next{0};
+  std::string consumer = tag + q.client_id() + "_r" + std::to_string(next++);
+  return std::unique_ptr<QueueReader>(new RedisReader(std::move(q), std::move(consumer)));
+}
+
+Status RedisStore::close(std::string_view name, const Context& ctx) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  Status s = PressureQueue(opt_, std::string(name)).close(ctx);
+  if (s.code() == StatusCode::kClosed) return Status::Ok();  // idempotent
+  if (s.code() == StatusCode::kDeadlineExceeded) {
+    // The wait that ran out is for the producer role.
+    return {StatusCode::kInUse,
+            "queue '" + std::string(name) + "': a producer holds it (a put waiting for room)"};
+  }
+  return s;
+}
+
+Status RedisStore::remove(std::string_view name) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  auto r = PressureQueue(opt_, std::string(name)).destroy(with_timeout(kRemoveWait));
+  if (r.code() == StatusCode::kDeadlineExceeded) {
+    return {StatusCode::kInUse, "queue '" + std::string(name) +
+                                    "' is closed, but a client stayed inside an operation for " +
+                                    std::to_string(kRemoveWait.count()) + " s; not deleted yet"};
+  }
+  return r.status();
+}
+
+Result<std::vector<std::string>> RedisStore::list() {
+  auto names = PressureQueue::list(opt_);
+  if (!names.ok()) return names.status();
+  // The protocol's other clients may use names the store cannot address.
+  std::erase_if(*names, [](const std::string& n) { return !validate_queue_name(n).ok(); });
+  return names;
+}
+
+Result<QueueInfo> RedisStore::stat(std::string_view name) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  PressureQueue q(opt_, std::string(name));
+  auto st = q.stats();
+  if (!st.ok()) return st.status();
+  QueueInfo info;
+  info.name = std::string(name);
+  info.bound = st->bound;
+  info.closed = st->closed;
+  info.length = st->length + st->in_flight;  // produced - consumed
+  info.produced = st->produced_messages;
+  info.consumed = st->consumed_messages;
+  info.channels = {std::string(kDefaultChannel)};
+  return info;
+}
+
+}  // namespace sluice::store

@@ -1,0 +1,51 @@
+// The Redis QueueStore: each queue is a PressureQueue (the pressure
+// protocol's keys, docs/redis_keys.md), so queues made with `sluice` are the
+// protocol's queues and its other clients read and write them. Location:
+// redis://[[user]:password@]host[:port][/db]; the key prefix is
+// StoreOptions::redis_prefix (default "__pressure__"). Private.
+//
+// Where it differs from the embedded backend (docs/cli.md, "Redis"):
+//   - roles are the protocol's: a producer or consumer holds one only while
+//     a call waits (put at the bound, get on an empty queue). Writers, and
+//     readers of the one channel, are not exclusive for their lifetime:
+//     several share the queue (competing consumers), and writer()/reader()
+//     never return kInUse;
+//   - one channel, "default"; others are kInvalidArgument;
+//   - the bound counts the messages in the queue: a message a reader has
+//     taken (in flight, not yet acknowledged) no longer counts;
+//   - kUnavailable when Redis cannot be reached (the message names
+//     host:port).
+// Thread safety: the store opens one connection per call (a PressureQueue
+//   handle), so any thread may use it; each writer and reader owns one
+//   connection and is used by one thread at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "sluice/redis/redis_options.h"
+#include "sluice/store.h"
+
+namespace sluice::store {
+
+class RedisStore final : public QueueStore {
+ public:
+  // Parses the URL; connects only at the first call.
+  static Result<std::unique_ptr<QueueStore>> open(std::string_view url,
+                                                  const StoreOptions& options);
+
+  Status create(std::string_view name, std::uint64_t bound) override;
+  Result<std::unique_ptr<QueueWriter>> writer(std::string_view name, const Context& ctx) override;
+  Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
+                                              const Context& ctx) override;
+  Status close(std::string_view name, const Context& ctx) override;
+  Status remove(std::string_view name) override;
+  Result<std::vector<std::string>> list() override;
+  Result<QueueInfo> stat(std::string_view name) override;
+
+ private:
+  explicit RedisStore(RedisOptions options) : opt_(std::move(options)) {}
+  RedisOptions opt_;
+};
+
+}  // namespace sluice::store

@@ -1,0 +1,241 @@
+// The sluice command against a real redis-server (--redis, SLUICE_REDIS, the
+// pressure protocol's REDIS_* variables): what a shell user sees, and that
+// its queues are the protocol's, read and written by the reference client.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cli/cli_env_child.h"
+#include "redis/reference_client.h"
+#include "testutil/redis_server.h"
+#include "testutil/temp_dir.h"
+
+#ifndef SLUICE_CLI
+#error "SLUICE_CLI: the path of the sluice binary (tests/CMakeLists.txt)"
+#endif
+
+namespace sluice {
+namespace {
+
+using testutil::Child;
+using testutil::Outcome;
+using Env = std::map<std::string, std::string>;
+
+class CliRedisTest : public ::testing::Test {
+ protected:
+  // Every variable that picks a store is unset unless a test sets it; the
+  // default directory store lands in a temporary HOME.
+  Env base_env() const {
+    return {{"SLUICE_STORE", ""},   {"SLUICE_REDIS", ""},   {"REDIS_SERVER", ""},
+            {"REDIS_PORT", ""},     {"REDIS_DB", ""},       {"PRESSURE_PREFIX", ""},
+            {"REDIS_USERNAME", ""}, {"REDIS_PASSWORD", ""}, {"REDIS_URL", ""},
+            {"XDG_DATA_HOME", ""},  {"HOME", home_}};
+  }
+  // sluice [global...] args... with stdin `input`, in base_env() + env.
+  Outcome run_with(std::vector<std::string> args, const Env& env, const std::string& input = "") {
+    Env e = base_env();
+    for (const auto& [k, v] : env) e[k] = v;
+    args.insert(args.begin(), SLUICE_CLI);
+    Child c(std::move(args), e);
+    c.write_stdin(input);
+    c.close_stdin();
+    return c.finish();
+  }
+  // sluice --redis URL args...
+  Outcome run(std::vector<std::string> args, const std::string& input = "") {
+    args.insert(args.begin(), {"--redis", url_});
+    return run_with(std::move(args), {}, input);
+  }
+  Child start(std::vector<std::string> args) {
+    args.insert(args.begin(), {SLUICE_CLI, "--redis", url_});
+    return Child(std::move(args), base_env());
+  }
+  static std::string lines(int from, int to) {
+    std::string s;
+    for (int i = from; i < to; ++i) s += "line " + std::to_string(i) + "\n";
+    return s;
+  }
+
+  testutil::RedisServer server_;
+  std::string url_ = "redis://127.0.0.1:" + std::to_string(server_.port()) + "/0";
+  std::string home_ = testutil::test_dir("cli_redis").string();
+};
+
+TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
+  Outcome r = run({"create", "jobs", "--bound", "100"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  ASSERT_EQ(run({"create", "other", "--bound", "0"}).rc, 0);  // unbounded
+  r = run({"put", "jobs"}, lines(0, 5));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run({"get", "jobs", "--count", "3"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, lines(0, 3));
+  r = run({"stat", "jobs"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
+            "channels=default\n");
+  EXPECT_NE(run({"stat", "other"}).out.find("\nbound=0\n"), std::string::npos);
+  r = run({"ls"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "jobs\nother\n");
+  ASSERT_EQ(run({"close", "jobs"}).rc, 0);
+  EXPECT_EQ(run({"close", "jobs"}).rc, 0);  // idempotent
+  r = run({"put", "jobs"}, "late\n");
+  EXPECT_EQ(r.rc, 5) << r.err;
+  r = run({"get", "jobs"});  // closed: drains and ends
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, lines(3, 5));
+  EXPECT_EQ(run({"create", "jobs"}).rc, 4);
+  r = run({"delete", "jobs"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(run({"ls"}).out, "other\n");
+  EXPECT_EQ(run({"delete", "jobs"}).rc, 3);
+  EXPECT_EQ(run({"stat", "jobs"}).rc, 3);
+  r = run({"get", "other", "--channel", "audit", "--count", "1"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("embedded"), std::string::npos) << r.err;
+}
+
+TEST_F(CliRedisTest, ADeadRedisExitsTenWithOneLineNamingIt) {
+  const std::string where = "127.0.0.1:" + std::to_string(server_.port());
+  server_.stop();
+  for (std::vector<std::string> args : {std::vector<std::string>{"stat", "q"},
+                                        {"ls"},
+                                        {"create", "q"},
+                                        {"get", "q", "--count", "1"}}) {
+    Outcome r = run(args);
+    EXPECT_EQ(r.rc, 10) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find(where), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+TEST_F(CliRedisTest, APasswordIsCheckedAndNeverPrinted) {
+  testutil::RedisServer locked(false, {"requirepass s3cr:t@x"});
+  const std::string at = "127.0.0.1:" + std::to_string(locked.port()) + "/0";
+  Outcome r = run_with({"--redis", "redis://:wrong@" + at, "ls"}, {});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("authentication failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("PASSWORD"), std::string::npos) << r.err;  // the hint says where
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = run_with({"--redis", "redis://" + at, "create", "q"}, {});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("authentication failed"), std::string::npos) << r.err;
+  // Percent-encoded in the URL, or plain in REDIS_PASSWORD.
+  r = run_with({"--redis", "redis://:s3cr%3At%40x@" + at, "create", "q"}, {});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  r = run_with({"stat", "q"},
+               {{"REDIS_PORT", std::to_string(locked.port())}, {"REDIS_PASSWORD", "s3cr:t@x"}});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  // A store that fails to open names its location, without the password.
+  r = run_with({"--redis", "redis://:s3cr@h:notaport/0", "ls"}, {});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_EQ(r.err.find("s3cr"), std::string::npos) << r.err;
+}
+
+TEST_F(CliRedisTest, LocationsFromTheEnvironmentInOrder) {
+  ASSERT_EQ(run({"create", "here"}).rc, 0);
+  const std::string port = std::to_string(server_.port());
+  // The pressure protocol's variables, when nothing else names a store.
+  Outcome r = run_with({"ls"}, {{"REDIS_SERVER", "127.0.0.1"}, {"REDIS_PORT", port}});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "here\n");
+  // SLUICE_REDIS comes first; SLUICE_STORE before it; --store before all.
+  r = run_with({"ls"}, {{"SLUICE_REDIS", url_}, {"REDIS_PORT", "1"}});
+  EXPECT_EQ(r.out, "here\n") << r.err;
+  const std::string dir = testutil::test_dir("cli_redis_dir").string();
+  r = run_with({"ls"}, {{"SLUICE_STORE", dir}, {"SLUICE_REDIS", url_}});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  r = run_with({"--store", dir, "ls"}, {{"REDIS_PORT", port}});
+  EXPECT_EQ(r.out, "");
+  // PRESSURE_PREFIX picks the key space.
+  r = run_with({"--redis", url_, "create", "p"}, {{"PRESSURE_PREFIX", "mine"}});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  testutil::RawRedis raw(server_.port());
+  EXPECT_EQ(raw.get("mine:p:bound"), "1000");
+  EXPECT_EQ(run_with({"--redis", url_, "ls"}, {{"PRESSURE_PREFIX", "mine"}}).out, "p\n");
+  EXPECT_EQ(run({"ls"}).out, "here\n");
+  // Usage errors.
+  r = run_with({"--redis", url_, "--store", dir, "ls"}, {});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  r = run_with({"--redis", "rediss://:hush@127.0.0.1:" + port, "ls"}, {});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("TLS"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("hush"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+// A get killed mid-stream loses nothing: what it had taken and not
+// acknowledged is put back at the head of the queue by the next get.
+TEST_F(CliRedisTest, GetKilledMidStreamLosesNothing) {
+  constexpr int kLines = 3000;
+  ASSERT_EQ(run({"create", "q", "--bound", "10000"}).rc, 0);
+  Outcome p = run({"put", "q"}, lines(0, kLines));
+  ASSERT_EQ(p.rc, 0) << p.err;
+
+  std::string first;
+  {
+    Child c = start({"get", "q", "--batch", "7"});
+    c.read_lines(kLines / 3);
+    c.kill_now();
+    first = c.finish().out;  // and whatever was in the pipe
+  }
+  first.erase(first.rfind('\n') + 1);  // a torn last line does not count
+  const std::string all = lines(0, kLines);
+  ASSERT_TRUE(all.starts_with(first));
+  const std::size_t seen = static_cast<std::size_t>(std::count(first.begin(), first.end(), '\n'));
+  ASSERT_GE(seen, static_cast<std::size_t>(kLines / 3));
+
+  Outcome second = run({"get", "q", "--timeout", "1"});
+  EXPECT_EQ(second.rc, 9) << second.err;
+  ASSERT_FALSE(second.out.empty());
+  // It starts at or before where the first left off, and runs to the end.
+  const std::size_t at = all.find(second.out);
+  ASSERT_NE(at, std::string::npos) << "second run out of order";
+  EXPECT_LE(at, first.size());
+  EXPECT_TRUE(at == 0 || all[at - 1] == '\n');
+  EXPECT_EQ(at + second.out.size(), all.size());
+  Outcome st = run({"stat", "q"});
+  EXPECT_NE(st.out.find("length=0\n"), std::string::npos) << st.out;
+}
+
+TEST_F(CliRedisTest, InterleavesWithThePressureProtocolsReferenceClient) {
+  testutil::ReferenceClient ref(server_.port(), "q");
+  ASSERT_EQ(run({"create", "q", "--bound", "50"}).rc, 0);
+  // sluice -> reference client.
+  ASSERT_EQ(run({"put", "q"}, "a\nb\n").rc, 0);
+  EXPECT_EQ(ref.get(), "a");
+  ref.put("c");
+  EXPECT_EQ(ref.get(), "b");
+  // reference client -> sluice, after sluice's own.
+  ref.put("d");
+  ASSERT_EQ(run({"put", "q"}, "e\n").rc, 0);
+  Outcome r = run({"get", "q", "--count", "3"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "c\nd\ne\n");
+  r = run({"stat", "q"});
+  EXPECT_EQ(r.out,
+            "name=q\nbound=50\nclosed=false\nlength=0\nproduced=5\nconsumed=5\n"
+            "channels=default\n");
+  // A queue the reference client made is a sluice queue; its close ends a get.
+  testutil::ReferenceClient ref2(server_.port(), "theirs");
+  ref2.create(0);
+  ref2.put("x");
+  ref2.close();
+  EXPECT_EQ(run({"ls"}).out, "q\ntheirs\n");
+  r = run({"get", "theirs"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "x\n");
+  // And sluice's delete removes every key the protocol defines.
+  ASSERT_EQ(run({"delete", "q"}).rc, 0);
+  EXPECT_FALSE(ref.exists());
+  testutil::RawRedis raw(server_.port());
+  EXPECT_TRUE(raw.dump("__pressure__:q*", "").empty());
+}
+
+}  // namespace
+}  // namespace sluice
