@@ -38,6 +38,81 @@ namespace sluice {
 enum class Ordering : std::uint8_t { kUnordered, kStrict, kWindowed, kPerKey };
 enum class ErrorMode : std::uint8_t { kContinue, kFailFast, kFirstSuccess };
 
+// Adaptive concurrency (fan-out-stage.md, non-normative): the stage runs
+// fn on at most `limit` workers at once and moves the limit between
+// min_width and the stage's width (the ceiling) from the latency of fn it
+// observes: AIMD over windows of about `limit` calls. A window whose mean
+// latency stays within `tolerance` x the baseline (the lowest window mean
+// seen; it follows a slower service only at the floor) adds one; a slower window
+// multiplies the limit by `backoff`. So a stage calling a remote service
+// finds the service's concurrency knee instead of queueing requests inside
+// it. For fn of at least tens of microseconds: each call takes a mutex.
+struct AdaptiveConcurrency {
+  bool enabled = false;
+  std::size_t min_width = 1;  // floor, >= 1 (the stage's width is the ceiling)
+  std::size_t initial = 0;    // starting limit; 0: min_width
+  double tolerance = 1.25;    // > 1
+  double backoff = 0.9;       // in (0, 1)
+};
+
+namespace detail {
+
+// The limit of AdaptiveConcurrency, fed one latency per call. Not
+// thread-safe (the stage calls it under its gate mutex).
+class AimdLimit {
+ public:
+  AimdLimit(const AdaptiveConcurrency& a, std::size_t ceiling)
+      : a_(a),
+        ceiling_(ceiling),
+        limit_(std::clamp<std::size_t>(a.initial != 0 ? a.initial : a.min_width, a.min_width,
+                                       ceiling)) {}
+
+  std::size_t limit() const noexcept { return limit_; }
+  std::uint64_t increases() const noexcept { return increases_; }
+  std::uint64_t decreases() const noexcept { return decreases_; }
+  double baseline() const noexcept { return baseline_; }
+
+  void observe(double seconds) {
+    window_sum_ += seconds;
+    // About one call per worker in a window: the window spans one round.
+    if (++window_n_ < (std::max<std::size_t>)(limit_, 8)) return;
+    const double mean = window_sum_ / static_cast<double>(window_n_);
+    window_sum_ = 0;
+    window_n_ = 0;
+    if (baseline_ <= 0 || mean < baseline_) {
+      baseline_ = mean;
+    } else if (limit_ == a_.min_width) {
+      // Slow even at the floor: that is the service's own pace, not our
+      // load; follow it (slowly). Above the floor the baseline only falls,
+      // or an overload that grows a little per step would creep past it.
+      baseline_ += (mean - baseline_) * 0.05;
+    }
+    if (mean > a_.tolerance * baseline_) {
+      const auto down = static_cast<std::size_t>(static_cast<double>(limit_) * a_.backoff);
+      const std::size_t next = (std::max)(a_.min_width, (std::min)(down, limit_ - 1));
+      if (next < limit_) {
+        limit_ = next;
+        ++decreases_;
+      }
+    } else if (limit_ < ceiling_) {
+      ++limit_;
+      ++increases_;
+    }
+  }
+
+ private:
+  const AdaptiveConcurrency a_;
+  const std::size_t ceiling_;
+  std::size_t limit_;
+  std::size_t window_n_ = 0;
+  double window_sum_ = 0;  // seconds
+  double baseline_ = 0;    // seconds: the lowest window mean, drifting up slowly
+  std::uint64_t increases_ = 0;
+  std::uint64_t decreases_ = 0;
+};
+
+}  // namespace detail
+
 template <class In>
 struct StageOptions {
   std::string name = "stage";
@@ -48,6 +123,7 @@ struct StageOptions {
   std::size_t output_capacity = 0;            // 0: 2 x width
   std::function<std::size_t(const In&)> key;  // kPerKey: required
   std::stop_token stop;                       // stops the stage when triggered
+  AdaptiveConcurrency adaptive;               // off by default: `width` workers run fn
 };
 
 struct StageStats {
@@ -61,6 +137,11 @@ struct StageStats {
   std::uint64_t output_depth = 0;
   double blocked_on_input_s = 0;   // summed over workers, waits in progress included
   double blocked_on_output_s = 0;  // likewise, waiting for room in the output
+  // Adaptive concurrency: the current limit on workers inside fn (width
+  // when off), and how often the limit went up and down.
+  std::uint64_t concurrency_limit = 0;
+  std::uint64_t limit_increases = 0;
+  std::uint64_t limit_decreases = 0;
 };
 
 // The snapshot in the Prometheus text format (metrics.h), labelled
@@ -106,8 +187,13 @@ class Stage {
   //   input's only consumer; ordered modes need an input of capacity >= 1
   //   that never evicts or spills. The output holds output_capacity results
   //   (default 2 x width); drain it or stop the stage, or workers wait on it.
+  // Adaptive: with options.adaptive.enabled, at most `limit` workers run fn
+  //   at once (see AdaptiveConcurrency); a worker waits for a place before it
+  //   takes an item, so no item waits inside the stage for a place.
   // Errors from create(): kInvalidArgument for width 0, kWindowed with window
-  //   0, kPerKey without key, no fn, or an ordered mode on an unsuitable input.
+  //   0, kPerKey without key, no fn, an ordered mode on an unsuitable input,
+  //   or bad adaptive settings (min_width 0 or above width, tolerance <= 1,
+  //   backoff outside (0, 1), or kPerKey: its workers own their keys).
   static Result<std::unique_ptr<Stage>> create(Queue<In>& input, Fn fn, StageOptions<In> options) {
     if (options.width == 0) return invalid("width must be >= 1");
     if (options.ordering == Ordering::kWindowed && options.window == 0) {
@@ -117,6 +203,18 @@ class Stage {
       return invalid("per-key ordering needs a key function");
     }
     if (!fn) return invalid("a function is required");
+    if (const AdaptiveConcurrency& a = options.adaptive; a.enabled) {
+      if (a.min_width == 0 || a.min_width > options.width) {
+        return invalid("adaptive min_width must be in [1, width]");
+      }
+      if (a.initial > options.width) return invalid("adaptive initial must be <= width");
+      if (!(a.tolerance > 1.0)) return invalid("adaptive tolerance must be > 1");
+      if (!(a.backoff > 0.0 && a.backoff < 1.0))
+        return invalid("adaptive backoff must be in (0, 1)");
+      if (options.ordering == Ordering::kPerKey) {
+        return invalid("adaptive concurrency does not apply to per-key ordering");
+      }
+    }
     const bool ordered =
         (options.ordering == Ordering::kStrict || options.ordering == Ordering::kWindowed) &&
         options.errors != ErrorMode::kFirstSuccess;
@@ -176,6 +274,14 @@ class Stage {
           static_cast<double>(w.blocked_out_ns.load(std::memory_order_relaxed)) * 1e-9;
     }
     s.errors_after_stop = errors_after_stop_.load(std::memory_order_relaxed);
+    if (opt_.adaptive.enabled) {
+      std::lock_guard lock(gate_mu_);
+      s.concurrency_limit = aimd_->limit();
+      s.limit_increases = aimd_->increases();
+      s.limit_decreases = aimd_->decreases();
+    } else {
+      s.concurrency_limit = opt_.width;
+    }
     s.input_depth = input_.approx_size();
     s.output_depth = output_.approx_size();
     return s;
@@ -229,6 +335,7 @@ class Stage {
     if (opt_.stop.stop_possible()) {
       on_external_stop_.emplace(opt_.stop, ExternalStop{this});
     }
+    if (opt_.adaptive.enabled) aimd_.emplace(opt_.adaptive, opt_.width);
     live_ = opt_.width;
     if (opt_.ordering == Ordering::kPerKey) {
       for (std::size_t i = 0; i < opt_.width; ++i) parts_.push_back(std::make_unique<Queue<In>>(4));
@@ -301,14 +408,40 @@ class Stage {
     }
   }
 
+  // Adaptive: a place under the limit, waiting while `limit_` workers hold one.
+  bool enter(const Context& ctx) {
+    std::unique_lock lock(gate_mu_);
+    if (!gate_cv_.wait(lock, ctx.token(), [&] { return active_ < aimd_->limit(); })) return false;
+    ++active_;
+    return true;
+  }
+  // Gives the place back; with a latency sample, feeds the limit (AIMD).
+  void leave(std::optional<Clock::duration> took) {
+    std::lock_guard lock(gate_mu_);
+    --active_;
+    const std::size_t before = aimd_->limit();
+    if (took) aimd_->observe(std::chrono::duration<double>(*took).count());
+    // Wake only as many as there are places: up to `width` workers wait
+    // here, and waking them all per call swamped the cores.
+    if (active_ < aimd_->limit()) gate_cv_.notify_one();
+    if (aimd_->limit() > before && active_ + 1 < aimd_->limit()) gate_cv_.notify_one();
+  }
   void work(std::size_t id) {
     const Context ctx(stop_.get_token());
     WorkerCounters& c = workers_[id];
     std::optional<In> item;
     std::uint64_t seq = 0;
-    while (take(id, ctx, item, seq)) {
+    const bool adaptive = opt_.adaptive.enabled;
+    for (;;) {
+      if (adaptive && !enter(ctx)) break;
+      if (!take(id, ctx, item, seq)) {
+        if (adaptive) leave(std::nullopt);
+        break;
+      }
       c.busy.store(true, std::memory_order_relaxed);
+      const auto t0 = adaptive ? Clock::now() : Clock::time_point{};
       Result<Out> res = invoke(std::move(*item), ctx);
+      if (adaptive) leave(Clock::now() - t0);
       c.busy.store(false, std::memory_order_relaxed);
       item.reset();
       if (ctx.stop_requested()) break;  // stopped while it ran: the result is dropped
@@ -460,6 +593,12 @@ class Stage {
   std::size_t live_ = 0;
   bool done_ = false;
   Status result_;
+
+  // Adaptive concurrency (opt_.adaptive.enabled); guarded by gate_mu_.
+  mutable std::mutex gate_mu_;
+  std::condition_variable_any gate_cv_;
+  std::optional<detail::AimdLimit> aimd_;
+  std::size_t active_ = 0;
 
   std::vector<std::thread> threads_;
 };
