@@ -16,6 +16,7 @@ namespace sluice::cli {
 struct Globals {
   std::string store;  // --store or --redis (the same option), else store_location()'s rules
   int rc = kExitOk;   // set by the subcommand that ran
+  bool no_sync = false;  // --no-sync: embedded puts and acks without fdatasync
 };
 
 // --store/--redis, else $SLUICE_STORE, else $SLUICE_REDIS, else Redis at

@@ -81,6 +81,7 @@ std::unique_ptr<QueueStore> open_store(const Globals& g, std::string_view cmd, i
   const std::string loc = store_location(g);
   StoreOptions options;
   if (const char* prefix = env("PRESSURE_PREFIX")) options.redis_prefix = prefix;
+  if (g.no_sync) options.durability = StoreDurability::kNoSync;
   auto s = QueueStore::open(loc, options);
   if (!s.ok()) {
     *rc = fail(cmd, "store " + store_label(g), s.status());
@@ -165,6 +166,9 @@ int main(int argc, char** argv) {
                  "Redis store: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (the same as --store "
                  "URL; keys under $PRESSURE_PREFIX, default __pressure__)")
       ->excludes(store);
+  app.add_flag("--no-sync", g.no_sync,
+               "embedded store: puts and acknowledgements return once the OS has them, without "
+               "fdatasync (survives a crash of sluice, not of the machine); Redis ignores it");
   app.footer(
       "Exit status: 0 ok, 1 other error, 2 usage, 3 unknown queue, 4 queue exists, 5 queue "
       "closed,\n"
