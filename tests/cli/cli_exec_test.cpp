@@ -194,7 +194,14 @@ TEST_F(CliExecTest, SigtermKillsACommandAfterTheGraceAndAcksNothing) {
 TEST_F(CliExecTest, ACommandThatCannotRunStopsWithXargsStatusAndAcksNothing) {
   ASSERT_EQ(run({"create", "q"}).rc, 0);
   ASSERT_EQ(run({"put", "q", "--close"}, "a\nb\n").rc, 0);
+  // Run directly (no shell syntax): posix_spawnp says ENOENT.
   Outcome r = run({"get", "q", "--exec", "no-such-program-for-sluice-tests --flag"});
+  EXPECT_EQ(r.rc, 127) << r.err;
+  EXPECT_NE(r.err.find("no-such-program-for-sluice-tests: No such file or directory (not found)"),
+            std::string::npos)
+      << r.err;
+  // Through the shell (a redirection): the shell's own 127.
+  r = run({"get", "q", "--exec", "no-such-program-for-sluice-tests >/dev/null"});
   EXPECT_EQ(r.rc, 127) << r.err;
   EXPECT_NE(r.err.find("could not run the command (exit 127: not found)"), std::string::npos)
       << r.err;
