@@ -89,6 +89,10 @@ class QueueWriter {
   // get kClosed once they have everything. Idempotent.
   virtual Status close() = 0;
   virtual std::size_t max_message_bytes() const = 0;
+  // Time put() spent waiting at the bound (backpressure), in seconds, since
+  // this writer was made. The embedded store measures it; Redis, whose
+  // waits happen on the server, reports 0.
+  virtual double blocked_seconds() const { return 0; }
 };
 
 // One consumer of one channel of a queue. At most one exists per channel.

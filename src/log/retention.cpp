@@ -124,6 +124,7 @@ Status Retention::wait_for_room(std::size_t n, const Context& ctx) {
                                               " records can never fit the topic bound of " +
                                               std::to_string(bound)};
   }
+  bool waited = false;
   for (;;) {
     if (closing) return {StatusCode::kClosed, "topic " + dir + " is closed"};
     if (next_seq + n <= floor_ + bound) return Status::Ok();  // as of the last look
@@ -143,9 +144,15 @@ Status Retention::wait_for_room(std::size_t n, const Context& ctx) {
                                          std::to_string(next_seq) + ")"};
     }
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
+    if (!waited) ++bound_waits;
+    waited = true;
+    const auto t0 = std::chrono::steady_clock::now();
     mu.unlock();
     futex_wait_shared(&notify.page()->acked_seq, seen, ctx);
     mu.lock();
+    bound_wait_ns += static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count());
   }
 }
 

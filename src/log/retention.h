@@ -47,6 +47,10 @@ class Retention : public Commit {
 
   RetentionStats stats_ SLUICE_GUARDED_BY(mu);
   std::uint64_t floor_ SLUICE_GUARDED_BY(mu) = 0;  // slowest position when last looked
+
+ public:
+  std::uint64_t bound_waits SLUICE_GUARDED_BY(mu) = 0;    // appends that slept for room
+  std::uint64_t bound_wait_ns SLUICE_GUARDED_BY(mu) = 0;  // and how long, in total
 };
 
 }  // namespace sluice::log

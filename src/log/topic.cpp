@@ -318,6 +318,8 @@ TopicStats Topic::stats() const {
   s.appended = impl_->appended();
   s.syncs = impl_->syncs();
   s.closed = impl_->closed.load(std::memory_order_acquire);
+  s.bound_waits = impl_->bound_waits;
+  s.bound_wait_s = static_cast<double>(impl_->bound_wait_ns) * 1e-9;
   for (const auto& [name, c] : impl_->open_channels) s.channels.push_back({name, c.acked});
   return s;
 }
@@ -338,6 +340,11 @@ std::string to_prometheus(const TopicStats& s, std::string_view name) {
   one("sluice_topic_records_dropped_total", "counter",
       "Records a cap deleted before the slowest channel acknowledged them.",
       s.retention.records_dropped);
+  one("sluice_topic_bound_waits_total", "counter",
+      "Appends that waited for room under the topic bound (backpressure).", s.bound_waits);
+  w.header("sluice_topic_bound_wait_seconds_total", "counter",
+           "Time appends waited for room under the topic bound.");
+  w.sample("sluice_topic_bound_wait_seconds_total", n, s.bound_wait_s);
   one("sluice_topic_first_seq", "gauge", "The oldest retained record.", s.first_seq);
   one("sluice_topic_next_seq", "gauge", "The seq the next append gets.", s.next_seq);
   one("sluice_topic_visible_seq", "gauge", "Channels see records below it.", s.visible_seq);

@@ -123,6 +123,7 @@ class DirWriter final : public QueueWriter {
   Status close() override { return topic_->close(); }
 
   std::size_t max_message_bytes() const override { return topic_->options().max_message_bytes; }
+  double blocked_seconds() const override { return topic_->stats().bound_wait_s; }
 
  private:
   Status put_all(std::span<const std::string_view> batch, const Context& ctx, std::size_t& n) {

@@ -674,6 +674,13 @@ TEST_F(TopicTest, ABlockedAppendEndsWithItsDeadlineOrStopAndWritesNothing) {
   auto r = waiting.get();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(*r, 3U);
+  // Backpressure is counted: at least the append that slept out its 20 ms
+  // deadline waited at the bound (the others may have found room).
+  const TopicStats st = t->stats();
+  EXPECT_GE(st.bound_waits, 1U);
+  EXPECT_GE(st.bound_wait_s, 0.015);
+  EXPECT_NE(to_prometheus(st, "t").find("sluice_topic_bound_waits_total{name=\"t\"}"),
+            std::string::npos);
 }
 
 // The bound across processes: the reader's acks in a child release the

@@ -17,6 +17,7 @@ struct Globals {
   std::string store;  // --store or --redis (the same option), else store_location()'s rules
   int rc = kExitOk;   // set by the subcommand that ran
   bool no_sync = false;  // --no-sync: embedded puts and acks without fdatasync
+  bool quiet = false;    // -q: no progress line, even on a terminal
 };
 
 // --store/--redis, else $SLUICE_STORE, else $SLUICE_REDIS, else Redis at

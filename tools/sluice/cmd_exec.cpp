@@ -65,7 +65,7 @@ struct Fd {
 // How one run of the command ended.
 struct Attempt {
   enum Kind : std::uint8_t { kExited, kSignaled, kKilled, kSpawnFailed } kind = kExited;
-  int code = 0;  // exit status, signal, or errno (kSpawnFailed)
+  int code = 0;                     // exit status, signal, or errno (kSpawnFailed)
   std::string program = "/bin/sh";  // what could not be started (kSpawnFailed)
   std::string what() const {
     switch (kind) {
@@ -109,10 +109,10 @@ class Runner {
     // A command with no shell syntax (words of plain characters) runs
     // directly, found on PATH: one exec instead of two, which halves the
     // cost of a message where process creation is the bottleneck.
-    const bool plain = !command_.empty() &&
-                       command_.find_first_not_of(
-                           "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
-                           "_-./,:=+@%") == std::string::npos;
+    const bool plain =
+        !command_.empty() && command_.find_first_not_of(
+                                 "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 "
+                                 "_-./,:=+@%") == std::string::npos;
     if (plain) {
       std::size_t i = 0;
       while (i < command_.size()) {

@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "cmd_exec.h"
 #include "framing.h"
+#include "progress.h"
 
 namespace sluice::cli {
 namespace {
@@ -47,6 +48,11 @@ int run_put(Globals& g, const IoArgs& a) {
   const Context ctx = a.no_wait ? with_timeout(std::chrono::seconds(0), stop) : Context(stop);
   auto w = store->writer(a.name, ctx);
   if (!w.ok()) return fail("put", queue_label(a.name), w.status());
+  QueueStore& st = *store;  // thread-safe: the progress thread samples it
+  QueueWriter& writer = **w;
+  Progress progress(
+      Progress::wanted(g.quiet), "put " + a.name, [&st, &a] { return st.stat(a.name); },
+      [&writer] { return writer.blocked_seconds(); });
   const Context put_ctx(stop);  // --no-wait is about the role, not the bound
   const std::size_t limit = (*w)->max_message_bytes();
   std::uint64_t sent = 0;
@@ -114,6 +120,7 @@ int run_put(Globals& g, const IoArgs& a) {
       std::size_t done = 0;
       Status s = (*w)->put(std::span(batch).subspan(off, take), put_ctx, &done);
       sent += done;
+      progress.add(done);
       if (!s.ok()) return failed(s);
     }
     switch (step) {
@@ -178,6 +185,9 @@ int run_get(Globals& g, const IoArgs& a) {
   auto r =
       store->reader(a.name, a.channel, a.no_wait ? ctx.with_timeout(std::chrono::seconds(0)) : ctx);
   if (!r.ok()) return fail("get", queue_label(a.name), r.status());
+  QueueStore& st = *store;
+  Progress progress(Progress::wanted(g.quiet), "get " + a.name,
+                    [&st, &a] { return st.stat(a.name); });
   const Framing framing = a.framing();
   const std::size_t batch = a.get_batch != 0 ? a.get_batch : 8192;
   std::uint64_t got = 0;
@@ -203,6 +213,7 @@ int run_get(Globals& g, const IoArgs& a) {
     }
     if (Status as = (*r)->ack(); !as.ok()) return fail("get", queue_label(a.name), as);
     got += msgs.size();
+    progress.add(msgs.size());
   }
   return kExitOk;
 }

@@ -166,6 +166,8 @@ int main(int argc, char** argv) {
                  "Redis store: redis://[[USER]:PASSWORD@]HOST[:PORT][/DB] (the same as --store "
                  "URL; keys under $PRESSURE_PREFIX, default __pressure__)")
       ->excludes(store);
+  app.add_flag("-q,--quiet", g.quiet,
+               "no progress line on stderr (put and get draw one only when stderr is a terminal)");
   app.add_flag("--no-sync", g.no_sync,
                "embedded store: puts and acknowledgements return once the OS has them, without "
                "fdatasync (survives a crash of sluice, not of the machine); Redis ignores it");

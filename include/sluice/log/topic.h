@@ -132,6 +132,10 @@ struct TopicStats {
   std::uint64_t appended = 0;    // records appended since this Topic was opened
   std::uint64_t syncs = 0;       // fdatasyncs of segments since then
   bool closed = false;           // Topic::close() (here, or by the writer elsewhere)
+  // Appends that found the topic bound reached, and the time they waited
+  // for the slowest channel (backpressure), since this Topic was opened.
+  std::uint64_t bound_waits = 0;
+  double bound_wait_s = 0;
   RetentionStats retention;
   struct Position {
     std::string channel;

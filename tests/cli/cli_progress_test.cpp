@@ -1,0 +1,92 @@
+// The progress line of put and get: on stderr only when it is a terminal
+// (a real pseudo-terminal here), never with --quiet, never into a pipe.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli/cli_child.h"
+#include "testutil/temp_dir.h"
+
+namespace sluice {
+namespace {
+
+// Runs `sluice --store DIR args...` with stdin, stdout and stderr on a new
+// pseudo-terminal; returns everything the terminal showed, and the status.
+struct TtyRun {
+  std::string screen;
+  int rc = -1;
+};
+TtyRun run_on_tty(const std::string& store, std::vector<std::string> args) {
+  args.insert(args.begin(), {SLUICE_CLI, "--store", store});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int master = -1;
+  const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  TtyRun r;
+  if (pid < 0) return r;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  char buf[4096];
+  for (;;) {
+    pollfd p{master, POLLIN, 0};
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    if (::poll(&p, 1, 100) <= 0) continue;
+    const ssize_t n = ::read(master, buf, sizeof buf);
+    if (n <= 0) break;  // EIO: the child's side is closed
+    r.screen.append(buf, static_cast<std::size_t>(n));
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ::close(master);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return r;
+}
+
+using testutil::Outcome;
+
+class CliProgressTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = testutil::test_dir("cli-progress"); }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string store() const { return (dir_ / "store").string(); }
+  Outcome run(std::vector<std::string> args, const std::string& in = "") {
+    return testutil::run_cli(store(), std::move(args), in);
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(CliProgressTest, GetShowsProgressOnATerminalAndNotInAPipeOrWithQuiet) {
+  ASSERT_EQ(run({"create", "q", "--bound", "10"}).rc, 0);
+  ASSERT_EQ(run({"put", "q", "--close"}, "a\nb\nc\n").rc, 0);
+
+  Outcome piped = run({"get", "q", "--count", "1"});
+  ASSERT_EQ(piped.rc, 0);
+  EXPECT_EQ(piped.err, "");  // stderr is a pipe: no progress line
+
+  TtyRun quiet = run_on_tty(store(), {"get", "q", "--count", "1", "--quiet"});
+  ASSERT_EQ(quiet.rc, 0) << quiet.screen;
+  EXPECT_EQ(quiet.screen.find("messages"), std::string::npos) << quiet.screen;
+
+  TtyRun shown = run_on_tty(store(), {"get", "q"});
+  ASSERT_EQ(shown.rc, 0) << shown.screen;
+  EXPECT_NE(shown.screen.find("get q: 1 messages"), std::string::npos) << shown.screen;
+  EXPECT_NE(shown.screen.find("depth 0/10"), std::string::npos) << shown.screen;
+}
+
+}  // namespace
+}  // namespace sluice
