@@ -136,8 +136,12 @@ class QueueStore {
   // it, so it waits for a writer that holds it. Idempotent. A put blocked
   // at the bound in this process returns kClosed.
   virtual Status close(std::string_view name, const Context& ctx) = 0;
-  // Deletes the queue and its messages. It disappears at once (atomically);
-  // writers and readers still open keep their files but the queue is gone.
+  // Deletes the queue and its messages. It disappears at once (atomically).
+  // Never waits. Embedded: kInUse (naming the holder's PID) while a writer
+  // or reader has it open, which would otherwise go on putting into (or
+  // acknowledging in) files nobody can reach. Redis: the queue is closed,
+  // remove waits up to 30 s for a client inside an operation, then deletes;
+  // a writer or reader still open gets kNotFound at its next call.
   virtual Status remove(std::string_view name) = 0;
   // Queue names, sorted.
   virtual Result<std::vector<std::string>> list() = 0;

@@ -20,7 +20,9 @@
 #include <mutex>
 #include <sstream>
 
-#include "log/position.h"  // stat reads channel positions without opening (locking) them
+#include "log/file_system.h"
+#include "log/position.h"    // stat reads channel positions without opening (locking) them
+#include "log/topic_impl.h"  // open_for_writing_here
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
 
@@ -365,14 +367,52 @@ Status DirStore::close(std::string_view name, const Context& ctx) {
 Status DirStore::remove(std::string_view name) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   const std::string from = queue_dir(name);
+  const std::string label = "queue '" + std::string(name) + "'";
+  if (::access(from.c_str(), F_OK) != 0 && errno == ENOENT) {
+    return {StatusCode::kNotFound, "no " + label};
+  }
+  // A writer or reader still open would go on putting into (or acknowledging
+  // in) files nobody can reach again, and report success: refuse instead.
+  // Their locks are held until the rename, so none can start in between.
+  auto& lfs = log::posix_file_system();
+  const std::string tdir = from + "/topic";
+  if (auto canon = lfs.canonical(tdir); canon.ok() && log::open_for_writing_here(lfs, *canon)) {
+    return {StatusCode::kInUse, label + " has a writer in this process (PID " +
+                                    std::to_string(getpid()) + "); close it first"};
+  }
+  std::unique_ptr<log::File> writer_lock;
+  if (auto f = lfs.open(tdir + "/LOCK", log::OpenMode::kReadWrite); f.ok()) {
+    if (Status s = (*f)->lock(label + " has a writer"); !s.ok()) return s;
+    writer_lock = std::move(*f);
+  } else if (f.code() != StatusCode::kNotFound) {
+    return f.status();
+  }
+  std::vector<int> reader_locks;
+  struct Release {
+    std::vector<int>& fds;
+    ~Release() {
+      for (int fd : fds) ::close(fd);
+    }
+  } release{reader_locks};
+  std::error_code ec;
+  for (fs::directory_iterator it(from + "/readers", ec), end; !ec && it != end; it.increment(ec)) {
+    const fs::path& p = it->path();
+    if (p.extension() != ".lock") continue;
+    auto fd = lock_channel(p.string(), name, p.stem().string());
+    if (!fd.ok()) return fd.status();
+    reader_locks.push_back(*fd);
+  }
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return errno_status("list", from + "/readers", ec.value());
+  }
+
   const std::string to = dir_ + "/tmp/" + staging_name("delete", name);
   // The rename is the delete: the name is gone at once; the files follow.
   if (::rename(from.c_str(), to.c_str()) != 0) {
-    if (errno == ENOENT) return {StatusCode::kNotFound, "no queue '" + std::string(name) + "'"};
+    if (errno == ENOENT) return {StatusCode::kNotFound, "no " + label};
     return errno_status("rename", from);
   }
   if (Status s = sync_dir(dir_ + "/queues"); !s.ok()) return s;
-  std::error_code ec;
   fs::remove_all(to, ec);
   if (ec) return {StatusCode::kIOError, "remove " + to + ": " + ec.message()};
   return Status::Ok();

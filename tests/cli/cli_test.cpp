@@ -223,6 +223,25 @@ TEST_F(CliTest, ASecondReaderOfAChannelWithNoWaitExitsInUse) {
   EXPECT_EQ(r.out, "a\n");
 }
 
+TEST_F(CliTest, DeleteOfAQueueBeingReadExitsInUseAndKeepsIt) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "a\n").rc, 0);
+  {
+    Child reader(store_, {"get", "q", "--count", "2"});
+    reader.read_lines(1);  // it holds the channel, waiting for a second message
+    Outcome r = run({"delete", "q"});
+    EXPECT_EQ(r.rc, 6) << r.err;
+    EXPECT_NE(r.err.find("PID"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("sluice close"), std::string::npos) << r.err;  // says what to do
+    EXPECT_EQ(run({"ls"}).out, "q\n");
+    ASSERT_EQ(run({"put", "q"}, "b\n").rc, 0);
+    Outcome rest = reader.finish();
+    EXPECT_EQ(rest.rc, 0) << rest.err;
+    EXPECT_EQ(rest.out, "a\nb\n");
+  }
+  EXPECT_EQ(run({"delete", "q"}).rc, 0);  // nobody uses it now
+}
+
 TEST_F(CliTest, PutOfAMessageOverTheLimitEnqueuesThoseBefore) {
   ASSERT_EQ(run({"create", "q"}).rc, 0);
   std::string input = "a\nb\n" + std::string((16U << 20) + 1, 'x') + "\nc\n";

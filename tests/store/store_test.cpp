@@ -263,6 +263,38 @@ TEST_P(StoreTest, APutLargerThanTheBoundGoesInPieces) {
   EXPECT_EQ(consumer.get(), seq(0, 10));
 }
 
+// Either way nothing is put into a queue nobody can reach: the embedded store
+// refuses the delete, Redis deletes and the writer hears of it.
+TEST_P(StoreTest, DeletingAQueueInUseNeverSwallowsLaterPuts) {
+  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  if (!GetParam().exclusive_roles) {
+    auto w = writer("q");
+    ASSERT_EQ(put(*w, {"gone"}), StatusCode::kOk);
+    ASSERT_EQ(store_->remove("q"), StatusCode::kOk);
+    std::size_t done = 99;
+    EXPECT_EQ(put(*w, {"refused"}, &done), StatusCode::kNotFound);
+    EXPECT_EQ(done, 0U);
+    return;
+  }
+  {
+    auto w = writer("q");
+    ASSERT_EQ(put(*w, {"kept"}), StatusCode::kOk);
+    Status s = store_->remove("q");
+    EXPECT_EQ(s, StatusCode::kInUse) << s;
+    EXPECT_NE(s.message().find("PID"), std::string_view::npos) << s;
+    ASSERT_EQ(put(*w, {"still kept"}), StatusCode::kOk);  // the writer goes on
+  }
+  {
+    auto r = reader("q");
+    Status s = store_->remove("q");
+    EXPECT_EQ(s, StatusCode::kInUse) << s;
+    EXPECT_NE(s.message().find("PID"), std::string_view::npos) << s;
+    EXPECT_EQ(get(*r, 2), (std::vector<std::string>{"kept", "still kept"}));
+  }
+  EXPECT_EQ(store_->remove("q"), StatusCode::kOk);  // unused now
+  EXPECT_EQ(store_->stat("q").code(), StatusCode::kNotFound);
+}
+
 TEST_P(StoreTest, ASecondWriterFailsFastOrWaitsItsTurn) {
   if (!GetParam().exclusive_roles) GTEST_SKIP() << kNoExclusiveRoles;
   ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);

@@ -100,7 +100,10 @@ int fail(std::string_view cmd, std::string_view what, const Status& s) {
       hint = "pick another name, or `sluice delete NAME` first";
       break;
     case StatusCode::kInUse:
-      hint = "another process has it; wait for it, or drop --no-wait to wait your turn";
+      hint = cmd == "delete"
+                 ? "stop the process that uses it (or `sluice close NAME` and let it finish), "
+                   "then delete"
+                 : "another process has it; wait for it, or drop --no-wait to wait your turn";
       break;
     case StatusCode::kIOError:
       hint = "check free space and permissions of the store (--store, SLUICE_STORE)";
