@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #ifndef SLUICE_CLI
@@ -83,6 +84,14 @@ class CliChild {
     in_ = -1;
   }
   void signal(int sig) { kill(pid_, sig); }
+
+  // Reads stderr until it holds `needle` (or EOF); returns all read so far.
+  std::string read_err_until(std::string_view needle) {
+    while (err.find(needle) == std::string::npos) {
+      if (!read_some(err_, err)) break;
+    }
+    return err;
+  }
 
   // Reads stdout and stderr to EOF, then reaps the child.
   Outcome finish() {

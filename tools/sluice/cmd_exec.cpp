@@ -39,6 +39,7 @@
 #include <optional>
 #include <vector>
 
+#include "metrics_server.h"
 #include "sluice/run_pipeline.h"
 
 extern char** environ;
@@ -340,6 +341,14 @@ int run_exec(Globals& g, const ExecArgs& a) {
   if (!r.ok()) return fail("get", queue_label(a.name), r.status());
   QueueReader& reader = **r;
   const std::size_t batch = a.batch != 0 ? a.batch : std::max<std::size_t>(32, 4 * a.parallel);
+  QueueStore& st = *store;
+  CommandMetrics metrics;
+  metrics.command = "get";
+  metrics.queue = a.name;
+  metrics.exec = true;
+  metrics.stat = [&st, &a] { return st.stat(a.name); };
+  auto server = serve_metrics(a.metrics, "get", metrics, &g.rc);
+  if (!a.metrics.empty() && !server) return g.rc;
 
   Runner runner(a, stop);
   Tracker tracker;
@@ -381,9 +390,11 @@ int run_exec(Globals& g, const ExecArgs& a) {
         return false;
       }
       if (last.kind == Attempt::kExited && last.code == 0) {
+        metrics.runs_ok.fetch_add(1, std::memory_order_relaxed);
         tracker.finished();
         return true;
       }
+      metrics.runs_failed.fetch_add(1, std::memory_order_relaxed);
       if (runner.stopped()) {  // it may have failed because of the stop: not its fault
         tracker.unfinished();
         return false;
@@ -412,6 +423,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
     std::cerr << ("sluice get: " + queue_label(a.name) + ": a message failed " +
                   std::to_string(a.retries + 1) + (a.retries == 0 ? " time" : " times") +
                   " (last: " + last.what() + "); moved to " + queue_label(dlq) + "\n");
+    metrics.dead_lettered.fetch_add(1, std::memory_order_relaxed);
     tracker.finished();
     return true;
   };
@@ -429,6 +441,12 @@ int run_exec(Globals& g, const ExecArgs& a) {
   std::vector<std::string> msgs;
   std::size_t next = 0;
   std::uint64_t taken = 0, acked = 0;
+  std::uint64_t batch_bytes = 0;  // of msgs, counted before they are moved out
+  auto count_acked = [&] {
+    metrics.messages.fetch_add(taken - acked, std::memory_order_relaxed);
+    metrics.bytes.fetch_add(batch_bytes, std::memory_order_relaxed);
+    acked = taken;
+  };
   Status end;  // why the source stopped: kClosed, kDeadlineExceeded, ...
   auto source = [&]() -> std::optional<std::string> {
     if (next == msgs.size()) {
@@ -438,7 +456,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
           tracker.fatal(s, exit_code_for(s));
           return std::nullopt;
         }
-        acked = taken;
+        count_acked();
       }
       if (stop.stop_requested() || (a.count != 0 && taken >= a.count)) return std::nullopt;
       msgs.clear();
@@ -450,6 +468,8 @@ int run_exec(Globals& g, const ExecArgs& a) {
         end = std::move(s);
         return std::nullopt;
       }
+      batch_bytes = 0;
+      for (const std::string& m : msgs) batch_bytes += m.size();
     }
     if (stop.stop_requested()) return std::nullopt;
     ++taken;
@@ -467,7 +487,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
   // batch may be acknowledged if all of it was taken and finished.
   if (next == msgs.size() && !tracker.failed() && taken > acked) {
     if (Status s = reader.ack(); !s.ok()) return fail("get", queue_label(a.name), s);
-    acked = taken;
+    count_acked();
   }
   if (auto [err, rc] = tracker.fatal_error(); rc != 0) {
     std::cerr << "sluice get: " << queue_label(a.name) << ": --exec '" << a.command

@@ -21,6 +21,7 @@ struct ExecArgs {
   std::size_t parallel = 1;
   std::string dead_letter;  // empty: NAME.dead
   double grace = 10;        // seconds commands may run on after SIGINT/SIGTERM
+  std::string metrics;      // --metrics HOST:PORT; empty: none
 };
 
 // Returns the exit status (exit_codes.h).

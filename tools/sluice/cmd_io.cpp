@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "cmd_exec.h"
 #include "framing.h"
+#include "metrics_server.h"
 #include "progress.h"
 
 namespace sluice::cli {
@@ -35,6 +36,7 @@ struct IoArgs {
   std::string channel = std::string(kDefaultChannel);
   std::size_t batch = 65536;  // put
   std::size_t get_batch = 0;  // get; 0: 8192, with --exec max(32, 4 x parallel)
+  std::string metrics;        // --metrics HOST:PORT; empty: none
   ExecArgs exec;              // get --exec
 };
 
@@ -53,6 +55,13 @@ int run_put(Globals& g, const IoArgs& a) {
   Progress progress(
       Progress::wanted(g.quiet), "put " + a.name, [&st, &a] { return st.stat(a.name); },
       [&writer] { return writer.blocked_seconds(); });
+  CommandMetrics metrics;
+  metrics.command = "put";
+  metrics.queue = a.name;
+  metrics.stat = [&st, &a] { return st.stat(a.name); };
+  metrics.blocked = [&writer] { return writer.blocked_seconds(); };
+  auto server = serve_metrics(a.metrics, "put", metrics, &g.rc);
+  if (!a.metrics.empty() && !server) return g.rc;
   const Context put_ctx(stop);  // --no-wait is about the role, not the bound
   const std::size_t limit = (*w)->max_message_bytes();
   std::uint64_t sent = 0;
@@ -121,6 +130,10 @@ int run_put(Globals& g, const IoArgs& a) {
       Status s = (*w)->put(std::span(batch).subspan(off, take), put_ctx, &done);
       sent += done;
       progress.add(done);
+      std::uint64_t bytes = 0;
+      for (std::size_t i = 0; i < done; ++i) bytes += batch[off + i].size();
+      metrics.messages.fetch_add(done, std::memory_order_relaxed);
+      metrics.bytes.fetch_add(bytes, std::memory_order_relaxed);
       if (!s.ok()) return failed(s);
     }
     switch (step) {
@@ -174,6 +187,7 @@ int run_get(Globals& g, const IoArgs& a) {
     e.timeout = a.timeout;
     e.no_wait = a.no_wait;
     e.batch = a.get_batch;
+    e.metrics = a.metrics;
     return run_exec(g, e);
   }
   auto store = open_store(g, "get", &g.rc);
@@ -188,6 +202,12 @@ int run_get(Globals& g, const IoArgs& a) {
   QueueStore& st = *store;
   Progress progress(Progress::wanted(g.quiet), "get " + a.name,
                     [&st, &a] { return st.stat(a.name); });
+  CommandMetrics metrics;
+  metrics.command = "get";
+  metrics.queue = a.name;
+  metrics.stat = [&st, &a] { return st.stat(a.name); };
+  auto server = serve_metrics(a.metrics, "get", metrics, &g.rc);
+  if (!a.metrics.empty() && !server) return g.rc;
   const Framing framing = a.framing();
   const std::size_t batch = a.get_batch != 0 ? a.get_batch : 8192;
   std::uint64_t got = 0;
@@ -214,6 +234,10 @@ int run_get(Globals& g, const IoArgs& a) {
     if (Status as = (*r)->ack(); !as.ok()) return fail("get", queue_label(a.name), as);
     got += msgs.size();
     progress.add(msgs.size());
+    std::uint64_t bytes = 0;
+    for (const std::string& m : msgs) bytes += m.size();
+    metrics.messages.fetch_add(msgs.size(), std::memory_order_relaxed);
+    metrics.bytes.fetch_add(bytes, std::memory_order_relaxed);
   }
   return kExitOk;
 }
@@ -227,6 +251,12 @@ void add_framing_options(CLI::App* cmd, IoArgs& a, const char* verb) {
                  ->check(CLI::IsMember({"line", "nul", "binary", "netstring"}));
   auto* nul = cmd->add_flag("-0,--null", a.nul, "--framing nul")->excludes(fr);
   cmd->add_flag("-b,--binary", a.binary, "--framing binary")->excludes(fr)->excludes(nul);
+}
+
+void add_metrics_option(CLI::App* cmd, IoArgs& a) {
+  cmd->add_option("--metrics", a.metrics,
+                  "serve Prometheus text at http://HOST:PORT/metrics while running (HOST empty: "
+                  "127.0.0.1; PORT 0: any free one, printed on stderr)");
 }
 
 }  // namespace
@@ -243,6 +273,7 @@ void add_io_commands(CLI::App& app, Globals& g) {
   put->add_option("--batch", a->batch, "most messages per put (one sync each)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  add_metrics_option(put, *a);
   put->callback([&g, a] { g.rc = run_put(g, *a); });
 
   auto* get = app.add_subcommand(
@@ -290,6 +321,7 @@ void add_io_commands(CLI::App& app, Globals& g) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber)
       ->needs(exec);
+  add_metrics_option(get, *a);
   get->callback([&g, a] { g.rc = run_get(g, *a); });
 }
 

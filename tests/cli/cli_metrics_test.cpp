@@ -1,0 +1,162 @@
+// sluice put/get --metrics: the real binary serves Prometheus text over HTTP
+// while it runs; scraped here with a plain socket and checked by a strict
+// parser of the format.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "cli/cli_child.h"
+#include "testutil/prometheus.h"
+#include "testutil/temp_dir.h"
+
+namespace sluice {
+namespace {
+
+using testutil::CliChild;
+using testutil::Outcome;
+using testutil::parse_prometheus;
+using testutil::run_cli;
+
+// The port in "metrics on http://127.0.0.1:PORT/metrics" (0: not found).
+int port_in(const std::string& err) {
+  const std::string key = "metrics on http://127.0.0.1:";
+  const auto at = err.find(key);
+  return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + key.size());
+}
+
+// GET /metrics over HTTP/1.0; the body, or "" on any failure.
+std::string scrape(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(static_cast<std::uint16_t>(port));
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
+    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof buf)) > 0) reply.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  if (reply.rfind("HTTP/1.", 0) != 0 || reply.find(" 200 ") == std::string::npos) return "";
+  const auto body = reply.find("\r\n\r\n");
+  return body == std::string::npos ? "" : reply.substr(body + 4);
+}
+
+// Polls the scrape until `key` reads `want` (a state, not a moment): counters
+// move just after what the test can see from outside.
+testutil::Exposition scrape_until(int port, const std::string& key, double want) {
+  testutil::Exposition e;
+  for (int i = 0; i < 5000; ++i) {
+    e = parse_prometheus(scrape(port));
+    if (e.at(key) == want) break;
+  }
+  return e;
+}
+
+class CliMetricsTest : public ::testing::Test {
+ protected:
+  Outcome run(std::vector<std::string> args, const std::string& input = "") {
+    return run_cli(store_, std::move(args), input);
+  }
+  std::string store_ = testutil::test_dir("cli-metrics").string();
+};
+
+TEST_F(CliMetricsTest, AWaitingGetServesItsCountsAndTheQueue) {
+  ASSERT_EQ(run({"create", "q", "--bound", "100"}).rc, 0);
+  CliChild get(store_, {"get", "q", "--count", "7", "--metrics", "127.0.0.1:0"});
+  const int port = port_in(get.read_err_until("/metrics\n"));
+  ASSERT_GT(port, 0) << get.err;
+
+  auto before = parse_prometheus(scrape(port));
+  ASSERT_EQ(before.error, "");
+  EXPECT_EQ(before.at("sluice_cli_messages_total{command=\"get\",queue=\"q\"}"), 0);
+  EXPECT_EQ(before.at("sluice_queue_bound{command=\"get\",queue=\"q\"}"), 100);
+
+  // Five messages of 3 bytes: get writes and acknowledges them, then waits.
+  ASSERT_EQ(run({"put", "q"}, "aaa\nbbb\nccc\nddd\neee\n").rc, 0);
+  // The counters move just after the write that read_lines saw.
+  auto e = scrape_until(port, "sluice_cli_messages_total{command=\"get\",queue=\"q\"}", 5);
+  ASSERT_EQ(e.error, "");
+  EXPECT_EQ(e.at("sluice_cli_messages_total{command=\"get\",queue=\"q\"}"), 5);
+  EXPECT_EQ(e.at("sluice_cli_bytes_total{command=\"get\",queue=\"q\"}"), 15);
+  EXPECT_EQ(e.at("sluice_queue_produced_total{command=\"get\",queue=\"q\"}"), 5);
+  EXPECT_EQ(e.at("sluice_queue_consumed_total{command=\"get\",queue=\"q\"}"), 5);
+  EXPECT_EQ(e.at("sluice_queue_length{command=\"get\",queue=\"q\"}"), 0);
+  EXPECT_EQ(e.types["sluice_cli_messages_total"], "counter");
+
+  ASSERT_EQ(run({"put", "q"}, "f\ng\n").rc, 0);
+  Outcome r = get.finish();  // --count 7 reached: it exits, and its server with it
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(scrape(port), "");
+}
+
+TEST_F(CliMetricsTest, APutHeldAtTheBoundShowsTheQueueFullThenTheWait) {
+  ASSERT_EQ(run({"create", "q", "--bound", "3"}).rc, 0);
+  CliChild put(store_, {"put", "q", "--metrics", ":0"});
+  const int port = port_in(put.read_err_until("/metrics\n"));
+  ASSERT_GT(port, 0) << put.err;
+  put.write_stdin("1\n2\n3\n4\n5\n");  // two more than the bound: it waits
+  auto e = scrape_until(port, "sluice_queue_length{command=\"put\",queue=\"q\"}", 3);
+  ASSERT_EQ(e.error, "");
+  EXPECT_EQ(e.at("sluice_queue_length{command=\"put\",queue=\"q\"}"), 3);
+  EXPECT_EQ(e.at("sluice_queue_produced_total{command=\"put\",queue=\"q\"}"), 3);
+
+  Outcome g = run({"get", "q", "--count", "5"});
+  EXPECT_EQ(g.out, "1\n2\n3\n4\n5\n");
+  e = scrape_until(port, "sluice_cli_messages_total{command=\"put\",queue=\"q\"}", 5);
+  EXPECT_EQ(e.at("sluice_cli_messages_total{command=\"put\",queue=\"q\"}"), 5);
+  EXPECT_EQ(e.at("sluice_cli_bytes_total{command=\"put\",queue=\"q\"}"), 5);
+  EXPECT_GT(e.at("sluice_cli_blocked_seconds_total{command=\"put\",queue=\"q\"}"), 0);
+  put.close_stdin();
+  Outcome r = put.finish();
+  EXPECT_EQ(r.rc, 0) << r.err;
+}
+
+TEST_F(CliMetricsTest, GetExecCountsRunsAndDeadLetters) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "ok\nbad\nok\n").rc, 0);
+  // Fails on "bad": two runs (--retries 1), then the dead-letter queue.
+  CliChild get(
+      store_, {"get", "q", "--exec", "grep -qv bad", "--retries", "1", "--metrics", "127.0.0.1:0"});
+  const int port = port_in(get.read_err_until("/metrics\n"));
+  ASSERT_GT(port, 0) << get.err;
+  const std::string l = "command=\"get\",queue=\"q\"";
+  auto e = scrape_until(port, "sluice_cli_messages_total{" + l + "}", 3);
+  ASSERT_EQ(e.error, "");
+  EXPECT_EQ(e.at("sluice_cli_messages_total{" + l + "}"), 3);
+  EXPECT_EQ(e.at("sluice_cli_bytes_total{" + l + "}"), 7);
+  EXPECT_EQ(e.at("sluice_cli_exec_runs_total{" + l + ",outcome=\"ok\"}"), 2);
+  EXPECT_EQ(e.at("sluice_cli_exec_runs_total{" + l + ",outcome=\"failed\"}"), 2);
+  EXPECT_EQ(e.at("sluice_cli_dead_lettered_total{" + l + "}"), 1);
+  ASSERT_EQ(run({"close", "q"}).rc, 0);
+  Outcome r = get.finish();
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(run({"get", "q.dead", "--count", "1"}).out, "bad\n");
+}
+
+TEST_F(CliMetricsTest, BadAddressesAreUsageErrors) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  Outcome r = run({"get", "q", "--metrics", "nonsense"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("HOST:PORT"), std::string::npos) << r.err;
+  r = run({"get", "q", "--metrics", "127.0.0.1:99999"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+
+  CliChild holder(store_, {"get", "q", "--metrics", "127.0.0.1:0"});
+  const int port = port_in(holder.read_err_until("/metrics\n"));
+  ASSERT_GT(port, 0) << holder.err;
+  r = run({"put", "q", "--metrics", "127.0.0.1:" + std::to_string(port)}, "x\n");
+  EXPECT_EQ(r.rc, 2) << r.err;  // the port is taken
+  EXPECT_NE(r.err.find("cannot listen"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"stat", "q"}).out.find("produced=0") != std::string::npos, true);
+}
+
+}  // namespace
+}  // namespace sluice

@@ -1,0 +1,78 @@
+// --metrics ADDR: the Prometheus text of a running put or get, served over
+// HTTP (GET /metrics) by cpp-httplib on a thread of its own.
+//
+// Thread safety: the counters are atomics, written by the command's threads
+//   and read by the server's; the stat and blocked callbacks must be safe to
+//   call from another thread (QueueStore::stat and
+//   QueueWriter::blocked_seconds are).
+// Blocking: a scrape never blocks the data path: it reads atomics and takes
+//   one stat of the queue through its own calls. The destructor stops the
+//   server and joins its thread (a scrape in progress finishes first).
+// Ownership: the server keeps a reference to the CommandMetrics it renders,
+//   which must outlive it.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <thread>
+
+#include "sluice/status.h"
+#include "sluice/store.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace sluice::cli {
+
+// What a running put or get has done so far.
+struct CommandMetrics {
+  std::string command;  // "put" or "get"
+  std::string queue;
+  std::atomic<std::uint64_t> messages{0};  // put: enqueued; get: acknowledged
+  std::atomic<std::uint64_t> bytes{0};     // their payload bytes
+  // get --exec only (exec is true):
+  bool exec = false;
+  std::atomic<std::uint64_t> runs_ok{0};      // command runs that exited 0
+  std::atomic<std::uint64_t> runs_failed{0};  // runs that failed (each retry counts)
+  std::atomic<std::uint64_t> dead_lettered{0};
+  std::function<Result<QueueInfo>()> stat;  // the queue now; null: not sampled
+  std::function<double()> blocked;          // put: seconds waited at the bound
+
+  // Prometheus text (0.0.4): sluice_cli_* for the command, sluice_queue_*
+  // for the queue; every sample labelled command="...",queue="...".
+  std::string render() const;
+};
+
+class MetricsServer {
+ public:
+  // Listens on ADDR, "HOST:PORT" ("[::1]:PORT" for IPv6; an empty HOST is
+  // 127.0.0.1; PORT 0 picks a free port). kInvalidArgument for a malformed
+  // ADDR or one it cannot listen on (in use, not an address of this host).
+  static Result<std::unique_ptr<MetricsServer>> start(std::string_view addr,
+                                                      const CommandMetrics& metrics);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+
+  // "http://HOST:PORT/metrics", with the port actually bound.
+  const std::string& url() const noexcept { return url_; }
+
+ private:
+  MetricsServer() = default;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::string url_;
+};
+
+// For a command: starts a server when `addr` is not empty and says where on
+// stderr ("sluice CMD: metrics on URL"). Null when `addr` is empty, or on
+// failure (then printed, and *rc set).
+std::unique_ptr<MetricsServer> serve_metrics(std::string_view addr, std::string_view cmd,
+                                             const CommandMetrics& metrics, int* rc);
+
+}  // namespace sluice::cli
