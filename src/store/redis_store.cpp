@@ -35,10 +35,12 @@ class RedisWriter final : public QueueWriter {
   Status put(std::span<const std::string_view> batch, const Context& ctx,
              std::size_t* done) override {
     std::size_t n = 0;
+    in_doubt_ = 0;
     Status s = put_all(batch, ctx, n);
     if (done != nullptr) *done = n;
     return s;
   }
+  std::size_t in_doubt() const override { return in_doubt_; }
 
   Status close() override {
     Status s = q_.close();
@@ -56,6 +58,7 @@ class RedisWriter final : public QueueWriter {
       PutResult r = q_.put_many(buf_, ctx);
       n = r.enqueued;
       if (!r.ok()) {
+        in_doubt_ = r.in_doubt;
         if (r.in_doubt == 0) return r.status;
         // *done counts only what is certainly in; say what may be too.
         return {r.code(), std::string(r.status.message()) + "; " + std::to_string(r.in_doubt) +
@@ -70,6 +73,7 @@ class RedisWriter final : public QueueWriter {
 
   PressureQueue q_;
   std::vector<std::string> buf_;
+  std::size_t in_doubt_ = 0;  // of the last put
 };
 
 class RedisReader final : public QueueReader {

@@ -96,6 +96,13 @@ class Child {
     }
     return out;
   }
+  // Reads stderr until it holds `needle` (or EOF); returns all read so far.
+  std::string read_err_until(const std::string& needle) {
+    while (err.find(needle) == std::string::npos) {
+      if (!read_some(err_, err)) break;
+    }
+    return err;
+  }
   void kill_now() { kill(pid_, SIGKILL); }
   // Reads stdout and stderr to EOF, then reaps the child.
   Outcome finish() {

@@ -203,6 +203,29 @@ TEST_F(CliRedisTest, GetKilledMidStreamLosesNothing) {
   EXPECT_NE(st.out.find("length=0\n"), std::string::npos) << st.out;
 }
 
+// A put whose reply never comes (the server is stopped after the put took the
+// writer role) cannot know whether its messages went in: it says so, and
+// counts none of them as sent.
+TEST_F(CliRedisTest, APutWhoseReplyIsLostSaysItsMessagesAreInDoubt) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  Child put = start({"put", "q", "--metrics", "127.0.0.1:0"});
+  put.read_err_until("/metrics\n");  // printed once it has the writer
+  server_.pause();                   // SIGSTOP: the request is sent, no reply comes
+  put.write_stdin("a\nb\nc\n");
+  put.close_stdin();
+  Outcome r = put.finish();  // after the 5 s reply timeout
+  server_.resume();
+  EXPECT_EQ(r.rc, 10) << r.err;
+  EXPECT_NE(r.err.find("0 messages enqueued; 3 more may or may not have been"), std::string::npos)
+      << r.err;
+  // One script holds the three: all went in or none did.
+  Outcome st = run({"stat", "q"});
+  ASSERT_EQ(st.rc, 0) << st.err;
+  EXPECT_TRUE(st.out.find("\nproduced=0\n") != std::string::npos ||
+              st.out.find("\nproduced=3\n") != std::string::npos)
+      << st.out;
+}
+
 TEST_F(CliRedisTest, InterleavesWithThePressureProtocolsReferenceClient) {
   testutil::ReferenceClient ref(server_.port(), "q");
   ASSERT_EQ(run({"create", "q", "--bound", "50"}).rc, 0);

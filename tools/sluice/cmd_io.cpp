@@ -65,9 +65,17 @@ int run_put(Globals& g, const IoArgs& a) {
   const Context put_ctx(stop);  // --no-wait is about the role, not the bound
   const std::size_t limit = (*w)->max_message_bytes();
   std::uint64_t sent = 0;
+  std::size_t doubt = 0;  // after sent: enqueued or not, unknown (Redis, a broken connection)
   auto failed = [&](const Status& s) {
-    std::cerr << "sluice put: " << queue_label(a.name) << ": " << sent
-              << " messages enqueued; the rest of the input was not\n";
+    std::string what = std::to_string(sent) + " messages enqueued; ";
+    if (doubt != 0) {
+      what += std::to_string(doubt) +
+              " more may or may not have been (the connection broke after they were sent: "
+              "`sluice stat " +
+              a.name + "` shows the count); ";
+    }
+    std::cerr << "sluice put: " << queue_label(a.name) << ": " << what
+              << "the rest of the input was not\n";
     return fail("put", queue_label(a.name), s);
   };
 
@@ -129,6 +137,7 @@ int run_put(Globals& g, const IoArgs& a) {
       std::size_t done = 0;
       Status s = (*w)->put(std::span(batch).subspan(off, take), put_ctx, &done);
       sent += done;
+      if (!s.ok()) doubt = (*w)->in_doubt();
       progress.add(done);
       std::uint64_t bytes = 0;
       for (std::size_t i = 0; i < done; ++i) bytes += batch[off + i].size();
