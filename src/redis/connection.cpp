@@ -240,4 +240,36 @@ Reply Connection::eval_script(std::span<const std::string_view> keys,
   return r;
 }
 
+Reply Connection::eval(std::string_view script, std::span<const std::string_view> keys,
+                       std::span<const std::string_view> args, CallError& err) {
+  err = {};
+  const std::string* sha = nullptr;
+  for (const auto& [text, s] : shas_) {
+    if (text == script.data()) sha = &s;
+  }
+  if (sha == nullptr) {
+    const std::string_view load[] = {"SCRIPT", "LOAD", script};
+    Reply r = call(load, err);
+    if (!r) return r;
+    if (r->type != REDIS_REPLY_STRING) return r;  // an error reply: the caller reports it
+    shas_.emplace_back(script.data(), std::string(r->str, r->len));
+    sha = &shas_.back().second;
+  }
+  const std::string nkeys = std::to_string(keys.size());
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(*sha);
+  argv.push_back(nkeys);
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  Reply r = call(argv, err);
+  if (r && r->type == REDIS_REPLY_ERROR && reply_text(r.get()).starts_with("NOSCRIPT")) {
+    argv[0] = "EVAL";  // the server lost its script cache: this one did not run
+    argv[1] = script;
+    r = call(argv, err);
+  }
+  return r;
+}
+
 }  // namespace sluice::redis

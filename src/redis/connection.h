@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sluice/redis/redis_options.h"
@@ -44,6 +45,10 @@ class Connection {
   // Runs the pressure script: EVALSHA, falling back to EVAL on NOSCRIPT.
   Reply eval_script(std::span<const std::string_view> keys, std::span<const std::string_view> args,
                     CallError& err);
+  // Runs another script (text with static storage): SCRIPT LOAD at its first
+  // use on this connection, then EVALSHA, falling back to EVAL on NOSCRIPT.
+  Reply eval(std::string_view script, std::span<const std::string_view> keys,
+             std::span<const std::string_view> args, CallError& err);
 
   // The Status for a Redis error reply: authentication and permission
   // errors name the server and say what to fix (kInvalidArgument); any
@@ -66,6 +71,7 @@ class Connection {
   std::string name_;
   redisContext* ctx_ = nullptr;
   std::string sha_;  // of the pressure script, from SCRIPT LOAD
+  std::vector<std::pair<const char*, std::string>> shas_;  // other scripts' text -> SHA
   std::vector<const char*> argv_;
   std::vector<std::size_t> lens_;
   std::uint64_t round_trips_ = 0;
@@ -73,5 +79,7 @@ class Connection {
 
 // The pressure script's text (src/redis/pressure.lua, embedded at build time).
 std::string_view pressure_script();
+// The Streams topic script's text (src/redis/stream.lua, likewise).
+std::string_view stream_script();
 
 }  // namespace sluice::redis

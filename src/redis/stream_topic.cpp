@@ -1,0 +1,365 @@
+#include "sluice/redis/stream_topic.h"
+
+#include <hiredis/hiredis.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <charconv>
+#include <string>
+#include <utility>
+
+#include "redis/connection.h"
+
+namespace sluice {
+namespace {
+
+using redis::CallError;
+using redis::Reply;
+
+// Key order shared with stream.lua.
+constexpr std::array<std::string_view, 5> kSuffix = {":stream", ":meta", ":acked", ":wake",
+                                                     ":dead"};
+enum Key : std::size_t { kStream, kMeta, kAcked, kWake, kDead };
+
+// Messages per append script: one script never stalls the server for long.
+constexpr std::size_t kChunk = 1024;
+// Appends between two retention passes.
+constexpr std::uint64_t kTrimEvery = 1024;
+
+std::string_view text(const redisReply* r) {
+  return r != nullptr && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
+                          r->type == REDIS_REPLY_ERROR)
+             ? std::string_view(r->str, r->len)
+             : std::string_view();
+}
+
+std::uint64_t integer(const redisReply* r) {
+  if (r == nullptr) return 0;
+  if (r->type == REDIS_REPLY_INTEGER) return static_cast<std::uint64_t>(std::max(r->integer, 0LL));
+  std::uint64_t v = 0;
+  const std::string_view s = text(r);
+  std::from_chars(s.data(), s.data() + s.size(), v);
+  return v;
+}
+
+Status unexpected(const redisReply* r, std::string_view what) {
+  if (r != nullptr && r->type == REDIS_REPLY_ERROR) {
+    return {StatusCode::kInternal,
+            "redis error (" + std::string(what) + "): " + std::string(text(r))};
+  }
+  return {StatusCode::kInternal, "redis: unexpected reply to " + std::string(what)};
+}
+
+// Names go inside a hash tag and key names: no braces, no blanks.
+Status check_name(std::string_view kind, std::string_view name) {
+  const bool bad =
+      name.empty() || name.size() > 200 || std::any_of(name.begin(), name.end(), [](char c) {
+        return c == '{' || c == '}' || static_cast<unsigned char>(c) <= ' ';
+      });
+  if (!bad) return Status::Ok();
+  return {StatusCode::kInvalidArgument, "bad " + std::string(kind) + " name '" + std::string(name) +
+                                            "': 1-200 characters, no braces or blanks"};
+}
+
+std::string consumer_name() {
+  static std::atomic<unsigned> counter{0};
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  return std::string(host.data()) + "_pid" + std::to_string(getpid()) + "_c" +
+         std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+}
+
+// The Status for a failed call; an error reply goes through the connection
+// (authentication, permissions), a missing group is kNotFound.
+Status failed(redis::Connection& conn, const Reply& r, const CallError& err,
+              std::string_view what) {
+  if (!r) return err.status;
+  if (r->type == REDIS_REPLY_ERROR) {
+    const std::string_view t = text(r.get());
+    if (t.starts_with("NOGROUP")) return {StatusCode::kNotFound, std::string(t)};
+    Status s = conn.error_reply(t);
+    return s.code() == StatusCode::kInternal ? unexpected(r.get(), what) : s;
+  }
+  return unexpected(r.get(), what);
+}
+
+// Waits until ctx ends or up to one slice; false (with *s set) if it ended.
+bool slice_left(const Context& ctx, std::chrono::milliseconds slice, std::chrono::milliseconds& out,
+                Status* s) {
+  if (ctx.stop_requested()) {
+    *s = Status(StatusCode::kCancelled);
+    return false;
+  }
+  out = slice;
+  if (ctx.deadline()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*ctx.deadline() -
+                                                                            Context::Clock::now());
+    if (left <= std::chrono::milliseconds(0)) {
+      *s = Status(StatusCode::kDeadlineExceeded);
+      return false;
+    }
+    out = std::min(out, left);
+  }
+  out = std::max(out, std::chrono::milliseconds(1));  // BLOCK 0 would wait for ever
+  return true;
+}
+
+}  // namespace
+
+// ---- StreamTopic ----
+
+StreamTopic::StreamTopic(RedisOptions redis, std::string name, StreamTopicOptions options)
+    : name_(std::move(name)), opt_(std::move(options)) {
+  const std::string base = opt_.prefix + ":{" + name_ + "}";
+  for (std::string_view s : kSuffix) keys_.push_back(base + std::string(s));
+  conn_ = std::make_unique<redis::Connection>(std::move(redis), consumer_name());
+}
+
+StreamTopic::~StreamTopic() = default;
+StreamTopic::StreamTopic(StreamTopic&&) noexcept = default;
+StreamTopic& StreamTopic::operator=(StreamTopic&&) noexcept = default;
+
+Result<std::string> StreamTopic::append(std::string_view payload, const Context& ctx) {
+  // One message: the id comes back from the script.
+  std::string id;
+  std::size_t done = 0;
+  const std::string_view one[] = {payload};
+  Status s = append_impl(one, ctx, &done, &id);
+  if (!s.ok()) return s;
+  return id;
+}
+
+Status StreamTopic::append_batch(std::span<const std::string_view> batch, const Context& ctx,
+                                 std::size_t* done) {
+  std::size_t n = 0;
+  Status s = append_impl(batch, ctx, &n, nullptr);
+  if (done != nullptr) *done = n;
+  return s;
+}
+
+Status StreamTopic::append_impl(std::span<const std::string_view> batch, const Context& ctx,
+                                std::size_t* done, std::string* first_id) {
+  if (Status s = check_name("topic", name_); !s.ok()) return s;
+  *done = 0;
+  if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
+  const std::string bound = std::to_string(opt_.max_unconsumed);
+  std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+  std::vector<std::string_view> args;
+  while (*done < batch.size()) {
+    const std::size_t take = std::min(kChunk, batch.size() - *done);
+    args.assign({"append", bound});
+    args.insert(args.end(), batch.begin() + static_cast<std::ptrdiff_t>(*done),
+                batch.begin() + static_cast<std::ptrdiff_t>(*done + take));
+    CallError err;
+    Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+      Status s = failed(*conn_, r, err, "append");
+      if (!r && err.maybe_ran) {
+        return {s.code(), std::string(s.message()) + "; " + std::to_string(take) +
+                              " messages after the first " + std::to_string(*done) +
+                              " may or may not have been appended"};
+      }
+      return s;
+    }
+    const std::size_t added = integer(r->element[0]);
+    if (added > 0 && first_id != nullptr && first_id->empty()) {
+      *first_id = std::string(text(r->element[2]));
+    }
+    *done += added;
+    since_trim_ += added;
+    if (added == take) continue;
+    // At the bound: the rest waits for acknowledgements.
+    if (!opt_.block_at_bound) {
+      return {StatusCode::kRejected, "topic '" + name_ + "' is at its bound of " + bound +
+                                         " messages not acknowledged by its slowest channel"};
+    }
+    std::chrono::milliseconds slice{};
+    Status why;
+    if (!slice_left(ctx, conn_->options().wait_slice, slice, &why)) return why;
+    const std::string secs = std::to_string(static_cast<double>(slice.count()) / 1000.0);
+    const std::string_view wait[] = {"BLPOP", keys_[kWake], secs};
+    CallError werr;
+    Reply w = conn_->call(wait, werr);
+    if (!w) return werr.status;
+  }
+  if (since_trim_ >= kTrimEvery) {
+    since_trim_ = 0;
+    (void)trim();  // retention is best effort here: a failure shows at the next call
+  }
+  return Status::Ok();
+}
+
+Result<std::uint64_t> StreamTopic::trim() {
+  if (Status s = check_name("topic", name_); !s.ok()) return s;
+  std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+  const std::string_view args[] = {"trim"};
+  CallError err;
+  Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+  if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*conn_, r, err, "trim");
+  return integer(r.get());
+}
+
+Result<StreamTopicStats> StreamTopic::stats() {
+  if (Status s = check_name("topic", name_); !s.ok()) return s;
+  std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+  const std::string_view args[] = {"stats"};
+  CallError err;
+  Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
+      r->element[4]->type != REDIS_REPLY_ARRAY) {
+    return failed(*conn_, r, err, "stats");
+  }
+  StreamTopicStats st;
+  st.appended = integer(r->element[0]);
+  st.retained = integer(r->element[1]);
+  st.trimmed = integer(r->element[2]);
+  st.dead_letters = integer(r->element[3]);
+  const redisReply* chans = r->element[4];
+  for (std::size_t i = 0; i < chans->elements; ++i) {
+    const redisReply* c = chans->element[i];
+    if (c->type != REDIS_REPLY_ARRAY || c->elements != 4) return unexpected(c, "stats");
+    StreamChannelStats cs;
+    cs.name = std::string(text(c->element[0]));
+    const std::uint64_t acked = integer(c->element[1]);
+    cs.unacknowledged = st.appended > acked ? st.appended - acked : 0;
+    cs.pending = integer(c->element[2]);
+    cs.dead_lettered = integer(c->element[3]);
+    st.channels.push_back(std::move(cs));
+  }
+  std::sort(st.channels.begin(), st.channels.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  return st;
+}
+
+Status StreamTopic::destroy() {
+  if (Status s = check_name("topic", name_); !s.ok()) return s;
+  std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+  const std::string_view args[] = {"destroy"};
+  CallError err;
+  Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+  if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*conn_, r, err, "destroy");
+  return Status::Ok();
+}
+
+// ---- StreamChannel ----
+
+StreamChannel::StreamChannel(RedisOptions redis, std::string topic, std::string channel,
+                             StreamTopicOptions options)
+    : topic_(std::move(redis), std::move(topic), std::move(options)),
+      channel_(std::move(channel)),
+      consumer_(consumer_name()) {}
+
+StreamChannel::~StreamChannel() = default;
+StreamChannel::StreamChannel(StreamChannel&&) noexcept = default;
+StreamChannel& StreamChannel::operator=(StreamChannel&&) noexcept = default;
+
+Status StreamChannel::join() {
+  if (joined_) return Status::Ok();
+  if (Status s = check_name("topic", topic_.name_); !s.ok()) return s;
+  if (Status s = check_name("channel", channel_); !s.ok()) return s;
+  if (topic_.opt_.max_deliveries == 0) {
+    return {StatusCode::kInvalidArgument, "StreamTopicOptions::max_deliveries must be >= 1"};
+  }
+  std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
+  const std::string_view args[] = {"join", channel_};
+  CallError err;
+  Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
+  if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "join");
+  joined_ = true;
+  return Status::Ok();
+}
+
+Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
+  std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
+  const std::string idle = std::to_string(topic_.opt_.visibility_timeout.count());
+  const std::string count = std::to_string(max);
+  const std::string deliveries = std::to_string(topic_.opt_.max_deliveries);
+  const std::string_view args[] = {"claim", channel_, consumer_, idle, cursor_, count, deliveries};
+  CallError err;
+  Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+      r->element[1]->type != REDIS_REPLY_ARRAY) {
+    return failed(*topic_.conn_, r, err, "claim");
+  }
+  cursor_ = std::string(text(r->element[0]));
+  dead_lettered_ += integer(r->element[2]);
+  const redisReply* got = r->element[1];
+  for (std::size_t i = 0; i < got->elements; ++i) {
+    const redisReply* e = got->element[i];
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 3) return unexpected(e, "claim");
+    out.push_back({std::string(text(e->element[0])), std::string(text(e->element[1])),
+                   static_cast<std::uint32_t>(integer(e->element[2]))});
+  }
+  // A full scan found nothing more: look again once a holder could have
+  // timed out. Otherwise go on scanning at the next read.
+  const auto now = std::chrono::steady_clock::now();
+  next_claim_ = cursor_ == "0-0" ? now + topic_.opt_.visibility_timeout / 2 : now;
+  return Status::Ok();
+}
+
+Status StreamChannel::read(std::vector<StreamMessage>& out, std::size_t max, const Context& ctx) {
+  if (max == 0) return {StatusCode::kInvalidArgument, "StreamChannel::read: max is 0"};
+  if (Status s = join(); !s.ok()) return s;
+  const std::size_t before = out.size();
+  const std::string count = std::to_string(max);
+  for (;;) {
+    if (std::chrono::steady_clock::now() >= next_claim_) {
+      if (Status s = claim(out, max); !s.ok()) return s;
+      if (out.size() > before) return Status::Ok();
+    }
+    std::chrono::milliseconds slice{};
+    Status why;
+    if (!slice_left(ctx, topic_.conn_->options().wait_slice, slice, &why)) return why;
+    const std::string block = std::to_string(slice.count());
+    const std::string_view argv[] = {
+        "XREADGROUP", "GROUP", channel_, consumer_, "COUNT",
+        count,        "BLOCK", block,    "STREAMS", topic_.keys_[kStream],
+        ">"};
+    CallError err;
+    Reply r = topic_.conn_->call(argv, err);
+    if (!r) return err.status;
+    if (r->type == REDIS_REPLY_NIL) continue;  // the slice ended with nothing new
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
+      if (r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("NOGROUP")) {
+        joined_ = false;  // the topic was destroyed: join again (an empty topic)
+        if (Status s = join(); !s.ok()) return s;
+        continue;
+      }
+      return failed(*topic_.conn_, r, err, "XREADGROUP");
+    }
+    const redisReply* stream = r->element[0];
+    if (stream->type != REDIS_REPLY_ARRAY || stream->elements != 2) {
+      return unexpected(stream, "XREADGROUP");
+    }
+    const redisReply* entries = stream->element[1];
+    for (std::size_t i = 0; i < entries->elements; ++i) {
+      const redisReply* e = entries->element[i];
+      if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return unexpected(e, "XREADGROUP");
+      StreamMessage m;
+      m.id = std::string(text(e->element[0]));
+      const redisReply* fields = e->element[1];
+      for (std::size_t f = 0; fields->type == REDIS_REPLY_ARRAY && f + 1 < fields->elements;
+           f += 2) {
+        if (text(fields->element[f]) == "d") m.payload = std::string(text(fields->element[f + 1]));
+      }
+      out.push_back(std::move(m));
+    }
+    if (out.size() > before) return Status::Ok();
+  }
+}
+
+Status StreamChannel::ack(std::span<const std::string> ids) {
+  if (ids.empty()) return Status::Ok();
+  if (Status s = join(); !s.ok()) return s;
+  std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
+  std::vector<std::string_view> args = {"ack", channel_};
+  args.insert(args.end(), ids.begin(), ids.end());
+  CallError err;
+  Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
+  if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "ack");
+  return Status::Ok();
+}
+
+}  // namespace sluice
