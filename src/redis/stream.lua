@@ -70,7 +70,7 @@ if op == 'join' then
     return ok
   end
   local appended = tonumber(redis.call('HGET', META, 'appended') or '0')
-  redis.call('HSET', ACKED, ch, appended - redis.call('XLEN', STREAM))
+  redis.call('HSET', ACKED, ch, string.format('%d', appended - redis.call('XLEN', STREAM)))
   return 1
 end
 
@@ -141,8 +141,10 @@ if op == 'trim' then
     if tonumber(p[1]) > 0 then
       need = p[2]
     else
+      -- The entry after the last delivered one (written with %d: Lua prints
+      -- numbers with %.14g).
       local ms, seq = split(last)
-      need = ms .. '-' .. (seq + 1)
+      need = string.format('%d-%d', ms, seq + 1)
     end
     if keep == nil or less(need, keep) then keep = need end
   end
