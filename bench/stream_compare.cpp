@@ -1,0 +1,199 @@
+// stream_compare: sluice::StreamTopic/StreamChannel against redis-benchmark on
+// the same redis-server (started here on a free loopback port), side by side
+// in one run, R interleaved runs, medians reported. 100-byte messages.
+//
+// Rows:
+//   redis-benchmark -c 1 -P 1  XADD key * d <100 B>   (no pipelining)
+//   redis-benchmark -c 1 -P 16 XADD key * d <100 B>   (pipeline 16)
+//   sluice append, batch 1 and batch 64 (append / append_batch), one producer
+//   sluice consume + ack, batch 64, one consumer (of a pre-filled topic)
+//   sluice consume + ack with a 200 us handler per message: 1 and 4 consumers
+//     of one channel (threads, a handle each)
+// Targets (issue 16): append batch 64 >= 0.5x redis-benchmark -P 16; four
+// consumers >= 2.5x one consumer with the 200 us handler.
+// Usage: stream_compare [--quick] [--runs R] [--messages N]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/redis/stream_topic.h"
+#include "testutil/redis_server.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kSize = 100;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// redis-benchmark's requests/s for XADD (custom-command mode, --csv).
+double redis_benchmark(int port, int pipeline, long n) {
+  const std::string cmd = "redis-benchmark -h 127.0.0.1 -p " + std::to_string(port) + " -c 1 -P " +
+                          std::to_string(pipeline) + " -n " + std::to_string(n) +
+                          " --csv XADD 'rb{bench}' '*' d " + std::string(kSize, 'x') +
+                          " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");  // NOLINT(cert-env33-c): a fixed command line
+  if (p == nullptr) return 0;
+  char line[1024];
+  double rps = 0;
+  while (std::fgets(line, sizeof line, p) != nullptr) {
+    if (std::strncmp(line, "\"XADD", 5) != 0) continue;
+    const char* q = std::strstr(line, "\",\"");  // end of the test name
+    if (q != nullptr) rps = std::atof(q + 3);
+  }
+  pclose(p);
+  return rps;
+}
+
+void fail(const char* what, const sluice::Status& s) {
+  std::fprintf(stderr, "stream_compare: %s: %s\n", what, std::string(s.message()).c_str());
+  std::exit(1);
+}
+
+double run_append(const sluice::RedisOptions& o, long n, std::size_t batch) {
+  sluice::StreamTopic t(o, "append");
+  (void)t.destroy();
+  const std::string payload(kSize, 'x');
+  std::vector<std::string_view> b(batch, payload);
+  const auto t0 = Clock::now();
+  if (batch == 1) {
+    for (long i = 0; i < n; ++i) {
+      if (auto r = t.append(payload); !r.ok()) fail("append", r.status());
+    }
+  } else {
+    for (long i = 0; i < n; i += static_cast<long>(batch)) {
+      const std::size_t k = std::min<std::size_t>(batch, static_cast<std::size_t>(n - i));
+      if (auto s = t.append_batch(std::span(b).first(k)); !s.ok()) fail("append_batch", s);
+    }
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  (void)t.destroy();
+  return static_cast<double>(n) / secs;
+}
+
+// Consume + ack of n pre-filled messages by `consumers` threads of one
+// channel, each message costing `handler` of (sleeping) work.
+double run_consume(const sluice::RedisOptions& o, long n, int consumers,
+                   std::chrono::microseconds handler) {
+  sluice::StreamTopic t(o, "consume");
+  (void)t.destroy();
+  {
+    sluice::StreamChannel join(o, "consume", "ch");
+    std::vector<sluice::StreamMessage> none;
+    (void)join.read(none, 1, sluice::with_timeout(std::chrono::milliseconds(1)));
+  }
+  const std::string payload(kSize, 'x');
+  std::vector<std::string_view> b(1000, payload);
+  for (long i = 0; i < n; i += 1000) {
+    const std::size_t k = std::min<std::size_t>(1000, static_cast<std::size_t>(n - i));
+    if (auto s = t.append_batch(std::span(b).first(k)); !s.ok()) fail("fill", s);
+  }
+  std::atomic<long> done{0};
+  std::atomic<Clock::rep> end{0};  // when the last message was acknowledged
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < consumers; ++c) {
+    threads.emplace_back([&] {
+      sluice::StreamChannel ch(o, "consume", "ch");
+      std::vector<sluice::StreamMessage> got;
+      std::vector<std::string> ids;
+      // Batches small enough to share the work out when handling is slow.
+      const std::size_t max = handler.count() > 0 ? 8 : 64;
+      while (done.load(std::memory_order_relaxed) < n) {
+        got.clear();
+        const auto s = ch.read(got, max, sluice::with_timeout(std::chrono::milliseconds(100)));
+        if (s.code() == sluice::StatusCode::kDeadlineExceeded) continue;
+        if (!s.ok()) fail("read", s);
+        ids.clear();
+        for (const auto& m : got) {
+          if (handler.count() > 0) std::this_thread::sleep_for(handler);
+          ids.push_back(m.id);
+        }
+        if (auto a = ch.ack(ids); !a.ok()) fail("ack", a);
+        const long k = static_cast<long>(got.size());
+        if (done.fetch_add(k, std::memory_order_relaxed) + k >= n) {
+          end.store(
+              Clock::now().time_since_epoch().count());  // idle consumers' last wait not counted
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const double secs =
+      std::chrono::duration<double>(Clock::time_point(Clock::duration(end.load())) - t0).count();
+  (void)t.destroy();
+  return static_cast<double>(n) / secs;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 5;
+  long messages = 100000;
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+      runs = 1;
+      messages = 2000;
+    } else if (std::strcmp(argv[i], "--runs") == 0 && i + 1 < argc) {
+      runs = std::atoi(argv[++i]);
+    } else if (std::strcmp(argv[i], "--messages") == 0 && i + 1 < argc) {
+      messages = std::atol(argv[++i]);
+    } else {
+      std::fprintf(stderr, "usage: %s [--quick] [--runs R] [--messages N]\n", argv[0]);
+      return 2;
+    }
+  }
+  sluice::testutil::RedisServer server;
+  const sluice::RedisOptions o = server.options();
+  // The slow-handler rows move fewer messages: 200 us each bounds one consumer
+  // to ~5,000/s.
+  const long slow = std::max<long>(200, messages / 50);
+  using std::chrono::microseconds;
+  std::map<std::string, std::vector<double>> rate;
+  for (int r = 0; r < runs; ++r) {
+    rate["rb1"].push_back(redis_benchmark(server.port(), 1, messages / 4));
+    rate["rb16"].push_back(redis_benchmark(server.port(), 16, messages));
+    rate["append1"].push_back(run_append(o, messages / 4, 1));
+    rate["append64"].push_back(run_append(o, messages, 64));
+    rate["consume64"].push_back(run_consume(o, messages, 1, microseconds(0)));
+    rate["slow1"].push_back(run_consume(o, slow, 1, microseconds(200)));
+    rate["slow4"].push_back(run_consume(o, slow, 4, microseconds(200)));
+    std::fprintf(stderr, "run %d/%d done\n", r + 1, runs);
+  }
+  const double rb1 = median(rate["rb1"]), rb16 = median(rate["rb16"]);
+  const double a1 = median(rate["append1"]), a64 = median(rate["append64"]);
+  const double c64 = median(rate["consume64"]);
+  const double s1 = median(rate["slow1"]), s4 = median(rate["slow4"]);
+  std::printf("# stream_compare: %d run(s), %ld messages of %zu bytes%s, medians\n\n", runs,
+              messages, kSize, quick ? " (quick)" : "");
+  std::printf("| workload | msg/s | vs |\n|---|---:|---|\n");
+  std::printf("| redis-benchmark XADD -c 1 -P 1 | %.0f | |\n", rb1);
+  std::printf("| redis-benchmark XADD -c 1 -P 16 | %.0f | |\n", rb16);
+  std::printf("| sluice append, batch 1 | %.0f | %.2fx redis-benchmark -P 1 |\n", a1, a1 / rb1);
+  std::printf("| sluice append_batch, 64 | %.0f | %.2fx redis-benchmark -P 16 |\n", a64,
+              a64 / rb16);
+  std::printf("| sluice read + ack, batch 64, 1 consumer | %.0f | |\n", c64);
+  std::printf("| sluice read + ack, 200 us handler, 1 consumer (%ld msgs) | %.0f | |\n", slow, s1);
+  std::printf(
+      "| sluice read + ack, 200 us handler, 4 consumers of one channel | %.0f | %.2fx 1 "
+      "consumer |\n",
+      s4, s4 / s1);
+  std::printf("\ntargets:\n");
+  std::printf("- append batch 64 >= 0.5x redis-benchmark XADD -P 16: %.2fx %s\n", a64 / rb16,
+              a64 >= 0.5 * rb16 ? "met" : "MISSED");
+  std::printf("- 4 consumers >= 2.5x 1 consumer (200 us handler): %.2fx %s\n", s4 / s1,
+              s4 >= 2.5 * s1 ? "met" : "MISSED");
+  return 0;
+}
