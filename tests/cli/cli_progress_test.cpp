@@ -88,5 +88,29 @@ TEST_F(CliProgressTest, GetShowsProgressOnATerminalAndNotInAPipeOrWithQuiet) {
   EXPECT_NE(shown.screen.find("depth 0/10"), std::string::npos) << shown.screen;
 }
 
+// A get waiting its turn for a channel says on a terminal whom it waits for.
+TEST_F(CliProgressTest, AGetWaitingForTheChannelSaysWhoHoldsItOnATerminal) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "a\n").rc, 0);
+  testutil::CliChild holder(store(), {"get", "q", "--count", "2"});
+  holder.read_err_until("");  // started
+  // The holder has the channel once it wrote the first message.
+  Outcome probe;
+  for (int i = 0; i < 500; ++i) {
+    probe = run({"get", "q", "--no-wait", "--count", "1"});
+    if (probe.rc == 6) break;
+  }
+  ASSERT_EQ(probe.rc, 6) << probe.err;
+
+  TtyRun waiting = run_on_tty(store(), {"get", "q", "--timeout", "0.3"});
+  EXPECT_EQ(waiting.rc, 6) << waiting.screen;  // waited its turn until --timeout, still held
+  EXPECT_NE(waiting.screen.find("sluice get: waiting:"), std::string::npos) << waiting.screen;
+  EXPECT_NE(waiting.screen.find("PID"), std::string::npos) << waiting.screen;
+
+  Outcome piped = run({"get", "q", "--timeout", "0.3"});
+  EXPECT_EQ(piped.rc, 6);
+  EXPECT_EQ(piped.err.find("waiting:"), std::string::npos) << piped.err;  // not on a pipe
+}
+
 }  // namespace
 }  // namespace sluice

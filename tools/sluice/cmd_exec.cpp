@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "metrics_server.h"
+#include "progress.h"
 #include "sluice/run_pipeline.h"
 
 extern char** environ;
@@ -336,8 +337,8 @@ int run_exec(Globals& g, const ExecArgs& a) {
   const std::stop_token stop = stop_on_signals();
   Context ctx(stop);
   if (a.timeout >= 0) ctx = with_timeout(std::chrono::duration<double>(a.timeout), stop);
-  auto r =
-      store->reader(a.name, a.channel, a.no_wait ? ctx.with_timeout(std::chrono::seconds(0)) : ctx);
+  auto r = take_role(g.quiet, "get", a.no_wait, ctx,
+                     [&](const Context& c) { return store->reader(a.name, a.channel, c); });
   if (!r.ok()) return fail("get", queue_label(a.name), r.status());
   QueueReader& reader = **r;
   const std::size_t batch = a.batch != 0 ? a.batch : std::max<std::size_t>(32, 4 * a.parallel);

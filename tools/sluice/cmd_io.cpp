@@ -47,8 +47,8 @@ int run_put(Globals& g, const IoArgs& a) {
   auto store = open_store(g, "put", &g.rc);
   if (!store) return g.rc;
   const std::stop_token stop = stop_on_signals();
-  const Context ctx = a.no_wait ? with_timeout(std::chrono::seconds(0), stop) : Context(stop);
-  auto w = store->writer(a.name, ctx);
+  auto w = take_role(g.quiet, "put", a.no_wait, Context(stop),
+                     [&](const Context& c) { return store->writer(a.name, c); });
   if (!w.ok()) return fail("put", queue_label(a.name), w.status());
   QueueStore& st = *store;  // thread-safe: the progress thread samples it
   QueueWriter& writer = **w;
@@ -205,8 +205,8 @@ int run_get(Globals& g, const IoArgs& a) {
   const std::stop_token stop = stop_on_signals();
   Context ctx(stop);
   if (a.timeout >= 0) ctx = with_timeout(std::chrono::duration<double>(a.timeout), stop);
-  auto r =
-      store->reader(a.name, a.channel, a.no_wait ? ctx.with_timeout(std::chrono::seconds(0)) : ctx);
+  auto r = take_role(g.quiet, "get", a.no_wait, ctx,
+                     [&](const Context& c) { return store->reader(a.name, a.channel, c); });
   if (!r.ok()) return fail("get", queue_label(a.name), r.status());
   QueueStore& st = *store;
   Progress progress(Progress::wanted(g.quiet), "get " + a.name,

@@ -11,9 +11,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "sluice/store.h"
@@ -49,5 +51,19 @@ class Progress {
   bool stop_ = false;
   std::thread thread_;
 };
+
+// Takes a role (a writer, or a channel's reader) with take(ctx): at once if
+// it is free; if another process holds it and --no-wait was not given, says
+// on a terminal (unless --quiet) whom it waits for, then waits under ctx.
+template <class Take>
+auto take_role(bool quiet, std::string_view cmd, bool no_wait, const Context& ctx, Take take) {
+  auto r = take(ctx.with_timeout(std::chrono::seconds(0)));
+  if (no_wait || r.ok() || r.code() != StatusCode::kInUse) return r;
+  if (Progress::wanted(quiet)) {
+    std::fprintf(stderr, "sluice %.*s: waiting: %.*s\n", static_cast<int>(cmd.size()), cmd.data(),
+                 static_cast<int>(r.status().message().size()), r.status().message().data());
+  }
+  return take(ctx);
+}
 
 }  // namespace sluice::cli
