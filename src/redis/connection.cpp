@@ -250,7 +250,10 @@ Reply Connection::eval(std::string_view script, std::span<const std::string_view
   if (sha == nullptr) {
     const std::string_view load[] = {"SCRIPT", "LOAD", script};
     Reply r = call(load, err);
-    if (!r) return r;
+    if (!r) {
+      err.maybe_ran = false;  // SCRIPT LOAD may have run; the script itself did not
+      return r;
+    }
     if (r->type != REDIS_REPLY_STRING) return r;  // an error reply: the caller reports it
     shas_.emplace_back(script.data(), std::string(r->str, r->len));
     sha = &shas_.back().second;
