@@ -36,6 +36,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/bound_policy.h"
 #include "sluice/context.h"
 #include "sluice/status.h"
 
@@ -51,12 +52,6 @@ enum class Durability : std::uint8_t {
                  // loses at most the last interval)
   kPerAppend,    // fdatasync before each append returns: durable on return
   kGroupCommit,  // durable on return; concurrent appenders share one fdatasync
-};
-
-// What an append does when the topic bound is reached.
-enum class BoundPolicy : std::uint8_t {
-  kBlock,  // wait for the slowest channel to acknowledge (Context: cancel, deadline)
-  kFail,   // return kRejected at once
 };
 
 struct TopicOptions {
