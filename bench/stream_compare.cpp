@@ -87,11 +87,7 @@ double run_consume(const sluice::RedisOptions& o, long n, int consumers,
                    std::chrono::microseconds handler) {
   sluice::StreamTopic t(o, "consume");
   (void)t.destroy();
-  {
-    sluice::StreamChannel join(o, "consume", "ch");
-    std::vector<sluice::StreamMessage> none;
-    (void)join.read(none, 1, sluice::with_timeout(std::chrono::milliseconds(1)));
-  }
+  if (auto c = t.channel("ch"); !c.ok()) fail("join", c.status());
   const std::string payload(kSize, 'x');
   std::vector<std::string_view> b(1000, payload);
   for (long i = 0; i < n; i += 1000) {
@@ -111,7 +107,8 @@ double run_consume(const sluice::RedisOptions& o, long n, int consumers,
       const std::size_t max = handler.count() > 0 ? 8 : 64;
       while (done.load(std::memory_order_relaxed) < n) {
         got.clear();
-        const auto s = ch.read(got, max, sluice::with_timeout(std::chrono::milliseconds(100)));
+        const auto s =
+            ch.next_batch(got, max, sluice::with_timeout(std::chrono::milliseconds(100)));
         if (s.code() == sluice::StatusCode::kDeadlineExceeded) continue;
         if (!s.ok()) fail("read", s);
         ids.clear();

@@ -4,14 +4,18 @@
 --
 -- KEYS (one hash tag, so a topic lives on one Cluster shard):
 --   1 the stream            <prefix>:{<topic>}:stream
---   2 the meta hash         <prefix>:{<topic>}:meta    appended, trimmed
+--   2 the meta hash         <prefix>:{<topic>}:meta    appended, trimmed, dropped,
+--                                                       dead:<channel>, dropped:<channel>
 --   3 the acked hash        <prefix>:{<topic>}:acked   channel -> messages acknowledged
---                                                       (or dead-lettered) by it
+--                                                       (or dead-lettered, or dropped) by it
 --   4 the wake list         <prefix>:{<topic>}:wake    a token per ack, for a waiting append
 --   5 the dead-letter stream <prefix>:{<topic>}:dead
 -- ARGV: 1 operation, then its arguments.
 -- A channel's unacknowledged count is appended - acked[channel]; the bound
 -- compares the largest of those (the slowest channel) with the topic's bound.
+-- Every operation that removes a message from a channel's unacknowledged
+-- ones (ack, dead letter, a cap's drop, a channel deleted) adds to its acked
+-- count and pushes the wake token, so an append waiting at the bound retries.
 
 local STREAM, META, ACKED, WAKE, DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op = ARGV[1]
@@ -27,6 +31,12 @@ local function behind(appended)
   return worst
 end
 
+-- One token (never more) for the appends waiting at the bound.
+local function wake()
+  redis.call('RPUSH', WAKE, '1')
+  redis.call('LTRIM', WAKE, -1, -1)
+end
+
 -- "ms-seq" as two numbers, for comparing ids.
 local function split(id)
   local dash = string.find(id, '-', 1, true)
@@ -38,13 +48,88 @@ local function less(a, b)
   return am < bm or (am == bm and as < bs)
 end
 
--- append BOUND PAYLOAD...: adds the payloads that fit under the bound (0:
--- none), in order. Reply { added, appended after, first id }: added < count
--- means the bound stopped it; the caller waits and appends the rest.
+-- The field of a flat {name, value, ...} reply.
+local function field(flat, name)
+  for i = 1, #flat, 2 do
+    if flat[i] == name then return flat[i + 1] end
+  end
+  return nil
+end
+
+-- XACK in slices (Lua's unpack has a limit on its results).
+local function xack_all(ch, ids)
+  local n = 0
+  for i = 1, #ids, 1000 do
+    n = n + redis.call('XACK', STREAM, ch, unpack(ids, i, math.min(i + 999, #ids)))
+  end
+  return n
+end
+
+-- The explicit cap: removes the oldest entries past CAP. What every channel
+-- had acknowledged counts as trimmed; what some channel had not (or, with
+-- no channel, everything) is dropped and counted: per channel (dropped:<ch>,
+-- and as done for its acked count, so the bound does not wait for messages
+-- that are gone) and for the topic. Entries a consumer holds are
+-- acknowledged here, so its later XACK does not count twice. Returns the
+-- number dropped.
+local function cap_to(cap)
+  local len = redis.call('XLEN', STREAM)
+  if len <= cap then return 0 end
+  local k = len - cap
+  local entries = redis.call('XRANGE', STREAM, '-', '+', 'COUNT', k)
+  local last = entries[#entries][1]
+  local pos = {}
+  for i, e in ipairs(entries) do pos[e[1]] = i end
+  local needed, dropped = {}, 0
+  local groups = redis.call('XINFO', 'GROUPS', STREAM)
+  for _, g in ipairs(groups) do
+    local name, delivered = field(g, 'name'), field(g, 'last-delivered-id')
+    local lost = 0
+    -- Not delivered yet: the entries after the last delivered one.
+    for i = #entries, 1, -1 do
+      if not less(delivered, entries[i][1]) then break end
+      lost = lost + 1
+      if not needed[i] then
+        needed[i] = true
+        dropped = dropped + 1
+      end
+    end
+    -- Delivered and not acknowledged.
+    local held = {}
+    for _, p in ipairs(redis.call('XPENDING', STREAM, name, '-', last, k)) do
+      local i = pos[p[1]]
+      if i then
+        held[#held + 1] = p[1]
+        if not needed[i] then
+          needed[i] = true
+          dropped = dropped + 1
+        end
+      end
+    end
+    if #held > 0 then xack_all(name, held) end
+    lost = lost + #held
+    if lost > 0 then
+      redis.call('HINCRBY', ACKED, name, lost)
+      redis.call('HINCRBY', META, 'dropped:' .. name, lost)
+    end
+  end
+  if #groups == 0 then dropped = k end
+  redis.call('XTRIM', STREAM, 'MAXLEN', '=', cap)
+  if dropped > 0 then redis.call('HINCRBY', META, 'dropped', dropped) end
+  if k > dropped then redis.call('HINCRBY', META, 'trimmed', k - dropped) end
+  return dropped
+end
+
+-- append BOUND CAP WAITED PAYLOAD...: adds the payloads that fit under the
+-- bound (0: none), in order, then applies the cap (0: none). WAITED (1: the
+-- caller was woken at the bound) passes the wake token on while room is
+-- left, so every waiting append gets its turn. Reply { added, appended
+-- after, first id, dropped by the cap }: added < count means the bound
+-- stopped it; the caller waits and appends the rest.
 if op == 'append' then
-  local bound = tonumber(ARGV[2])
+  local bound, cap, waited = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
   local appended = tonumber(redis.call('HGET', META, 'appended') or '0')
-  local room = #ARGV - 2
+  local room = #ARGV - 4
   if bound > 0 then
     local free = bound - behind(appended)
     if free < room then room = free end
@@ -52,26 +137,54 @@ if op == 'append' then
   end
   local first = ''
   for i = 1, room do
-    local id = redis.call('XADD', STREAM, '*', 'd', ARGV[2 + i])
+    local id = redis.call('XADD', STREAM, '*', 'd', ARGV[4 + i])
     if i == 1 then first = id end
   end
   if room > 0 then appended = redis.call('HINCRBY', META, 'appended', room) end
-  return { room, appended, first }
+  local dropped = 0
+  if cap > 0 then dropped = cap_to(cap) end
+  if waited and room > 0 and bound > 0 and behind(appended) < bound then wake() end
+  return { room, appended, first, dropped }
 end
 
 -- join CHANNEL: the channel's consumer group, made at the oldest entry still
--- retained if new; its acked count starts at what was trimmed before it.
+-- retained if new; its acked count starts at what is no longer retained.
 -- Reply 1 if made, 0 if it existed.
 if op == 'join' then
   local ch = ARGV[2]
-  if redis.call('HEXISTS', ACKED, ch) == 1 then return 0 end
+  local made = true
   local ok = redis.pcall('XGROUP', 'CREATE', STREAM, ch, '0', 'MKSTREAM')
-  if type(ok) == 'table' and ok.err and not string.find(ok.err, 'BUSYGROUP', 1, true) then
-    return ok
+  if type(ok) == 'table' and ok.err then
+    if not string.find(ok.err, 'BUSYGROUP', 1, true) then return ok end
+    made = false
   end
-  local appended = tonumber(redis.call('HGET', META, 'appended') or '0')
-  redis.call('HSET', ACKED, ch, string.format('%d', appended - redis.call('XLEN', STREAM)))
-  return 1
+  -- A new group, or one made by hand: count from here.
+  if made or redis.call('HEXISTS', ACKED, ch) == 0 then
+    local appended = tonumber(redis.call('HGET', META, 'appended') or '0')
+    local retained = redis.call('XLEN', STREAM)
+    local start = appended - retained
+    if start < 0 then start = 0 end
+    redis.call('HSET', ACKED, ch, string.format('%d', start))
+  end
+  if made then return 1 end
+  return 0
+end
+
+-- leave CHANNEL: deletes the channel (its consumer group and counters); it
+-- no longer holds the bound or retention. Reply 1 if it existed.
+if op == 'leave' then
+  local ch = ARGV[2]
+  local g = redis.pcall('XGROUP', 'DESTROY', STREAM, ch)
+  local had = redis.call('HDEL', ACKED, ch)
+  redis.call('HDEL', META, 'dead:' .. ch, 'dropped:' .. ch)
+  if had > 0 then wake() end
+  if had > 0 or g == 1 then return 1 end
+  return 0
+end
+
+-- channels: their names.
+if op == 'channels' then
+  return redis.call('HKEYS', ACKED)
 end
 
 -- ack CHANNEL ID...: acknowledges; counts what was pending (an id acked
@@ -81,18 +194,56 @@ if op == 'ack' then
   local n = redis.call('XACK', STREAM, ch, unpack(ARGV, 3))
   if n > 0 then
     redis.call('HINCRBY', ACKED, ch, n)
-    redis.call('RPUSH', WAKE, '1')
-    redis.call('LTRIM', WAKE, -1, -1)
+    wake()
   end
   return n
+end
+
+-- release CHANNEL CONSUMER IDLE_MS [ID...]: gives back messages CONSUMER
+-- holds (the ids given, or all), unacknowledged, as if it had held them
+-- IDLE_MS (the visibility timeout): the next claim by any consumer of the
+-- channel takes them, counting one more delivery. Ids it does not hold are
+-- ignored (acknowledged, or claimed by another meanwhile). Reply: how many.
+if op == 'release' then
+  local ch, me, idle = ARGV[2], ARGV[3], ARGV[4]
+  local ids = {}
+  if #ARGV > 4 then
+    for i = 5, #ARGV do
+      local p = redis.call('XPENDING', STREAM, ch, ARGV[i], ARGV[i], 1)
+      if p[1] and p[1][2] == me then ids[#ids + 1] = ARGV[i] end
+    end
+  else
+    local from = '-'
+    while true do
+      local p = redis.call('XPENDING', STREAM, ch, from, '+', 1000, me)
+      for _, e in ipairs(p) do ids[#ids + 1] = e[1] end
+      if #p < 1000 then break end
+      from = '(' .. p[#p][1]
+    end
+  end
+  for i = 1, #ids, 1000 do
+    local cmd = { 'XCLAIM', STREAM, ch, me, '0' }
+    for j = i, math.min(i + 999, #ids) do cmd[#cmd + 1] = ids[j] end
+    -- IDLE: claimable at once. JUSTID: the delivery count is not raised
+    -- here (the claim that delivers it again raises it).
+    cmd[#cmd + 1] = 'IDLE'
+    cmd[#cmd + 1] = idle
+    cmd[#cmd + 1] = 'JUSTID'
+    redis.call(unpack(cmd))
+  end
+  return #ids
 end
 
 -- claim CHANNEL CONSUMER IDLE_MS CURSOR COUNT MAX_DELIVERIES: takes over
 -- messages another consumer has held unacknowledged for IDLE_MS. Those
 -- delivered more than MAX_DELIVERIES times (counting this one) go to the
 -- dead-letter stream (fields d, topic id, channel, deliveries) and count as
--- acknowledged by the channel. Reply { next cursor, {id, payload,
--- deliveries}..., dead-lettered count }.
+-- acknowledged by the channel. Entries deleted from the stream by hand
+-- while pending (XAUTOCLAIM drops them) count as dropped. Once a scan is
+-- complete (next cursor 0-0), consumers that hold nothing and did nothing
+-- for IDLE_MS are forgotten (a consumer is made again by its next read), so
+-- handles that come and go do not pile up. Reply { next cursor, {id,
+-- payload, deliveries}..., dead-lettered count }.
 if op == 'claim' then
   local ch, me = ARGV[2], ARGV[3]
   local max = tonumber(ARGV[7])
@@ -102,10 +253,7 @@ if op == 'claim' then
     local id, fields = e[1], e[2]
     local info = redis.call('XPENDING', STREAM, ch, id, id, 1)
     local deliveries = (info[1] and info[1][4]) or 1
-    local payload = ''
-    for i = 1, #fields, 2 do
-      if fields[i] == 'd' then payload = fields[i + 1] end
-    end
+    local payload = field(fields, 'd') or ''
     if deliveries > max then
       redis.call('XADD', DEAD, '*', 'd', payload, 'id', id, 'channel', ch, 'deliveries', deliveries)
       redis.call('XACK', STREAM, ch, id)
@@ -114,11 +262,21 @@ if op == 'claim' then
       out[#out + 1] = { id, payload, deliveries }
     end
   end
-  if dead > 0 then
-    redis.call('HINCRBY', ACKED, ch, dead)
-    redis.call('HINCRBY', META, 'dead:' .. ch, dead)
-    redis.call('RPUSH', WAKE, '1')
-    redis.call('LTRIM', WAKE, -1, -1)
+  local gone = #(r[3] or {})
+  if dead + gone > 0 then
+    redis.call('HINCRBY', ACKED, ch, dead + gone)
+    if dead > 0 then redis.call('HINCRBY', META, 'dead:' .. ch, dead) end
+    if gone > 0 then redis.call('HINCRBY', META, 'dropped:' .. ch, gone) end
+    wake()
+  end
+  if r[1] == '0-0' then
+    local idle = tonumber(ARGV[4])
+    for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', STREAM, ch)) do
+      local name = field(c, 'name')
+      if name ~= me and field(c, 'pending') == 0 and field(c, 'idle') > idle then
+        redis.call('XGROUP', 'DELCONSUMER', STREAM, ch, name)
+      end
+    end
   end
   return { r[1], out, dead }
 end
@@ -131,11 +289,7 @@ if op == 'trim' then
   if #groups == 0 then return 0 end
   local keep = nil  -- the oldest id some channel still needs
   for _, g in ipairs(groups) do
-    local name, last
-    for i = 1, #g, 2 do
-      if g[i] == 'name' then name = g[i + 1] end
-      if g[i] == 'last-delivered-id' then last = g[i + 1] end
-    end
+    local name, last = field(g, 'name'), field(g, 'last-delivered-id')
     local p = redis.call('XPENDING', STREAM, name)
     local need
     if tonumber(p[1]) > 0 then
@@ -153,10 +307,10 @@ if op == 'trim' then
   return n
 end
 
--- stats: { appended, retained, trimmed, dead-letter length, {channel, acked,
--- pending, dead-lettered}... }
+-- stats: { appended, retained, trimmed, dead-letter length, dropped,
+-- {channel, acked, pending, dead-lettered, dropped}... }
 if op == 'stats' then
-  local m = redis.call('HMGET', META, 'appended', 'trimmed')
+  local m = redis.call('HMGET', META, 'appended', 'trimmed', 'dropped')
   local chans = {}
   local acked = redis.call('HGETALL', ACKED)
   for i = 1, #acked, 2 do
@@ -164,11 +318,12 @@ if op == 'stats' then
     local p = redis.pcall('XPENDING', STREAM, ch)
     local pending = 0
     if type(p) == 'table' and not p.err then pending = tonumber(p[1]) end
-    chans[#chans + 1] = { ch, tonumber(acked[i + 1]), pending,
-                          tonumber(redis.call('HGET', META, 'dead:' .. ch) or '0') }
+    local c = redis.call('HMGET', META, 'dead:' .. ch, 'dropped:' .. ch)
+    chans[#chans + 1] = { ch, tonumber(acked[i + 1]), pending, tonumber(c[1] or '0'),
+                          tonumber(c[2] or '0') }
   end
   return { tonumber(m[1] or '0'), redis.call('XLEN', STREAM), tonumber(m[2] or '0'),
-           redis.call('XLEN', DEAD), chans }
+           redis.call('XLEN', DEAD), tonumber(m[3] or '0'), chans }
 end
 
 -- destroy: every key of the topic. Reply: keys removed.

@@ -7,6 +7,7 @@
 #include <array>
 #include <atomic>
 #include <charconv>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -23,7 +24,8 @@ constexpr std::array<std::string_view, 5> kSuffix = {":stream", ":meta", ":acked
                                                      ":dead"};
 enum Key : std::size_t { kStream, kMeta, kAcked, kWake, kDead };
 
-// Messages per append script: one script never stalls the server for long.
+// Messages per append script (and ids per ack or nack): one script never
+// stalls the server for long, and Lua's unpack() stays within its limit.
 constexpr std::size_t kChunk = 1024;
 // Appends between two retention passes.
 constexpr std::uint64_t kTrimEvery = 1024;
@@ -44,12 +46,18 @@ std::uint64_t integer(const redisReply* r) {
   return v;
 }
 
-Status unexpected(const redisReply* r, std::string_view what) {
-  if (r != nullptr && r->type == REDIS_REPLY_ERROR) {
-    return {StatusCode::kInternal,
-            "redis error (" + std::string(what) + "): " + std::string(text(r))};
-  }
-  return {StatusCode::kInternal, "redis: unexpected reply to " + std::string(what)};
+Status unexpected(const redis::Connection& conn, std::string_view what) {
+  return {StatusCode::kInternal,
+          "redis at " + conn.address() + ": unexpected reply to " + std::string(what)};
+}
+
+// Error replies that say "not now" rather than "never": the server is
+// loading its data, out of memory, running a long script, or not the
+// primary (any more). The call did not run.
+bool transient(std::string_view t) {
+  const std::string_view word = t.substr(0, t.find(' '));
+  return word == "LOADING" || word == "OOM" || word == "BUSY" || word == "MASTERDOWN" ||
+         word == "TRYAGAIN" || word == "CLUSTERDOWN" || word == "READONLY";
 }
 
 // Names go inside a hash tag and key names: no braces, no blanks.
@@ -68,41 +76,46 @@ std::string consumer_name() {
   std::array<char, 256> host{};
   if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
   return std::string(host.data()) + "_pid" + std::to_string(getpid()) + "_c" +
-         std::to_string(counter.fetch_add(1, std::memory_order_relaxed));
+         std::to_string(counter.fetch_add(1, std::memory_order_relaxed));  // only unique
 }
 
-// The Status for a failed call; an error reply goes through the connection
-// (authentication, permissions), a missing group is kNotFound.
-Status failed(redis::Connection& conn, const Reply& r, const CallError& err,
+// The Status for a failed call: a lost connection as Connection reports
+// it; an error reply by what it means, naming the server.
+Status failed(const redis::Connection& conn, const Reply& r, const CallError& err,
               std::string_view what) {
   if (!r) return err.status;
-  if (r->type == REDIS_REPLY_ERROR) {
-    const std::string_view t = text(r.get());
-    if (t.starts_with("NOGROUP")) return {StatusCode::kNotFound, std::string(t)};
-    Status s = conn.error_reply(t);
-    return s.code() == StatusCode::kInternal ? unexpected(r.get(), what) : s;
+  if (r->type != REDIS_REPLY_ERROR) return unexpected(conn, what);
+  const std::string_view t = text(r.get());
+  if (t.starts_with("NOGROUP")) {
+    return {StatusCode::kNotFound,
+            "redis at " + conn.address() + " (" + std::string(what) +
+                "): the channel does not exist (deleted?): " + std::string(t)};
   }
-  return unexpected(r.get(), what);
+  if (transient(t)) {
+    return {StatusCode::kUnavailable, "redis at " + conn.address() + " cannot take " +
+                                          std::string(what) + " now: " + std::string(t)};
+  }
+  Status s = conn.error_reply(t);  // authentication, permissions: kInvalidArgument
+  if (s.code() != StatusCode::kInternal) return s;
+  return {StatusCode::kInternal,
+          "redis error at " + conn.address() + " (" + std::string(what) + "): " + std::string(t)};
 }
 
-// Waits until ctx ends or up to one slice; false (with *s set) if it ended.
-bool slice_left(const Context& ctx, std::chrono::milliseconds slice, std::chrono::milliseconds& out,
+// One wait slice: the smaller of wait_slice, io_timeout / 2 (a quiet wait
+// must not look like a dead server) and what is left before the deadline.
+// False, with *s set, if ctx has ended.
+bool slice_left(const Context& ctx, const RedisOptions& o, std::chrono::milliseconds& out,
                 Status* s) {
-  if (ctx.stop_requested()) {
-    *s = Status(StatusCode::kCancelled);
+  if (StatusCode e = ctx.err(); e != StatusCode::kOk) {
+    *s = Status(e);
     return false;
   }
-  out = slice;
+  out = std::min(o.wait_slice, o.io_timeout / 2);
   if (ctx.deadline()) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*ctx.deadline() -
-                                                                            Context::Clock::now());
-    if (left <= std::chrono::milliseconds(0)) {
-      *s = Status(StatusCode::kDeadlineExceeded);
-      return false;
-    }
-    out = std::min(out, left);
+    out = std::min(
+        out, std::chrono::ceil<std::chrono::milliseconds>(*ctx.deadline() - Context::Clock::now()));
   }
-  out = std::max(out, std::chrono::milliseconds(1));  // BLOCK 0 would wait for ever
+  out = std::max(out, std::chrono::milliseconds(1));  // 0 would wait for ever
   return true;
 }
 
@@ -121,8 +134,22 @@ StreamTopic::~StreamTopic() = default;
 StreamTopic::StreamTopic(StreamTopic&&) noexcept = default;
 StreamTopic& StreamTopic::operator=(StreamTopic&&) noexcept = default;
 
+Status StreamTopic::check() const {
+  if (Status s = check_name("topic", name_); !s.ok()) return s;
+  if (opt_.prefix.find_first_of("{}") != std::string::npos) {
+    return {StatusCode::kInvalidArgument,
+            "StreamTopicOptions::prefix '" + opt_.prefix + "' has a brace"};
+  }
+  if (opt_.visibility_timeout <= std::chrono::milliseconds(0)) {
+    return {StatusCode::kInvalidArgument, "StreamTopicOptions::visibility_timeout must be > 0"};
+  }
+  if (opt_.max_deliveries == 0) {
+    return {StatusCode::kInvalidArgument, "StreamTopicOptions::max_deliveries must be >= 1"};
+  }
+  return Status::Ok();
+}
+
 Result<std::string> StreamTopic::append(std::string_view payload, const Context& ctx) {
-  // One message: the id comes back from the script.
   std::string id;
   std::size_t done = 0;
   const std::string_view one[] = {payload};
@@ -141,20 +168,22 @@ Status StreamTopic::append_batch(std::span<const std::string_view> batch, const 
 
 Status StreamTopic::append_impl(std::span<const std::string_view> batch, const Context& ctx,
                                 std::size_t* done, std::string* first_id) {
-  if (Status s = check_name("topic", name_); !s.ok()) return s;
   *done = 0;
-  if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
+  if (Status s = check(); !s.ok()) return s;
+  if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
   const std::string bound = std::to_string(opt_.max_unconsumed);
-  std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+  const std::string cap = std::to_string(opt_.max_retained_messages);
+  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   std::vector<std::string_view> args;
+  bool waited = false;
   while (*done < batch.size()) {
     const std::size_t take = std::min(kChunk, batch.size() - *done);
-    args.assign({"append", bound});
+    args.assign({"append", bound, cap, waited ? "1" : "0"});
     args.insert(args.end(), batch.begin() + static_cast<std::ptrdiff_t>(*done),
                 batch.begin() + static_cast<std::ptrdiff_t>(*done + take));
     CallError err;
     Reply r = conn_->eval(redis::stream_script(), keys, args, err);
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3) {
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
       Status s = failed(*conn_, r, err, "append");
       if (!r && err.maybe_ran) {
         return {s.code(), std::string(s.message()) + "; " + std::to_string(take) +
@@ -171,18 +200,22 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
     since_trim_ += added;
     if (added == take) continue;
     // At the bound: the rest waits for acknowledgements.
-    if (!opt_.block_at_bound) {
-      return {StatusCode::kRejected, "topic '" + name_ + "' is at its bound of " + bound +
+    if (opt_.on_bound == BoundPolicy::kFail) {
+      return {StatusCode::kRejected, "topic '" + name_ + "' at " + conn_->address() +
+                                         " is at its bound of " + bound +
                                          " messages not acknowledged by its slowest channel"};
     }
     std::chrono::milliseconds slice{};
     Status why;
-    if (!slice_left(ctx, conn_->options().wait_slice, slice, &why)) return why;
-    const std::string secs = std::to_string(static_cast<double>(slice.count()) / 1000.0);
-    const std::string_view wait[] = {"BLPOP", keys_[kWake], secs};
+    if (!slice_left(ctx, conn_->options(), slice, &why)) return why;
+    std::array<char, 32> secs{};
+    std::snprintf(secs.data(), secs.size(), "%.3f", static_cast<double>(slice.count()) / 1e3);
+    const std::string_view wait[] = {"BLPOP", keys_[kWake], secs.data()};
     CallError werr;
     Reply w = conn_->call(wait, werr);
-    if (!w) return werr.status;
+    if (!w) return werr.status;  // nothing was appended by the wait: nothing in doubt
+    if (w->type == REDIS_REPLY_ERROR) return failed(*conn_, w, werr, "BLPOP");
+    waited = true;
   }
   if (since_trim_ >= kTrimEvery) {
     since_trim_ = 0;
@@ -192,8 +225,8 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
 }
 
 Result<std::uint64_t> StreamTopic::trim() {
-  if (Status s = check_name("topic", name_); !s.ok()) return s;
-  std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+  if (Status s = check(); !s.ok()) return s;
+  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"trim"};
   CallError err;
   Reply r = conn_->eval(redis::stream_script(), keys, args, err);
@@ -202,13 +235,13 @@ Result<std::uint64_t> StreamTopic::trim() {
 }
 
 Result<StreamTopicStats> StreamTopic::stats() {
-  if (Status s = check_name("topic", name_); !s.ok()) return s;
-  std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+  if (Status s = check(); !s.ok()) return s;
+  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"stats"};
   CallError err;
   Reply r = conn_->eval(redis::stream_script(), keys, args, err);
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5 ||
-      r->element[4]->type != REDIS_REPLY_ARRAY) {
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
+      r->element[5]->type != REDIS_REPLY_ARRAY) {
     return failed(*conn_, r, err, "stats");
   }
   StreamTopicStats st;
@@ -216,16 +249,18 @@ Result<StreamTopicStats> StreamTopic::stats() {
   st.retained = integer(r->element[1]);
   st.trimmed = integer(r->element[2]);
   st.dead_letters = integer(r->element[3]);
-  const redisReply* chans = r->element[4];
+  st.records_dropped = integer(r->element[4]);
+  const redisReply* chans = r->element[5];
   for (std::size_t i = 0; i < chans->elements; ++i) {
     const redisReply* c = chans->element[i];
-    if (c->type != REDIS_REPLY_ARRAY || c->elements != 4) return unexpected(c, "stats");
+    if (c->type != REDIS_REPLY_ARRAY || c->elements != 5) return unexpected(*conn_, "stats");
     StreamChannelStats cs;
     cs.name = std::string(text(c->element[0]));
     const std::uint64_t acked = integer(c->element[1]);
     cs.unacknowledged = st.appended > acked ? st.appended - acked : 0;
     cs.pending = integer(c->element[2]);
     cs.dead_lettered = integer(c->element[3]);
+    cs.skipped_retention = integer(c->element[4]);
     st.channels.push_back(std::move(cs));
   }
   std::sort(st.channels.begin(), st.channels.end(),
@@ -233,9 +268,43 @@ Result<StreamTopicStats> StreamTopic::stats() {
   return st;
 }
 
+Result<StreamChannel> StreamTopic::channel(std::string_view name) {
+  StreamChannel c(conn_->options(), name_, std::string(name), opt_);
+  if (Status s = c.join(); !s.ok()) return s;
+  return c;
+}
+
+Result<std::vector<std::string>> StreamTopic::channels() {
+  if (Status s = check(); !s.ok()) return s;
+  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+  const std::string_view args[] = {"channels"};
+  CallError err;
+  Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+  if (!r || r->type != REDIS_REPLY_ARRAY) return failed(*conn_, r, err, "channels");
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < r->elements; ++i) out.emplace_back(text(r->element[i]));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status StreamTopic::delete_channel(std::string_view name) {
+  if (Status s = check(); !s.ok()) return s;
+  if (Status s = check_name("channel", name); !s.ok()) return s;
+  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+  const std::string_view args[] = {"leave", name};
+  CallError err;
+  Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+  if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*conn_, r, err, "delete_channel");
+  if (r->integer == 0) {
+    return {StatusCode::kNotFound, "topic '" + name_ + "' at " + conn_->address() +
+                                       " has no channel '" + std::string(name) + "'"};
+  }
+  return Status::Ok();
+}
+
 Status StreamTopic::destroy() {
-  if (Status s = check_name("topic", name_); !s.ok()) return s;
-  std::vector<std::string_view> keys(keys_.begin(), keys_.end());
+  if (Status s = check(); !s.ok()) return s;
+  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"destroy"};
   CallError err;
   Reply r = conn_->eval(redis::stream_script(), keys, args, err);
@@ -257,12 +326,9 @@ StreamChannel& StreamChannel::operator=(StreamChannel&&) noexcept = default;
 
 Status StreamChannel::join() {
   if (joined_) return Status::Ok();
-  if (Status s = check_name("topic", topic_.name_); !s.ok()) return s;
+  if (Status s = topic_.check(); !s.ok()) return s;
   if (Status s = check_name("channel", channel_); !s.ok()) return s;
-  if (topic_.opt_.max_deliveries == 0) {
-    return {StatusCode::kInvalidArgument, "StreamTopicOptions::max_deliveries must be >= 1"};
-  }
-  std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
+  const std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
   const std::string_view args[] = {"join", channel_};
   CallError err;
   Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
@@ -272,7 +338,7 @@ Status StreamChannel::join() {
 }
 
 Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
-  std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
+  const std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
   const std::string idle = std::to_string(topic_.opt_.visibility_timeout.count());
   const std::string count = std::to_string(max);
   const std::string deliveries = std::to_string(topic_.opt_.max_deliveries);
@@ -281,14 +347,16 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
   if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
       r->element[1]->type != REDIS_REPLY_ARRAY) {
-    return failed(*topic_.conn_, r, err, "claim");
+    Status s = failed(*topic_.conn_, r, err, "claim");
+    if (s.code() == StatusCode::kNotFound) joined_ = false;
+    return s;
   }
   cursor_ = std::string(text(r->element[0]));
   dead_lettered_ += integer(r->element[2]);
   const redisReply* got = r->element[1];
   for (std::size_t i = 0; i < got->elements; ++i) {
     const redisReply* e = got->element[i];
-    if (e->type != REDIS_REPLY_ARRAY || e->elements != 3) return unexpected(e, "claim");
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 3) return unexpected(*topic_.conn_, "claim");
     out.push_back({std::string(text(e->element[0])), std::string(text(e->element[1])),
                    static_cast<std::uint32_t>(integer(e->element[2]))});
   }
@@ -299,8 +367,15 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   return Status::Ok();
 }
 
-Status StreamChannel::read(std::vector<StreamMessage>& out, std::size_t max, const Context& ctx) {
-  if (max == 0) return {StatusCode::kInvalidArgument, "StreamChannel::read: max is 0"};
+Result<StreamMessage> StreamChannel::next(const Context& ctx) {
+  std::vector<StreamMessage> one;
+  if (Status s = next_batch(one, 1, ctx); !s.ok()) return s;
+  return std::move(one.front());
+}
+
+Status StreamChannel::next_batch(std::vector<StreamMessage>& out, std::size_t max,
+                                 const Context& ctx) {
+  if (max == 0) return {StatusCode::kInvalidArgument, "StreamChannel::next_batch: max is 0"};
   if (Status s = join(); !s.ok()) return s;
   const std::size_t before = out.size();
   const std::string count = std::to_string(max);
@@ -311,7 +386,7 @@ Status StreamChannel::read(std::vector<StreamMessage>& out, std::size_t max, con
     }
     std::chrono::milliseconds slice{};
     Status why;
-    if (!slice_left(ctx, topic_.conn_->options().wait_slice, slice, &why)) return why;
+    if (!slice_left(ctx, topic_.conn_->options(), slice, &why)) return why;
     const std::string block = std::to_string(slice.count());
     const std::string_view argv[] = {
         "XREADGROUP", "GROUP", channel_, consumer_, "COUNT",
@@ -322,21 +397,20 @@ Status StreamChannel::read(std::vector<StreamMessage>& out, std::size_t max, con
     if (!r) return err.status;
     if (r->type == REDIS_REPLY_NIL) continue;  // the slice ended with nothing new
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
-      if (r->type == REDIS_REPLY_ERROR && text(r.get()).starts_with("NOGROUP")) {
-        joined_ = false;  // the topic was destroyed: join again (an empty topic)
-        if (Status s = join(); !s.ok()) return s;
-        continue;
-      }
-      return failed(*topic_.conn_, r, err, "XREADGROUP");
+      Status s = failed(*topic_.conn_, r, err, "XREADGROUP");
+      if (s.code() == StatusCode::kNotFound) joined_ = false;  // deleted: made again next time
+      return s;
     }
     const redisReply* stream = r->element[0];
     if (stream->type != REDIS_REPLY_ARRAY || stream->elements != 2) {
-      return unexpected(stream, "XREADGROUP");
+      return unexpected(*topic_.conn_, "XREADGROUP");
     }
     const redisReply* entries = stream->element[1];
     for (std::size_t i = 0; i < entries->elements; ++i) {
       const redisReply* e = entries->element[i];
-      if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) return unexpected(e, "XREADGROUP");
+      if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
+        return unexpected(*topic_.conn_, "XREADGROUP");
+      }
       StreamMessage m;
       m.id = std::string(text(e->element[0]));
       const redisReply* fields = e->element[1];
@@ -353,13 +427,48 @@ Status StreamChannel::read(std::vector<StreamMessage>& out, std::size_t max, con
 Status StreamChannel::ack(std::span<const std::string> ids) {
   if (ids.empty()) return Status::Ok();
   if (Status s = join(); !s.ok()) return s;
-  std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
-  std::vector<std::string_view> args = {"ack", channel_};
-  args.insert(args.end(), ids.begin(), ids.end());
-  CallError err;
-  Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
-  if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "ack");
+  const std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
+  std::vector<std::string_view> args;
+  for (std::size_t at = 0; at < ids.size(); at += kChunk) {
+    const std::size_t n = std::min(kChunk, ids.size() - at);
+    args.assign({"ack", channel_});
+    args.insert(args.end(), ids.begin() + static_cast<std::ptrdiff_t>(at),
+                ids.begin() + static_cast<std::ptrdiff_t>(at + n));
+    CallError err;
+    Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
+    // Acknowledging twice is harmless: a caller may retry after any error.
+    if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "ack");
+  }
   return Status::Ok();
 }
+
+Status StreamChannel::release(std::span<const std::string> ids) {
+  if (Status s = join(); !s.ok()) return s;
+  const std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
+  const std::string idle = std::to_string(topic_.opt_.visibility_timeout.count());
+  std::vector<std::string_view> args;
+  std::size_t at = 0;
+  do {
+    const std::size_t n = std::min(kChunk, ids.size() - at);
+    args.assign({"release", channel_, consumer_, idle});
+    args.insert(args.end(), ids.begin() + static_cast<std::ptrdiff_t>(at),
+                ids.begin() + static_cast<std::ptrdiff_t>(at + n));
+    CallError err;
+    Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
+    if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "nack");
+    at += n;
+  } while (at < ids.size());
+  // Scan the pending entries again from the start at the next read.
+  cursor_ = "0-0";
+  next_claim_ = {};
+  return Status::Ok();
+}
+
+Status StreamChannel::nack(std::span<const std::string> ids) {
+  if (ids.empty()) return Status::Ok();
+  return release(ids);
+}
+
+Status StreamChannel::nack() { return release({}); }
 
 }  // namespace sluice

@@ -3,38 +3,55 @@
 // Redis Streams, for producers and consumers on many machines
 // (docs/redis_streams.md). A topic is a stream; a channel is a consumer
 // group; the consumers of one channel share its messages (each message goes
-// to one of them), and every channel sees every message.
+// to one of them), and every channel sees every message. The names follow
+// the embedded log's Topic and Channel (sluice/log/topic.h, channel.h) where
+// the meaning is the same.
 //
 // Thread safety: a handle is one Redis connection and must be used by one
 //   thread at a time (like PressureQueue). Make one handle per thread;
 //   handles on the same topic, in any processes, may run concurrently. A
-//   Context's stop may be requested from any thread.
+//   Context's stop may be requested from any thread. Moving a handle, or
+//   destroying it, needs the same exclusion as any other call.
 // Blocking: append/append_batch wait while the topic is at its bound
-//   (StreamTopicOptions::max_unconsumed, kBlock), on the server (BLPOP on
-//   the topic's wake list, woken by acknowledgements) in slices of
-//   RedisOptions::wait_slice; read waits for a message (XREADGROUP BLOCK) in
-//   the same slices. Every other call is one round trip or a few.
-// Ordering: the stream's order (ids rise). One consumer reads a channel's
-//   new messages in order; messages claimed from a dead consumer come back
-//   out of order, before new ones.
+//   (StreamTopicOptions::max_unconsumed with BoundPolicy::kBlock), on the
+//   server (BLPOP on the topic's wake list, woken by acknowledgements) in
+//   slices of RedisOptions::wait_slice (at most io_timeout / 2); next and
+//   next_batch wait for a message (XREADGROUP BLOCK) in the same slices.
+//   Every other call is one round trip or a few, bounded by io_timeout.
+// Ordering: the stream's order (ids rise; one append_batch is contiguous
+//   unless it waits at the bound or has more than 1024 messages). One
+//   consumer reads a channel's new messages in order; messages claimed
+//   from a dead consumer, or given back with nack, come back out of order,
+//   before new ones.
 // Delivery: at least once. A message read and not acknowledged within
-//   visibility_timeout may be claimed by another consumer of the channel
-//   (XAUTOCLAIM); after max_deliveries deliveries it goes to the topic's
-//   dead-letter stream instead, and counts as acknowledged.
+//   visibility_timeout, or given back (nack), is delivered again to a
+//   consumer of the channel (XAUTOCLAIM) with its delivery count raised;
+//   past max_deliveries it goes to the topic's dead-letter stream instead,
+//   and counts as acknowledged.
 // Bound and retention: appends never pass max_unconsumed messages that the
 //   slowest channel has not acknowledged, checked atomically with the XADD
 //   (one script). trim() removes only what every channel acknowledged (XTRIM
-//   MINID), never a blind MAXLEN; appends call it every 1024 messages.
+//   MINID), never a blind MAXLEN; appends call it every 1024 messages. The
+//   explicit cap max_retained_messages does drop unacknowledged messages,
+//   and counts them (records_dropped, skipped_retention).
+// Durability: as the server's (appendonly, appendfsync); an acknowledged
+//   append or ack is one the server applied.
 // Cancellation: every waiting call takes a Context; a stop or deadline is
 //   seen within one wait slice and returns kCancelled/kDeadlineExceeded with
 //   nothing half-done (a batch appended in part says how much: *done).
-// Ownership: payloads are copied to Redis; read returns owned strings. The
-//   handle owns its connection; it starts no threads.
-// Errors: kUnavailable (Redis down or the connection broke; messages name
-//   host:port; the next call reconnects), kRejected (kFail at the bound),
-//   kInvalidArgument (names, settings, authentication), kInternal (an
-//   unexpected reply). After a kUnavailable append, the messages after
-//   *done may or may not be in the topic.
+//   Nothing is acknowledged by a cancelled call.
+// Ownership: payloads are copied to Redis; next/next_batch return owned
+//   strings. A handle owns its connection; it starts no threads. A
+//   StreamChannel made by StreamTopic::channel() has its own connection and
+//   does not refer to the topic handle.
+// Errors: kUnavailable (Redis down, the connection broke, or the server
+//   cannot take the call now: loading, out of memory, busy; messages name
+//   host:port; the next call reconnects), kRejected (BoundPolicy::kFail at
+//   the bound), kNotFound (the channel was deleted; the next call of that
+//   handle makes it again), kInvalidArgument (names, settings,
+//   authentication, permissions), kInternal (an unexpected reply). After a
+//   kUnavailable append, the messages after *done may or may not be in the
+//   topic; the message says so.
 #pragma once
 
 #include <chrono>
@@ -46,6 +63,7 @@
 #include <string_view>
 #include <vector>
 
+#include "sluice/bound_policy.h"
 #include "sluice/context.h"
 #include "sluice/redis/redis_options.h"
 #include "sluice/status.h"
@@ -60,12 +78,18 @@ struct StreamTopicOptions {
   // Keys are "<prefix>:{<topic>}:..." (one hash tag: one Cluster shard).
   std::string prefix = "sluice";
   // Most messages the slowest channel may have unacknowledged; 0: no bound.
+  // A topic without channels is not bounded.
   std::uint64_t max_unconsumed = 0;
-  // At the bound: wait for acknowledgements (true) or fail at once with
-  // kRejected (false).
-  bool block_at_bound = true;
+  // At the bound: wait for acknowledgements, or fail at once (kRejected).
+  BoundPolicy on_bound = BoundPolicy::kBlock;
+  // An explicit cap (0: none): each append keeps the stream at most this
+  // long by removing its oldest entries, even those a channel has not
+  // acknowledged. Those are counted (StreamTopicStats::records_dropped,
+  // StreamChannelStats::skipped_retention), never delivered again, and no
+  // longer hold the bound. Meant for channels that may never come back.
+  std::uint64_t max_retained_messages = 0;
   // How long a consumer may hold a message unacknowledged before another
-  // consumer of the channel may claim it.
+  // consumer of the channel may claim it (> 0).
   std::chrono::milliseconds visibility_timeout{30000};
   // Deliveries of one message before it is dead-lettered instead (>= 1).
   std::uint32_t max_deliveries = 5;
@@ -74,23 +98,32 @@ struct StreamTopicOptions {
 struct StreamMessage {
   std::string id;                // the stream entry id, "ms-seq"
   std::string payload;           // the bytes appended
-  std::uint32_t deliveries = 1;  // 1 the first time; more once claimed again
+  std::uint32_t deliveries = 1;  // 1 the first time; more once delivered again
 };
 
 struct StreamChannelStats {
   std::string name;
-  std::uint64_t unacknowledged = 0;  // appended and not acknowledged (or dead-lettered)
-  std::uint64_t pending = 0;         // delivered to a consumer and not acknowledged
-  std::uint64_t dead_lettered = 0;
+  std::uint64_t unacknowledged = 0;  // appended and not acknowledged (nor dead-lettered, dropped)
+  std::uint64_t pending = 0;         // of those, delivered to a consumer (held)
+  std::uint64_t dead_lettered = 0;   // moved to the dead-letter stream
+  // Messages the cap (max_retained_messages) removed before this channel
+  // acknowledged them (as Channel::skipped_retention()).
+  std::uint64_t skipped_retention = 0;
 };
 
 struct StreamTopicStats {
-  std::uint64_t appended = 0;      // messages ever appended
-  std::uint64_t retained = 0;      // in the stream now
-  std::uint64_t trimmed = 0;       // removed by retention (every channel had them)
-  std::uint64_t dead_letters = 0;  // entries in the dead-letter stream
-  std::vector<StreamChannelStats> channels;
+  std::uint64_t appended = 0;  // messages ever appended
+  std::uint64_t retained = 0;  // in the stream now
+  std::uint64_t trimmed = 0;   // removed once every channel had acknowledged them
+  // Removed by the cap before some channel acknowledged them; in a topic
+  // without channels, every message the cap removed (as
+  // RetentionStats::records_dropped).
+  std::uint64_t records_dropped = 0;
+  std::uint64_t dead_letters = 0;            // entries in the dead-letter stream
+  std::vector<StreamChannelStats> channels;  // by name
 };
+
+class StreamChannel;
 
 class StreamTopic {
  public:
@@ -101,24 +134,36 @@ class StreamTopic {
   StreamTopic(StreamTopic&&) noexcept;
   StreamTopic& operator=(StreamTopic&&) noexcept;
 
-  // Appends one message; its id.
+  // Appends one message; its id. Waits at the bound (kBlock) or kRejected.
   Result<std::string> append(std::string_view payload, const Context& ctx = {});
-  // Appends in order, waiting at the bound between parts; *done (if given)
-  // is how many of the first messages are in the topic.
+  // Appends in order, waiting at the bound between parts (or kRejected);
+  // *done (if given) is how many of the first messages are in the topic.
   Status append_batch(std::span<const std::string_view> batch, const Context& ctx = {},
                       std::size_t* done = nullptr);
   // Removes what every channel has acknowledged; how many entries.
   Result<std::uint64_t> trim();
   Result<StreamTopicStats> stats();
+
+  // A consumer of channel `name` (one more connection), the channel made
+  // if new (StreamChannel::join): from now on it sees every message.
+  Result<StreamChannel> channel(std::string_view name);
+  // The channels' names, sorted.
+  Result<std::vector<std::string>> channels();
+  // Deletes a channel: its messages held by consumers are forgotten, and it
+  // no longer holds the bound or retention. kNotFound if there is none.
+  Status delete_channel(std::string_view name);
   // Deletes the topic's keys (stream, channels, counters, dead letters).
   Status destroy();
 
   const std::string& name() const noexcept { return name_; }
+  const StreamTopicOptions& options() const noexcept { return opt_; }
 
  private:
   friend class StreamChannel;
   Status append_impl(std::span<const std::string_view> batch, const Context& ctx, std::size_t* done,
                      std::string* first_id);
+  Status check() const;
+
   std::string name_;
   StreamTopicOptions opt_;
   std::vector<std::string> keys_;
@@ -128,31 +173,48 @@ class StreamTopic {
 
 class StreamChannel {
  public:
-  // A consumer of `channel` of `topic`, under a name unique to this handle.
-  // The channel (consumer group) is made at the first read or ack if new,
-  // starting at the oldest message still retained.
+  // A consumer of `channel` of `topic`, under a consumer name unique to this
+  // handle. Connects lazily; the channel is made at join() or at the first
+  // next/next_batch/ack/nack.
   StreamChannel(RedisOptions redis, std::string topic, std::string channel,
                 StreamTopicOptions options = {});
   ~StreamChannel();
   StreamChannel(StreamChannel&&) noexcept;
   StreamChannel& operator=(StreamChannel&&) noexcept;
 
+  // Makes the channel (consumer group) if new, starting at the oldest
+  // message still retained; from then on every message appended is kept for
+  // it until it acknowledges it. One round trip the first time, none after.
+  Status join();
+  // The next message, waiting for one.
+  Result<StreamMessage> next(const Context& ctx = {});
   // Appends 1..max messages to out, waiting for at least one: first those
-  // claimed from consumers that held them past the visibility timeout, then
-  // new ones.
-  Status read(std::vector<StreamMessage>& out, std::size_t max, const Context& ctx = {});
+  // that can be delivered again (held past the visibility timeout by a
+  // consumer, or given back with nack), then new ones.
+  Status next_batch(std::vector<StreamMessage>& out, std::size_t max, const Context& ctx = {});
   // Acknowledges messages by id: not delivered again, and room under the
-  // bound. Ids already acknowledged are ignored.
+  // bound. Ids not held by the channel (already acknowledged, dropped) are
+  // ignored.
   Status ack(std::span<const std::string> ids);
   Status ack(const StreamMessage& m) { return ack(std::span<const std::string>(&m.id, 1)); }
+  // Gives messages this consumer holds back to the channel, unacknowledged:
+  // they are delivered again (to this consumer's next read at once, to the
+  // channel's other consumers within visibility_timeout / 2), each counting
+  // as a failed delivery toward max_deliveries. Ids it does not hold are
+  // ignored. nack() gives back everything it holds.
+  Status nack(std::span<const std::string> ids);
+  Status nack(const StreamMessage& m) { return nack(std::span<const std::string>(&m.id, 1)); }
+  Status nack();
 
+  const std::string& name() const noexcept { return channel_; }
+  const std::string& topic() const noexcept { return topic_.name(); }
   const std::string& consumer() const noexcept { return consumer_; }
   // Messages this handle moved to the dead-letter stream.
   std::uint64_t dead_lettered() const noexcept { return dead_lettered_; }
 
  private:
-  Status join();
   Status claim(std::vector<StreamMessage>& out, std::size_t max);
+  Status release(std::span<const std::string> ids);
 
   StreamTopic topic_;
   std::string channel_;
