@@ -134,7 +134,7 @@ StreamTopic::~StreamTopic() = default;
 StreamTopic::StreamTopic(StreamTopic&&) noexcept = default;
 StreamTopic& StreamTopic::operator=(StreamTopic&&) noexcept = default;
 
-Status StreamTopic::check() const {
+Status StreamTopic::validate() const {
   if (Status s = check_name("topic", name_); !s.ok()) return s;
   if (opt_.prefix.find_first_of("{}") != std::string::npos) {
     return {StatusCode::kInvalidArgument,
@@ -169,7 +169,7 @@ Status StreamTopic::append_batch(std::span<const std::string_view> batch, const 
 Status StreamTopic::append_impl(std::span<const std::string_view> batch, const Context& ctx,
                                 std::size_t* done, std::string* first_id) {
   *done = 0;
-  if (Status s = check(); !s.ok()) return s;
+  if (Status s = validate(); !s.ok()) return s;
   if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
   const std::string bound = std::to_string(opt_.max_unconsumed);
   const std::string cap = std::to_string(opt_.max_retained_messages);
@@ -225,7 +225,7 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
 }
 
 Result<std::uint64_t> StreamTopic::trim() {
-  if (Status s = check(); !s.ok()) return s;
+  if (Status s = validate(); !s.ok()) return s;
   const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"trim"};
   CallError err;
@@ -235,7 +235,7 @@ Result<std::uint64_t> StreamTopic::trim() {
 }
 
 Result<StreamTopicStats> StreamTopic::stats() {
-  if (Status s = check(); !s.ok()) return s;
+  if (Status s = validate(); !s.ok()) return s;
   const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"stats"};
   CallError err;
@@ -275,7 +275,7 @@ Result<StreamChannel> StreamTopic::channel(std::string_view name) {
 }
 
 Result<std::vector<std::string>> StreamTopic::channels() {
-  if (Status s = check(); !s.ok()) return s;
+  if (Status s = validate(); !s.ok()) return s;
   const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"channels"};
   CallError err;
@@ -288,7 +288,7 @@ Result<std::vector<std::string>> StreamTopic::channels() {
 }
 
 Status StreamTopic::delete_channel(std::string_view name) {
-  if (Status s = check(); !s.ok()) return s;
+  if (Status s = validate(); !s.ok()) return s;
   if (Status s = check_name("channel", name); !s.ok()) return s;
   const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"leave", name};
@@ -303,7 +303,7 @@ Status StreamTopic::delete_channel(std::string_view name) {
 }
 
 Status StreamTopic::destroy() {
-  if (Status s = check(); !s.ok()) return s;
+  if (Status s = validate(); !s.ok()) return s;
   const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"destroy"};
   CallError err;
@@ -326,7 +326,7 @@ StreamChannel& StreamChannel::operator=(StreamChannel&&) noexcept = default;
 
 Status StreamChannel::join() {
   if (joined_) return Status::Ok();
-  if (Status s = topic_.check(); !s.ok()) return s;
+  if (Status s = topic_.validate(); !s.ok()) return s;
   if (Status s = check_name("channel", channel_); !s.ok()) return s;
   const std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
   const std::string_view args[] = {"join", channel_};

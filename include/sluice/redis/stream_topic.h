@@ -162,7 +162,7 @@ class StreamTopic {
   friend class StreamChannel;
   Status append_impl(std::span<const std::string_view> batch, const Context& ctx, std::size_t* done,
                      std::string* first_id);
-  Status check() const;
+  Status validate() const;
 
   std::string name_;
   StreamTopicOptions opt_;
