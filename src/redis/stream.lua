@@ -5,7 +5,8 @@
 -- KEYS (one hash tag, so a topic lives on one Cluster shard):
 --   1 the stream            <prefix>:{<topic>}:stream
 --   2 the meta hash         <prefix>:{<topic>}:meta    appended, trimmed, dropped,
---                                                       dead:<channel>, dropped:<channel>
+--                                                       dead:<channel>, dropped:<channel>,
+--                                                       bound and created (create), closed
 --   3 the acked hash        <prefix>:{<topic>}:acked   channel -> messages acknowledged
 --                                                       (or dead-lettered, or dropped) by it
 --   4 the wake list         <prefix>:{<topic>}:wake    a token per ack, for a waiting append
@@ -120,16 +121,37 @@ local function cap_to(cap)
   return dropped
 end
 
--- append BOUND CAP WAITED PAYLOAD...: adds the payloads that fit under the
--- bound (0: none), in order, then applies the cap (0: none). WAITED (1: the
+-- Whether the topic exists: made by create, an append or a join, and not
+-- destroyed since.
+local function exists()
+  return redis.call('EXISTS', STREAM, META) > 0
+end
+
+-- The error replies the client maps to kNotFound and kClosed.
+local function no_topic()
+  return redis.error_reply('NOTOPIC the topic does not exist (never made, or deleted)')
+end
+local function closed_topic()
+  return redis.error_reply('CLOSED the topic is closed: it takes no more messages')
+end
+
+-- append BOUND CAP WAITED MUST_EXIST PAYLOAD...: adds the payloads that fit
+-- under the bound, in order, then applies the cap (0: none). The bound is
+-- the tighter of BOUND and the one create recorded (0: none). WAITED (1: the
 -- caller was woken at the bound) passes the wake token on while room is
--- left, so every waiting append gets its turn. Reply { added, appended
--- after, first id, dropped by the cap }: added < count means the bound
--- stopped it; the caller waits and appends the rest.
+-- left, so every waiting append gets its turn. MUST_EXIST (1): NOTOPIC
+-- rather than making the topic. A closed topic: CLOSED. Reply { added,
+-- appended after, first id, dropped by the cap }: added < count means the
+-- bound stopped it; the caller waits and appends the rest.
 if op == 'append' then
   local bound, cap, waited = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
-  local appended = tonumber(redis.call('HGET', META, 'appended') or '0')
-  local room = #ARGV - 4
+  local m = redis.call('HMGET', META, 'appended', 'bound', 'closed')
+  if m[3] then return closed_topic() end
+  if ARGV[5] == '1' and not exists() then return no_topic() end
+  local recorded = tonumber(m[2] or '0')
+  if recorded > 0 and (bound == 0 or recorded < bound) then bound = recorded end
+  local appended = tonumber(m[1] or '0')
+  local room = #ARGV - 5
   if bound > 0 then
     local free = bound - behind(appended)
     if free < room then room = free end
@@ -137,7 +159,7 @@ if op == 'append' then
   end
   local first = ''
   for i = 1, room do
-    local id = redis.call('XADD', STREAM, '*', 'd', ARGV[4 + i])
+    local id = redis.call('XADD', STREAM, '*', 'd', ARGV[5 + i])
     if i == 1 then first = id end
   end
   if room > 0 then appended = redis.call('HINCRBY', META, 'appended', room) end
@@ -147,11 +169,53 @@ if op == 'append' then
   return { room, appended, first, dropped }
 end
 
--- join CHANNEL: the channel's consumer group, made at the oldest entry still
--- retained if new; its acked count starts at what is no longer retained.
+-- create BOUND CHANNEL...: makes the topic with these channels (each sees
+-- every message), recording BOUND (0: none) for every append. Reply 1, or
+-- 0 if the topic exists.
+if op == 'create' then
+  if exists() then return 0 end
+  redis.call('HSET', META, 'created', '1', 'bound', ARGV[2], 'appended', '0')
+  for i = 3, #ARGV do
+    redis.call('XGROUP', 'CREATE', STREAM, ARGV[i], '0', 'MKSTREAM')
+    redis.call('HSET', ACKED, ARGV[i], '0')
+  end
+  return 1
+end
+
+-- close: no more appends (they get CLOSED); appends waiting at the bound are
+-- woken to see it. Reply 1, or 0 if the topic does not exist.
+if op == 'close' then
+  if not exists() then return 0 end
+  redis.call('HSET', META, 'closed', '1')
+  wake()
+  return 1
+end
+
+-- drained CHANNEL: 1 if the topic is closed and the channel has had and
+-- acknowledged every message (nothing after its last delivered entry,
+-- nothing pending), else 0.
+if op == 'drained' then
+  local ch = ARGV[2]
+  if redis.call('HGET', META, 'closed') ~= '1' then return 0 end
+  local p = redis.pcall('XPENDING', STREAM, ch)
+  if type(p) == 'table' and p.err then return p end
+  if tonumber(p[1]) > 0 then return 0 end
+  local last = nil
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', STREAM)) do
+    if field(g, 'name') == ch then last = field(g, 'last-delivered-id') end
+  end
+  if last == nil then return redis.error_reply('NOGROUP no channel ' .. ch) end
+  if #redis.call('XRANGE', STREAM, '(' .. last, '+', 'COUNT', 1) > 0 then return 0 end
+  return 1
+end
+
+-- join CHANNEL [MUST_EXIST]: the channel's consumer group, made at the
+-- oldest entry still retained if new; its acked count starts at what is no
+-- longer retained. MUST_EXIST (1): NOTOPIC rather than making the topic.
 -- Reply 1 if made, 0 if it existed.
 if op == 'join' then
   local ch = ARGV[2]
+  if ARGV[3] == '1' and not exists() then return no_topic() end
   local made = true
   local ok = redis.pcall('XGROUP', 'CREATE', STREAM, ch, '0', 'MKSTREAM')
   if type(ok) == 'table' and ok.err then
@@ -308,9 +372,10 @@ if op == 'trim' then
 end
 
 -- stats: { appended, retained, trimmed, dead-letter length, dropped,
--- {channel, acked, pending, dead-lettered, dropped}... }
+-- {channel, acked, pending, dead-lettered, dropped}..., recorded bound,
+-- closed (0/1), exists (0/1) }
 if op == 'stats' then
-  local m = redis.call('HMGET', META, 'appended', 'trimmed', 'dropped')
+  local m = redis.call('HMGET', META, 'appended', 'trimmed', 'dropped', 'bound', 'closed')
   local chans = {}
   local acked = redis.call('HGETALL', ACKED)
   for i = 1, #acked, 2 do
@@ -322,8 +387,12 @@ if op == 'stats' then
     chans[#chans + 1] = { ch, tonumber(acked[i + 1]), pending, tonumber(c[1] or '0'),
                           tonumber(c[2] or '0') }
   end
+  local e = 0
+  if exists() then e = 1 end
+  local c = 0
+  if m[5] then c = 1 end
   return { tonumber(m[1] or '0'), redis.call('XLEN', STREAM), tonumber(m[2] or '0'),
-           redis.call('XLEN', DEAD), tonumber(m[3] or '0'), chans }
+           redis.call('XLEN', DEAD), tonumber(m[3] or '0'), chans, tonumber(m[4] or '0'), c, e }
 end
 
 -- destroy: every key of the topic. Reply: keys removed.

@@ -86,6 +86,14 @@ Status failed(const redis::Connection& conn, const Reply& r, const CallError& er
   if (!r) return err.status;
   if (r->type != REDIS_REPLY_ERROR) return unexpected(conn, what);
   const std::string_view t = text(r.get());
+  if (t.starts_with("NOTOPIC")) {
+    return {StatusCode::kNotFound, "redis at " + conn.address() + " (" + std::string(what) +
+                                       "): " + std::string(t.substr(8))};
+  }
+  if (t.starts_with("CLOSED")) {
+    return {StatusCode::kClosed, "redis at " + conn.address() + " (" + std::string(what) +
+                                     "): " + std::string(t.substr(7))};
+  }
   if (t.starts_with("NOGROUP")) {
     return {StatusCode::kNotFound,
             "redis at " + conn.address() + " (" + std::string(what) +
@@ -99,6 +107,15 @@ Status failed(const redis::Connection& conn, const Reply& r, const CallError& er
   if (s.code() != StatusCode::kInternal) return s;
   return {StatusCode::kInternal,
           "redis error at " + conn.address() + " (" + std::string(what) + "): " + std::string(t)};
+}
+
+// Runs the topic's script: keys in stream.lua's order, then the operation
+// and its arguments.
+Reply run(redis::Connection& conn, const std::vector<std::string>& keys,
+          std::span<const std::string_view> args, CallError& err) {
+  const std::array<std::string_view, kSuffix.size()> k = {keys[0], keys[1], keys[2], keys[3],
+                                                          keys[4]};
+  return conn.eval(redis::stream_script(), k, args, err);
 }
 
 // One wait slice: the smaller of wait_slice, io_timeout / 2 (a quiet wait
@@ -169,23 +186,24 @@ Status StreamTopic::append_batch(std::span<const std::string_view> batch, const 
 Status StreamTopic::append_impl(std::span<const std::string_view> batch, const Context& ctx,
                                 std::size_t* done, std::string* first_id) {
   *done = 0;
+  in_doubt_ = 0;
   if (Status s = validate(); !s.ok()) return s;
   if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
   const std::string bound = std::to_string(opt_.max_unconsumed);
   const std::string cap = std::to_string(opt_.max_retained_messages);
-  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   std::vector<std::string_view> args;
   bool waited = false;
   while (*done < batch.size()) {
     const std::size_t take = std::min(kChunk, batch.size() - *done);
-    args.assign({"append", bound, cap, waited ? "1" : "0"});
+    args.assign({"append", bound, cap, waited ? "1" : "0", opt_.create_if_missing ? "0" : "1"});
     args.insert(args.end(), batch.begin() + static_cast<std::ptrdiff_t>(*done),
                 batch.begin() + static_cast<std::ptrdiff_t>(*done + take));
     CallError err;
-    Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+    Reply r = run(*conn_, keys_, args, err);
     if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
       Status s = failed(*conn_, r, err, "append");
       if (!r && err.maybe_ran) {
+        in_doubt_ = take;
         return {s.code(), std::string(s.message()) + "; " + std::to_string(take) +
                               " messages after the first " + std::to_string(*done) +
                               " may or may not have been appended"};
@@ -224,23 +242,52 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
   return Status::Ok();
 }
 
+Status StreamTopic::create(std::span<const std::string> channels) {
+  if (Status s = validate(); !s.ok()) return s;
+  for (const std::string& c : channels) {
+    if (Status s = check_name("channel", c); !s.ok()) return s;
+  }
+  const std::string bound = std::to_string(opt_.max_unconsumed);
+  std::vector<std::string_view> args = {"create", bound};
+  args.insert(args.end(), channels.begin(), channels.end());
+  CallError err;
+  Reply r = run(*conn_, keys_, args, err);
+  if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*conn_, r, err, "create");
+  if (r->integer == 0) {
+    return {StatusCode::kAlreadyExists,
+            "topic '" + name_ + "' at " + conn_->address() + " already exists"};
+  }
+  return Status::Ok();
+}
+
+Status StreamTopic::close() {
+  if (Status s = validate(); !s.ok()) return s;
+  const std::string_view args[] = {"close"};
+  CallError err;
+  Reply r = run(*conn_, keys_, args, err);
+  if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*conn_, r, err, "close");
+  if (r->integer == 0) {
+    return {StatusCode::kNotFound,
+            "topic '" + name_ + "' at " + conn_->address() + " does not exist"};
+  }
+  return Status::Ok();
+}
+
 Result<std::uint64_t> StreamTopic::trim() {
   if (Status s = validate(); !s.ok()) return s;
-  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"trim"};
   CallError err;
-  Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+  Reply r = run(*conn_, keys_, args, err);
   if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*conn_, r, err, "trim");
   return integer(r.get());
 }
 
 Result<StreamTopicStats> StreamTopic::stats() {
   if (Status s = validate(); !s.ok()) return s;
-  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"stats"};
   CallError err;
-  Reply r = conn_->eval(redis::stream_script(), keys, args, err);
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6 ||
+  Reply r = run(*conn_, keys_, args, err);
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 9 ||
       r->element[5]->type != REDIS_REPLY_ARRAY) {
     return failed(*conn_, r, err, "stats");
   }
@@ -250,6 +297,9 @@ Result<StreamTopicStats> StreamTopic::stats() {
   st.trimmed = integer(r->element[2]);
   st.dead_letters = integer(r->element[3]);
   st.records_dropped = integer(r->element[4]);
+  st.bound = integer(r->element[6]);
+  st.closed = integer(r->element[7]) != 0;
+  st.exists = integer(r->element[8]) != 0;
   const redisReply* chans = r->element[5];
   for (std::size_t i = 0; i < chans->elements; ++i) {
     const redisReply* c = chans->element[i];
@@ -276,10 +326,9 @@ Result<StreamChannel> StreamTopic::channel(std::string_view name) {
 
 Result<std::vector<std::string>> StreamTopic::channels() {
   if (Status s = validate(); !s.ok()) return s;
-  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"channels"};
   CallError err;
-  Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+  Reply r = run(*conn_, keys_, args, err);
   if (!r || r->type != REDIS_REPLY_ARRAY) return failed(*conn_, r, err, "channels");
   std::vector<std::string> out;
   for (std::size_t i = 0; i < r->elements; ++i) out.emplace_back(text(r->element[i]));
@@ -290,10 +339,9 @@ Result<std::vector<std::string>> StreamTopic::channels() {
 Status StreamTopic::delete_channel(std::string_view name) {
   if (Status s = validate(); !s.ok()) return s;
   if (Status s = check_name("channel", name); !s.ok()) return s;
-  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"leave", name};
   CallError err;
-  Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+  Reply r = run(*conn_, keys_, args, err);
   if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*conn_, r, err, "delete_channel");
   if (r->integer == 0) {
     return {StatusCode::kNotFound, "topic '" + name_ + "' at " + conn_->address() +
@@ -304,10 +352,9 @@ Status StreamTopic::delete_channel(std::string_view name) {
 
 Status StreamTopic::destroy() {
   if (Status s = validate(); !s.ok()) return s;
-  const std::vector<std::string_view> keys(keys_.begin(), keys_.end());
   const std::string_view args[] = {"destroy"};
   CallError err;
-  Reply r = conn_->eval(redis::stream_script(), keys, args, err);
+  Reply r = run(*conn_, keys_, args, err);
   if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*conn_, r, err, "destroy");
   return Status::Ok();
 }
@@ -328,23 +375,22 @@ Status StreamChannel::join() {
   if (joined_) return Status::Ok();
   if (Status s = topic_.validate(); !s.ok()) return s;
   if (Status s = check_name("channel", channel_); !s.ok()) return s;
-  const std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
-  const std::string_view args[] = {"join", channel_};
+  const std::string_view args[] = {"join", channel_,
+                                   topic_.opt_.create_if_missing ? "0" : "1"};
   CallError err;
-  Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
+  Reply r = run(*topic_.conn_, topic_.keys_, args, err);
   if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "join");
   joined_ = true;
   return Status::Ok();
 }
 
 Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
-  const std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
   const std::string idle = std::to_string(topic_.opt_.visibility_timeout.count());
   const std::string count = std::to_string(max);
   const std::string deliveries = std::to_string(topic_.opt_.max_deliveries);
   const std::string_view args[] = {"claim", channel_, consumer_, idle, cursor_, count, deliveries};
   CallError err;
-  Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
+  Reply r = run(*topic_.conn_, topic_.keys_, args, err);
   if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
       r->element[1]->type != REDIS_REPLY_ARRAY) {
     Status s = failed(*topic_.conn_, r, err, "claim");
@@ -395,7 +441,10 @@ Status StreamChannel::next_batch(std::vector<StreamMessage>& out, std::size_t ma
     CallError err;
     Reply r = topic_.conn_->call(argv, err);
     if (!r) return err.status;
-    if (r->type == REDIS_REPLY_NIL) continue;  // the slice ended with nothing new
+    if (r->type == REDIS_REPLY_NIL) {  // the slice ended with nothing new
+      if (Status s = drained(); !s.ok()) return s;
+      continue;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
       Status s = failed(*topic_.conn_, r, err, "XREADGROUP");
       if (s.code() == StatusCode::kNotFound) joined_ = false;  // deleted: made again next time
@@ -424,10 +473,24 @@ Status StreamChannel::next_batch(std::vector<StreamMessage>& out, std::size_t ma
   }
 }
 
+Status StreamChannel::drained() {
+  const std::string_view args[] = {"drained", channel_};
+  CallError err;
+  Reply r = run(*topic_.conn_, topic_.keys_, args, err);
+  if (!r || r->type != REDIS_REPLY_INTEGER) {
+    Status s = failed(*topic_.conn_, r, err, "drained");
+    if (s.code() == StatusCode::kNotFound) joined_ = false;
+    return s;
+  }
+  if (r->integer == 0) return Status::Ok();
+  return {StatusCode::kClosed, "topic '" + topic_.name() + "' at " + topic_.conn_->address() +
+                                   " is closed and channel '" + channel_ +
+                                   "' has acknowledged every message"};
+}
+
 Status StreamChannel::ack(std::span<const std::string> ids) {
   if (ids.empty()) return Status::Ok();
   if (Status s = join(); !s.ok()) return s;
-  const std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
   std::vector<std::string_view> args;
   for (std::size_t at = 0; at < ids.size(); at += kChunk) {
     const std::size_t n = std::min(kChunk, ids.size() - at);
@@ -435,7 +498,7 @@ Status StreamChannel::ack(std::span<const std::string> ids) {
     args.insert(args.end(), ids.begin() + static_cast<std::ptrdiff_t>(at),
                 ids.begin() + static_cast<std::ptrdiff_t>(at + n));
     CallError err;
-    Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
+    Reply r = run(*topic_.conn_, topic_.keys_, args, err);
     // Acknowledging twice is harmless: a caller may retry after any error.
     if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "ack");
   }
@@ -444,7 +507,6 @@ Status StreamChannel::ack(std::span<const std::string> ids) {
 
 Status StreamChannel::release(std::span<const std::string> ids) {
   if (Status s = join(); !s.ok()) return s;
-  const std::vector<std::string_view> keys(topic_.keys_.begin(), topic_.keys_.end());
   const std::string idle = std::to_string(topic_.opt_.visibility_timeout.count());
   std::vector<std::string_view> args;
   std::size_t at = 0;
@@ -454,7 +516,7 @@ Status StreamChannel::release(std::span<const std::string> ids) {
     args.insert(args.end(), ids.begin() + static_cast<std::ptrdiff_t>(at),
                 ids.begin() + static_cast<std::ptrdiff_t>(at + n));
     CallError err;
-    Reply r = topic_.conn_->eval(redis::stream_script(), keys, args, err);
+    Reply r = run(*topic_.conn_, topic_.keys_, args, err);
     if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "nack");
     at += n;
   } while (at < ids.size());

@@ -537,6 +537,99 @@ TEST_F(StreamTopicTest, DeletingTheSlowestChannelReleasesTheBound) {
   EXPECT_EQ(waiting.get(), StatusCode::kOk);
 }
 
+// create() records the bound in Redis: a handle whose own options set none
+// keeps it, and one with a looser bound keeps the tighter.
+TEST_F(StreamTopicTest, CreateMakesChannelsAndRecordsTheBoundForEveryHandle) {
+  StreamTopicOptions o;
+  o.max_unconsumed = 2;
+  auto maker = topic(o);
+  const std::string chans[] = {"a", "b"};
+  ASSERT_EQ(maker.create(chans), StatusCode::kOk);
+  EXPECT_EQ(maker.create(chans), StatusCode::kAlreadyExists);
+  auto st = maker.stats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_TRUE(st->exists);
+  EXPECT_EQ(st->bound, 2U);
+  EXPECT_EQ(*maker.channels(), (std::vector<std::string>{"a", "b"}));
+
+  StreamTopicOptions loose;
+  loose.max_unconsumed = 100;
+  loose.on_bound = BoundPolicy::kFail;
+  for (const StreamTopicOptions& other : {StreamTopicOptions{.on_bound = BoundPolicy::kFail}, loose}) {
+    auto t = topic(other);
+    std::size_t done = 0;
+    EXPECT_EQ(append(t, numbered(0, 3), &done), StatusCode::kRejected);
+    EXPECT_EQ(done, st->appended == 0 ? 2U : 0U);
+    st = t.stats();
+  }
+  // Both channels exist from the first message: each has both.
+  auto b = channel("b");
+  EXPECT_EQ(payloads(read(b, 2)), numbered(0, 2));
+  auto a = channel("a");
+  EXPECT_EQ(payloads(read(a, 2)), numbered(0, 2));
+}
+
+// close(): appends fail with kClosed (one waiting at the bound too); a
+// consumer gets everything, then kClosed, but not while another consumer of
+// its channel still holds a message that may come back.
+TEST_F(StreamTopicTest, ACloseEndsAppendsAndEachChannelOnceDrained) {
+  StreamTopicOptions o;
+  o.max_unconsumed = 2;
+  o.visibility_timeout = 200ms;
+  auto t = topic(o);
+  const std::string chans[] = {"c"};
+  ASSERT_EQ(t.create(chans), StatusCode::kOk);
+  ASSERT_EQ(append(t, numbered(0, 2)), StatusCode::kOk);
+  auto waiting = std::async(std::launch::async, [&] {
+    auto t2 = topic(o);
+    return t2.append("late", with_timeout(10s)).status().code();
+  });
+  ASSERT_TRUE(eventually([&] { return raw_.blocked_clients() == 1; }));
+  ASSERT_EQ(t.close(), StatusCode::kOk);
+  EXPECT_EQ(waiting.get(), StatusCode::kClosed);
+  EXPECT_EQ(t.append("after").status().code(), StatusCode::kClosed);
+  EXPECT_EQ(t.close(), StatusCode::kOk);  // idempotent
+  EXPECT_TRUE(t.stats()->closed);
+
+  auto holder = channel("c", o);
+  auto held = read(holder, 1, /*ack=*/false);
+  auto other = channel("c", o);
+  EXPECT_EQ(payloads(read(other, 1)), numbered(1, 2));
+  // The held message may still come back: `other` waits for it (claims it
+  // once the holder's visibility timeout passes) instead of ending.
+  auto again = other.next(with_timeout(10s));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->payload, held[0].payload);
+  EXPECT_EQ(again->deliveries, 2U);
+  ASSERT_EQ(other.ack(*again), StatusCode::kOk);
+  EXPECT_EQ(other.next(with_timeout(10s)).status().code(), StatusCode::kClosed);
+  EXPECT_EQ(holder.next(with_timeout(10s)).status().code(), StatusCode::kClosed);
+}
+
+// With create_if_missing false, a destroyed topic is not made again by a
+// handle that outlived it: appends and joins get kNotFound.
+TEST_F(StreamTopicTest, WithoutCreateIfMissingADestroyedTopicStaysGone) {
+  StreamTopicOptions strict;
+  strict.create_if_missing = false;
+  auto t = topic(strict);
+  EXPECT_EQ(t.append("x").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(channel("c", strict).join(), StatusCode::kNotFound);
+  EXPECT_EQ(t.close(), StatusCode::kNotFound);
+  EXPECT_FALSE(t.stats()->exists);
+
+  const std::string chans[] = {"c"};
+  ASSERT_EQ(t.create(chans), StatusCode::kOk);
+  ASSERT_TRUE(t.append("x").ok());
+  auto c = channel("c", strict);
+  EXPECT_EQ(payloads(read(c, 1)), (std::vector<std::string>{"x"}));
+  ASSERT_EQ(t.destroy(), StatusCode::kOk);
+  EXPECT_EQ(t.append("y").status().code(), StatusCode::kNotFound);
+  std::vector<StreamMessage> out;
+  EXPECT_EQ(c.next_batch(out, 1, with_timeout(10s)), StatusCode::kNotFound);
+  EXPECT_EQ(c.next_batch(out, 1, with_timeout(10s)), StatusCode::kNotFound);  // not made again
+  EXPECT_EQ(raw_.integer({"EXISTS", "sluice:{t}:stream", "sluice:{t}:meta"}), 0);
+}
+
 TEST_F(StreamTopicTest, RetentionTrimsOnlyWhatEveryChannelAcknowledged) {
   auto t = topic();
   auto fast = joined("fast");

@@ -47,11 +47,14 @@
 // Errors: kUnavailable (Redis down, the connection broke, or the server
 //   cannot take the call now: loading, out of memory, busy; messages name
 //   host:port; the next call reconnects), kRejected (BoundPolicy::kFail at
-//   the bound), kNotFound (the channel was deleted; the next call of that
-//   handle makes it again), kInvalidArgument (names, settings,
-//   authentication, permissions), kInternal (an unexpected reply). After a
-//   kUnavailable append, the messages after *done may or may not be in the
-//   topic; the message says so.
+//   the bound), kNotFound (the channel was deleted: the next call of that
+//   handle makes it again; or the topic does not exist and
+//   create_if_missing is false), kClosed (append to a closed topic; a read
+//   once the channel has everything), kAlreadyExists (create),
+//   kInvalidArgument (names, settings, authentication, permissions),
+//   kInternal (an unexpected reply). After a kUnavailable append, the
+//   messages after *done may or may not be in the topic (in_doubt()); the
+//   message says so.
 #pragma once
 
 #include <chrono>
@@ -93,6 +96,11 @@ struct StreamTopicOptions {
   std::chrono::milliseconds visibility_timeout{30000};
   // Deliveries of one message before it is dead-lettered instead (>= 1).
   std::uint32_t max_deliveries = 5;
+  // false: append and join on a topic that does not exist (never made, or
+  // destroyed) return kNotFound instead of making it. What a handle on a
+  // topic made by create() wants, so a deleted topic is not made again
+  // behind its owner's back.
+  bool create_if_missing = true;
 };
 
 struct StreamMessage {
@@ -121,6 +129,9 @@ struct StreamTopicStats {
   std::uint64_t records_dropped = 0;
   std::uint64_t dead_letters = 0;            // entries in the dead-letter stream
   std::vector<StreamChannelStats> channels;  // by name
+  std::uint64_t bound = 0;  // recorded by create() (0: none)
+  bool closed = false;      // close() was called
+  bool exists = false;      // made (create, an append, a join) and not destroyed
 };
 
 class StreamChannel;
@@ -134,12 +145,27 @@ class StreamTopic {
   StreamTopic(StreamTopic&&) noexcept;
   StreamTopic& operator=(StreamTopic&&) noexcept;
 
+  // Makes the topic now with these channels, each of which sees every
+  // message, and records options().max_unconsumed as the topic's own bound:
+  // every append, from any handle, keeps the tighter of it and its own
+  // options' bound. Atomic. kAlreadyExists if the topic exists.
+  Status create(std::span<const std::string> channels = {});
   // Appends one message; its id. Waits at the bound (kBlock) or kRejected.
+  // kClosed once the topic is closed.
   Result<std::string> append(std::string_view payload, const Context& ctx = {});
   // Appends in order, waiting at the bound between parts (or kRejected);
   // *done (if given) is how many of the first messages are in the topic.
   Status append_batch(std::span<const std::string_view> batch, const Context& ctx = {},
                       std::size_t* done = nullptr);
+  // After a failed append or append_batch: how many messages after *done
+  // may or may not be in the topic (the connection broke after they were
+  // sent); 0 after a success.
+  std::size_t in_doubt() const noexcept { return in_doubt_; }
+  // Marks the end of the topic: appends return kClosed (those waiting at
+  // the bound too, within one wait slice); a channel's consumers get
+  // kClosed once it has acknowledged everything. Idempotent. kNotFound if
+  // the topic does not exist.
+  Status close();
   // Removes what every channel has acknowledged; how many entries.
   Result<std::uint64_t> trim();
   Result<StreamTopicStats> stats();
@@ -169,6 +195,7 @@ class StreamTopic {
   std::vector<std::string> keys_;
   std::unique_ptr<redis::Connection> conn_;
   std::uint64_t since_trim_ = 0;
+  std::size_t in_doubt_ = 0;
 };
 
 class StreamChannel {
@@ -190,7 +217,9 @@ class StreamChannel {
   Result<StreamMessage> next(const Context& ctx = {});
   // Appends 1..max messages to out, waiting for at least one: first those
   // that can be delivered again (held past the visibility timeout by a
-  // consumer, or given back with nack), then new ones.
+  // consumer, or given back with nack), then new ones. kClosed once the
+  // topic is closed and the channel has acknowledged every message (while
+  // another consumer holds some, it waits: they may come back).
   Status next_batch(std::vector<StreamMessage>& out, std::size_t max, const Context& ctx = {});
   // Acknowledges messages by id: not delivered again, and room under the
   // bound. Ids not held by the channel (already acknowledged, dropped) are
@@ -215,6 +244,9 @@ class StreamChannel {
  private:
   Status claim(std::vector<StreamMessage>& out, std::size_t max);
   Status release(std::span<const std::string> ids);
+  // OK while the channel may get more; kClosed once the topic is closed and
+  // the channel has acknowledged everything.
+  Status drained();
 
   StreamTopic topic_;
   std::string channel_;
