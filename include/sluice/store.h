@@ -1,10 +1,12 @@
 // QueueStore is a set of named, bounded, durable queues shared by processes:
 // the face the `sluice` command and C++ programs share, whatever the backend.
 // Two backends implement it and run the same tests: embedded (a directory:
-// one Topic per queue, see docs/cli.md "Store layout") and Redis (one
+// one Topic per queue, see docs/cli.md "Store layout") and Redis (a
 // pressure-protocol queue per queue, shared with the protocol's other
-// clients; docs/cli.md "Redis" lists where it differs: roles held only
-// while a call waits, one channel, kUnavailable when Redis is down).
+// clients, or a Redis Streams topic made with QueueKind::kStream;
+// docs/cli.md "Redis" lists where they differ: roles held only while a call
+// waits, readers of a channel compete rather than wait their turn, one
+// channel on a pressure queue, kUnavailable when Redis is down).
 //
 // A queue has one producer role at a time (QueueWriter) and any number of
 // named channels, each read by one consumer at a time (QueueReader). Every
@@ -51,14 +53,36 @@
 
 namespace sluice {
 
+// One channel of a queue, as stat() sees it.
+struct ChannelInfo {
+  std::string name;
+  // Messages put and not yet delivered to this channel's readers.
+  std::uint64_t lag = 0;
+  // Delivered to a reader and not acknowledged yet (Redis Streams topics;
+  // the embedded store does not know it and counts them in lag).
+  std::uint64_t pending = 0;
+  // Moved to the dead-letter stream after too many deliveries (Redis
+  // Streams topics).
+  std::uint64_t dead_lettered = 0;
+};
+
+// What a queue is made of: the backend's own (kDefault: the embedded
+// store's log topic, a pressure-protocol queue on Redis), or a Redis
+// Streams topic (kStream: named channels, each read by any number of
+// competing readers; the embedded store's queues have named channels
+// already, so it makes its own kind).
+enum class QueueKind : std::uint8_t { kDefault, kStream };
+
 struct QueueInfo {
   std::string name;
+  std::string kind;            // "log" (embedded), "pressure" or "stream" (Redis)
   std::uint64_t bound = 0;     // messages put and not acknowledged by the slowest channel
   bool closed = false;         // no more puts; readers end once drained
   std::uint64_t length = 0;    // produced - consumed: waiting for the slowest channel
   std::uint64_t produced = 0;  // messages ever put
   std::uint64_t consumed = 0;  // acknowledged by the slowest channel
   std::vector<std::string> channels;
+  std::vector<ChannelInfo> channel_info;  // the channels' state, in the same order
 };
 
 // How the embedded backend makes a put durable (Redis ignores it).
@@ -72,6 +96,9 @@ struct StoreOptions {
   // Redis: the key prefix (the pressure protocol's PRESSURE_PREFIX); empty:
   // "__pressure__". The embedded backend ignores it.
   std::string redis_prefix;
+  // Redis: the key prefix of Streams topics (StreamTopicOptions::prefix);
+  // empty: "sluice".
+  std::string redis_stream_prefix;
 };
 
 // The producer role of one queue. At most one exists per queue at a time.
@@ -126,9 +153,13 @@ class QueueStore {
                                                   const StoreOptions& options = {});
 
   // A new empty queue holding at most `bound` unacknowledged messages (0:
-  // unbounded; Redis counts the messages not yet taken by a reader).
-  // kAlreadyExists if the name is taken. Atomic: the queue exists whole or not.
-  virtual Status create(std::string_view name, std::uint64_t bound) = 0;
+  // unbounded; a Redis pressure queue counts the messages not yet taken by
+  // a reader). kAlreadyExists if the name is taken (by either kind).
+  // Atomic: the queue exists whole or not.
+  virtual Status create(std::string_view name, std::uint64_t bound, QueueKind kind) = 0;
+  Status create(std::string_view name, std::uint64_t bound) {
+    return create(name, bound, QueueKind::kDefault);
+  }
   // The producer role, waiting while another writer (or a close) holds it.
   // kClosed if the queue is closed.
   virtual Result<std::unique_ptr<QueueWriter>> writer(std::string_view name,

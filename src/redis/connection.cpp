@@ -5,6 +5,8 @@
 
 #include <cerrno>
 #include <chrono>
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -273,6 +275,35 @@ Reply Connection::eval(std::string_view script, std::span<const std::string_view
     r = call(argv, err);
   }
   return r;
+}
+
+Result<std::vector<std::string>> scan_keys(Connection& conn, std::string_view literal,
+                                           std::string_view tail) {
+  std::string pattern;
+  for (const char ch : literal) {
+    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') pattern += '\\';
+    pattern += ch;
+  }
+  pattern += tail;
+  std::vector<std::string> keys;
+  std::string cursor = "0";
+  do {
+    const std::array<std::string_view, 6> argv = {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
+    CallError err;
+    Reply r = conn.call(argv, err);
+    if (!r) return err.status;
+    if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(reply_text(r.get()));
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[1]->type != REDIS_REPLY_ARRAY) {
+      return Status(StatusCode::kInternal, "redis at " + conn.address() + ": unexpected reply to SCAN");
+    }
+    cursor = std::string(reply_text(r->element[0]));
+    const redisReply* got = r->element[1];
+    for (std::size_t i = 0; i < got->elements; ++i) keys.emplace_back(reply_text(got->element[i]));
+  } while (cursor != "0");
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  return keys;
 }
 
 }  // namespace sluice::redis

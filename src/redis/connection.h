@@ -77,6 +77,12 @@ class Connection {
   std::uint64_t round_trips_ = 0;
 };
 
+// Every key matching "<literal prefix><glob tail>" (SCAN, so the server is
+// never stalled; keys SCAN repeats are returned once), sorted. `literal` is
+// escaped for the glob; `tail` is a glob.
+Result<std::vector<std::string>> scan_keys(Connection& conn, std::string_view literal,
+                                           std::string_view tail);
+
 // The pressure script's text (src/redis/pressure.lua, embedded at build time).
 std::string_view pressure_script();
 // The Streams topic script's text (src/redis/stream.lua, likewise).

@@ -648,38 +648,17 @@ Result<std::uint64_t> PressureQueue::requeue_orphans(std::string_view tag) {
 
 Result<std::vector<std::string>> PressureQueue::list(const RedisOptions& options) {
   redis::Connection conn(options, process_id());
-  std::string pattern;  // the prefix taken literally: glob characters escaped
-  for (const char ch : options.prefix) {
-    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') pattern += '\\';
-    pattern += ch;
-  }
-  pattern += ":*:bound";
-  const std::string_view head = options.prefix;
   constexpr std::string_view kTail = ":bound";
+  auto keys = redis::scan_keys(conn, options.prefix + ":", "*:bound");
+  if (!keys.ok()) return keys.status();
+  const std::size_t head = options.prefix.size() + 1;
   std::vector<std::string> names;
-  std::string cursor = "0";
-  do {
-    const std::array<std::string_view, 6> argv = {"SCAN",  cursor,  "MATCH",
-                                                  pattern, "COUNT", "1000"};
-    CallError err;
-    Reply r = conn.call(argv, err);
-    if (!r) return err.status;
-    if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(text(r.get()));
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-        r->element[1]->type != REDIS_REPLY_ARRAY) {
-      return unexpected(r.get());
-    }
-    cursor = std::string(text(r->element[0]));
-    const redisReply* keys = r->element[1];
-    for (std::size_t i = 0; i < keys->elements; ++i) {
-      const std::string_view k = text(keys->element[i]);
-      // "P:N:bound": P may itself hold ':', so cut by length, not by search.
-      if (k.size() <= head.size() + 1 + kTail.size()) continue;
-      names.emplace_back(k.substr(head.size() + 1, k.size() - head.size() - 1 - kTail.size()));
-    }
-  } while (cursor != "0");
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());  // SCAN may repeat keys
+  for (const std::string& k : *keys) {
+    // "P:N:bound": P may itself hold ':', so cut by length, not by search.
+    if (k.size() <= head + kTail.size()) continue;
+    names.push_back(k.substr(head, k.size() - head - kTail.size()));
+  }
+  std::sort(names.begin(), names.end());  // "a.b:bound" sorts before "a:bound"
   return names;
 }
 

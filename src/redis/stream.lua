@@ -191,15 +191,18 @@ if op == 'close' then
   return 1
 end
 
--- drained CHANNEL: 1 if the topic is closed and the channel has had and
--- acknowledged every message (nothing after its last delivered entry,
--- nothing pending), else 0.
+-- drained CHANNEL CONSUMER: 1 if the topic is closed and CONSUMER has had
+-- every message of the channel: nothing after its last delivered entry,
+-- and nothing pending with another consumer (which may come back to the
+-- channel), else 0.
 if op == 'drained' then
-  local ch = ARGV[2]
+  local ch, me = ARGV[2], ARGV[3]
   if redis.call('HGET', META, 'closed') ~= '1' then return 0 end
   local p = redis.pcall('XPENDING', STREAM, ch)
   if type(p) == 'table' and p.err then return p end
-  if tonumber(p[1]) > 0 then return 0 end
+  for _, c in ipairs(p[4] or {}) do
+    if c[1] ~= me and tonumber(c[2]) > 0 then return 0 end
+  end
   local last = nil
   for _, g in ipairs(redis.call('XINFO', 'GROUPS', STREAM)) do
     if field(g, 'name') == ch then last = field(g, 'last-delivered-id') end

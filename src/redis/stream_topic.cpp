@@ -359,6 +359,26 @@ Status StreamTopic::destroy() {
   return Status::Ok();
 }
 
+Result<std::vector<std::string>> StreamTopic::list(const RedisOptions& redis,
+                                                   std::string_view prefix) {
+  redis::Connection conn(redis, consumer_name());
+  const std::string head = std::string(prefix) + ":{";
+  std::vector<std::string> names;
+  // A topic has its stream (made by an append or a channel) or its meta
+  // hash (create) or both.
+  for (const std::string_view tail : {kSuffix[kStream], kSuffix[kMeta]}) {
+    auto keys = redis::scan_keys(conn, head, "*}" + std::string(tail));
+    if (!keys.ok()) return keys.status();
+    for (const std::string& k : *keys) {
+      const std::size_t end = k.size() - tail.size() - 1;  // the closing brace
+      if (end > head.size()) names.push_back(k.substr(head.size(), end - head.size()));
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
+}
+
 // ---- StreamChannel ----
 
 StreamChannel::StreamChannel(RedisOptions redis, std::string topic, std::string channel,
@@ -474,7 +494,7 @@ Status StreamChannel::next_batch(std::vector<StreamMessage>& out, std::size_t ma
 }
 
 Status StreamChannel::drained() {
-  const std::string_view args[] = {"drained", channel_};
+  const std::string_view args[] = {"drained", channel_, consumer_};
   CallError err;
   Reply r = run(*topic_.conn_, topic_.keys_, args, err);
   if (!r || r->type != REDIS_REPLY_INTEGER) {
@@ -485,7 +505,7 @@ Status StreamChannel::drained() {
   if (r->integer == 0) return Status::Ok();
   return {StatusCode::kClosed, "topic '" + topic_.name() + "' at " + topic_.conn_->address() +
                                    " is closed and channel '" + channel_ +
-                                   "' has acknowledged every message"};
+                                   "' has had every message"};
 }
 
 Status StreamChannel::ack(std::span<const std::string> ids) {

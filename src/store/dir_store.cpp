@@ -270,7 +270,7 @@ Result<std::uint64_t> DirStore::read_bound(std::string_view name) const {
   return bound;
 }
 
-Status DirStore::create(std::string_view name, std::uint64_t bound) {
+Status DirStore::create(std::string_view name, std::uint64_t bound, QueueKind /*kind*/) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   const std::string target = queue_dir(name);
   const std::string exists = "queue '" + std::string(name) + "' already exists";
@@ -435,6 +435,7 @@ Result<QueueInfo> DirStore::stat(std::string_view name) {
   if (!bound.ok()) return bound.status();
   QueueInfo info;
   info.name = std::string(name);
+  info.kind = "log";
   info.bound = *bound;
   const std::string tdir = queue_dir(name) + "/topic";
   auto topic = Topic::open(tdir, topic_options(opt_, *bound, true));
@@ -451,7 +452,9 @@ Result<QueueInfo> DirStore::stat(std::string_view name) {
     std::ifstream in(tdir + "/channels/" + ch + ".pos", std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const log::PositionRead p = log::decode_positions(bytes);
-    consumed = std::min(consumed, p.state == log::PositionState::kValid ? p.slot.next_seq : 0);
+    const std::uint64_t at = p.state == log::PositionState::kValid ? p.slot.next_seq : 0;
+    consumed = std::min(consumed, at);
+    info.channel_info.push_back({.name = ch, .lag = info.produced - std::min(at, info.produced)});
   }
   info.consumed = consumed;
   info.length = info.produced - info.consumed;

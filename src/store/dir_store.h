@@ -21,7 +21,8 @@ class DirStore final : public QueueStore {
   static Result<std::unique_ptr<QueueStore>> open(const std::string& dir,
                                                   const StoreOptions& options);
 
-  Status create(std::string_view name, std::uint64_t bound) override;
+  using QueueStore::create;
+  Status create(std::string_view name, std::uint64_t bound, QueueKind kind) override;
   Result<std::unique_ptr<QueueWriter>> writer(std::string_view name, const Context& ctx) override;
   Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
                                               const Context& ctx) override;

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "sluice/redis/pressure_queue.h"
+#include "sluice/redis/stream_topic.h"
 
 namespace sluice::store {
 namespace {
@@ -154,7 +155,93 @@ class RedisReader final : public QueueReader {
   std::vector<std::string> taken_;  // in flight after pending_, not yet returned by get
 };
 
+// ---- Redis Streams topics (QueueKind::kStream) ----
+
+
+std::string too_large(std::size_t size) {
+  return "message too large: " + std::to_string(size) + " bytes, limit " +
+         std::to_string(kMaxMessageBytes);
+}
+
+class StreamWriter final : public QueueWriter {
+ public:
+  explicit StreamWriter(StreamTopic t) : t_(std::move(t)) {}
+
+  Status put(std::span<const std::string_view> batch, const Context& ctx,
+             std::size_t* done) override {
+    const auto big = std::find_if(batch.begin(), batch.end(),
+                                  [](std::string_view m) { return m.size() > kMaxMessageBytes; });
+    std::size_t n = 0;
+    Status s = t_.append_batch(batch.first(static_cast<std::size_t>(big - batch.begin())), ctx, &n);
+    if (done != nullptr) *done = n;
+    if (!s.ok() || big == batch.end()) return s;
+    return {StatusCode::kInvalidArgument, too_large(big->size())};
+  }
+  std::size_t in_doubt() const override { return t_.in_doubt(); }
+  Status close() override { return t_.close(); }
+  std::size_t max_message_bytes() const override { return kMaxMessageBytes; }
+
+ private:
+  StreamTopic t_;
+};
+
+// A competing consumer of one channel. What it got and did not acknowledge
+// is given back (nack) when it goes, so the channel's next read gets it at
+// once; if the process dies instead, another reader claims it after the
+// visibility timeout (StreamTopicOptions, 30 s).
+class StreamReader final : public QueueReader {
+ public:
+  explicit StreamReader(StreamChannel c) : c_(std::move(c)) {}
+  ~StreamReader() override {
+    if (!held_.empty()) (void)c_.nack(held_);  // best effort: else the timeout does it
+  }
+  StreamReader(const StreamReader&) = delete;
+  StreamReader& operator=(const StreamReader&) = delete;
+
+  Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) override {
+    got_.clear();
+    Status s = c_.next_batch(got_, std::max<std::size_t>(max, 1), ctx);
+    for (StreamMessage& m : got_) {
+      held_.push_back(std::move(m.id));
+      out.push_back(std::move(m.payload));
+    }
+    return s;
+  }
+  Status ack() override {
+    Status s = c_.ack(held_);
+    if (s.ok()) held_.clear();  // on failure the next ack sends them again: harmless
+    return s;
+  }
+
+ private:
+  StreamChannel c_;
+  std::vector<StreamMessage> got_;
+  std::vector<std::string> held_;  // ids got and not acknowledged
+};
+
 }  // namespace
+
+// Store handles never make a topic (a deleted one must stay deleted) and
+// take the bound create() recorded.
+StreamTopicOptions RedisStore::stream_options() const {
+  StreamTopicOptions o;
+  o.prefix = stream_prefix_;
+  o.create_if_missing = false;
+  return o;
+}
+
+// Which kind the queue `name` is: one round trip for a pressure queue, two
+// for a Streams topic; kNotFound if neither.
+Result<RedisStore::Kind> RedisStore::find(std::string_view name) {
+  auto p = PressureQueue(opt_, std::string(name)).stats();
+  if (p.ok()) return Kind::kPressure;
+  if (p.status().code() != StatusCode::kNotFound) return p.status();
+  auto st = StreamTopic(opt_, std::string(name), stream_options()).stats();
+  if (!st.ok()) return st.status();
+  if (st->exists) return Kind::kStream;
+  return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "' at " +
+                                           opt_.host + ":" + std::to_string(opt_.port));
+}
 
 Result<std::unique_ptr<QueueStore>> RedisStore::open(std::string_view url,
                                                      const StoreOptions& options) {
@@ -168,23 +255,43 @@ Result<std::unique_ptr<QueueStore>> RedisStore::open(std::string_view url,
   if (!options.redis_prefix.empty()) base.prefix = options.redis_prefix;
   auto o = RedisOptions::from_url(url, base);
   if (!o.ok()) return o.status();
-  return std::unique_ptr<QueueStore>(new RedisStore(std::move(*o)));
+  return std::unique_ptr<QueueStore>(new RedisStore(
+      std::move(*o), options.redis_stream_prefix.empty() ? "sluice" : options.redis_stream_prefix));
 }
 
-Status RedisStore::create(std::string_view name, std::uint64_t bound) {
+Status RedisStore::create(std::string_view name, std::uint64_t bound, QueueKind kind) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
-  return PressureQueue(opt_, std::string(name)).create(bound);
+  // The name is taken by a queue of the other kind too.
+  auto other = find(name);
+  if (other.ok()) {
+    return {StatusCode::kAlreadyExists, "queue '" + std::string(name) + "' already exists (a " +
+                                            (*other == Kind::kStream ? "Streams topic" : "pressure queue") + ")"};
+  }
+  if (other.status().code() != StatusCode::kNotFound) return other.status();
+  if (kind == QueueKind::kDefault) return PressureQueue(opt_, std::string(name)).create(bound);
+  StreamTopicOptions o = stream_options();
+  o.max_unconsumed = bound;
+  const std::string channels[] = {std::string(kDefaultChannel)};
+  return StreamTopic(opt_, std::string(name), o).create(channels);
 }
 
 Result<std::unique_ptr<QueueWriter>> RedisStore::writer(std::string_view name, const Context& ctx) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
+  auto kind = find(name);
+  if (!kind.ok()) return kind.status();
+  const Status closed(StatusCode::kClosed, "queue '" + std::string(name) + "' is closed");
+  if (*kind == Kind::kStream) {
+    StreamTopic t(opt_, std::string(name), stream_options());
+    auto st = t.stats();
+    if (!st.ok()) return st.status();
+    if (st->closed) return closed;
+    return std::unique_ptr<QueueWriter>(new StreamWriter(std::move(t)));
+  }
   PressureQueue q(opt_, std::string(name));
   auto st = existing(q);
   if (!st.ok()) return st.status();
-  if (st->closed) {
-    return Status(StatusCode::kClosed, "queue '" + std::string(name) + "' is closed");
-  }
+  if (st->closed) return closed;
   return std::unique_ptr<QueueWriter>(new RedisWriter(std::move(q)));
 }
 
@@ -193,13 +300,20 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
                                                         const Context& ctx) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
+  auto kind = find(name);
+  if (!kind.ok()) return kind.status();
+  if (*kind == Kind::kStream) {
+    StreamChannel c(opt_, std::string(name), std::string(channel), stream_options());
+    if (Status s = c.join(); !s.ok()) return s;
+    return std::unique_ptr<QueueReader>(new StreamReader(std::move(c)));
+  }
   if (channel != kDefaultChannel) {
     return Status(StatusCode::kInvalidArgument,
-                  "channel '" + std::string(channel) +
-                      "': a Redis queue has one channel, 'default' (named channels are "
-                      "embedded-store only)");
+                  "channel '" + std::string(channel) + "': queue '" + std::string(name) +
+                      "' is a pressure queue, which has one channel, 'default'; for named "
+                      "channels make it a Redis Streams topic (sluice create --stream)");
   }
-  if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
   PressureQueue q(opt_, std::string(name));
   auto st = existing(q);
   if (!st.ok()) return st.status();
@@ -216,6 +330,9 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
 
 Status RedisStore::close(std::string_view name, const Context& ctx) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
+  auto kind = find(name);
+  if (!kind.ok()) return kind.status();
+  if (*kind == Kind::kStream) return StreamTopic(opt_, std::string(name), stream_options()).close();
   Status s = PressureQueue(opt_, std::string(name)).close(ctx);
   if (s.code() == StatusCode::kClosed) return Status::Ok();  // idempotent
   if (s.code() == StatusCode::kDeadlineExceeded) {
@@ -228,6 +345,12 @@ Status RedisStore::close(std::string_view name, const Context& ctx) {
 
 Status RedisStore::remove(std::string_view name) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
+  auto kind = find(name);
+  if (!kind.ok()) return kind.status();
+  if (*kind == Kind::kStream) {
+    // Handles still open get kNotFound next (they never make it again).
+    return StreamTopic(opt_, std::string(name), stream_options()).destroy();
+  }
   auto r = PressureQueue(opt_, std::string(name)).destroy(with_timeout(kRemoveWait));
   if (r.code() == StatusCode::kDeadlineExceeded) {
     return {StatusCode::kInUse, "queue '" + std::string(name) +
@@ -240,6 +363,11 @@ Status RedisStore::remove(std::string_view name) {
 Result<std::vector<std::string>> RedisStore::list() {
   auto names = PressureQueue::list(opt_);
   if (!names.ok()) return names.status();
+  auto topics = StreamTopic::list(opt_, stream_prefix_);
+  if (!topics.ok()) return topics.status();
+  names->insert(names->end(), topics->begin(), topics->end());
+  std::sort(names->begin(), names->end());
+  names->erase(std::unique(names->begin(), names->end()), names->end());
   // The protocol's other clients may use names the store cannot address.
   std::erase_if(*names, [](const std::string& n) { return !validate_queue_name(n).ok(); });
   return names;
@@ -249,15 +377,48 @@ Result<QueueInfo> RedisStore::stat(std::string_view name) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   PressureQueue q(opt_, std::string(name));
   auto st = q.stats();
+  if (st.status().code() == StatusCode::kNotFound) return stream_stat(name);
   if (!st.ok()) return st.status();
   QueueInfo info;
   info.name = std::string(name);
+  info.kind = "pressure";
   info.bound = st->bound;
   info.closed = st->closed;
   info.length = st->length + st->in_flight;  // produced - consumed
   info.produced = st->produced_messages;
   info.consumed = st->consumed_messages;
   info.channels = {std::string(kDefaultChannel)};
+  info.channel_info = {{.name = std::string(kDefaultChannel),
+                        .lag = st->length,
+                        .pending = st->in_flight,
+                        .dead_lettered = 0}};
+  return info;
+}
+
+Result<QueueInfo> RedisStore::stream_stat(std::string_view name) {
+  auto st = StreamTopic(opt_, std::string(name), stream_options()).stats();
+  if (!st.ok()) return st.status();
+  if (!st->exists) {
+    return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "' at " + opt_.host +
+                                             ":" + std::to_string(opt_.port));
+  }
+  QueueInfo info;
+  info.name = std::string(name);
+  info.kind = "stream";
+  info.bound = st->bound;
+  info.closed = st->closed;
+  info.produced = st->appended;
+  std::uint64_t behind = 0;
+  for (const StreamChannelStats& c : st->channels) {
+    behind = std::max(behind, c.unacknowledged);
+    info.channels.push_back(c.name);
+    info.channel_info.push_back({.name = c.name,
+                                 .lag = c.unacknowledged - std::min(c.pending, c.unacknowledged),
+                                 .pending = c.pending,
+                                 .dead_lettered = c.dead_lettered});
+  }
+  info.length = behind;
+  info.consumed = info.produced - std::min(behind, info.produced);
   return info;
 }
 

@@ -24,6 +24,7 @@
 #include <string>
 
 #include "sluice/redis/redis_options.h"
+#include "sluice/redis/stream_topic.h"
 #include "sluice/store.h"
 
 namespace sluice::store {
@@ -34,7 +35,8 @@ class RedisStore final : public QueueStore {
   static Result<std::unique_ptr<QueueStore>> open(std::string_view url,
                                                   const StoreOptions& options);
 
-  Status create(std::string_view name, std::uint64_t bound) override;
+  using QueueStore::create;
+  Status create(std::string_view name, std::uint64_t bound, QueueKind kind) override;
   Result<std::unique_ptr<QueueWriter>> writer(std::string_view name, const Context& ctx) override;
   Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
                                               const Context& ctx) override;
@@ -44,8 +46,14 @@ class RedisStore final : public QueueStore {
   Result<QueueInfo> stat(std::string_view name) override;
 
  private:
-  explicit RedisStore(RedisOptions options) : opt_(std::move(options)) {}
+  enum class Kind : std::uint8_t { kPressure, kStream };
+  RedisStore(RedisOptions options, std::string stream_prefix)
+      : opt_(std::move(options)), stream_prefix_(std::move(stream_prefix)) {}
+  StreamTopicOptions stream_options() const;
+  Result<Kind> find(std::string_view name);
+  Result<QueueInfo> stream_stat(std::string_view name);
   RedisOptions opt_;
+  std::string stream_prefix_;
 };
 
 }  // namespace sluice::store

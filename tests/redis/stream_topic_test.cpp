@@ -551,6 +551,9 @@ TEST_F(StreamTopicTest, CreateMakesChannelsAndRecordsTheBoundForEveryHandle) {
   EXPECT_TRUE(st->exists);
   EXPECT_EQ(st->bound, 2U);
   EXPECT_EQ(*maker.channels(), (std::vector<std::string>{"a", "b"}));
+  ASSERT_TRUE(StreamTopic(server_.options(), "t.2").append("x").ok());  // made by an append
+  EXPECT_EQ(*StreamTopic::list(server_.options()), (std::vector<std::string>{"t", "t.2"}));
+  EXPECT_TRUE(StreamTopic::list(server_.options(), "other")->empty());
 
   StreamTopicOptions loose;
   loose.max_unconsumed = 100;

@@ -28,7 +28,8 @@ struct Backend {
   // Writers and readers hold their role for their lifetime (embedded); on
   // Redis only while a call waits (the pressure protocol's roles).
   bool exclusive_roles = true;
-  bool named_channels = true;  // embedded only
+  bool named_channels = true;  // embedded, and Redis Streams topics
+  QueueKind kind = QueueKind::kDefault;  // what create() makes
 };
 
 constexpr const char* kNoExclusiveRoles =
@@ -45,6 +46,9 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
     store_ = std::move(*s);
   }
 
+  Status create(std::string_view q, std::uint64_t bound) {
+    return store_->create(q, bound, GetParam().kind);
+  }
   std::unique_ptr<QueueWriter> writer(std::string_view q, const Context& ctx = {}) {
     auto w = store_->writer(q, ctx);
     EXPECT_TRUE(w.ok()) << w.status();
@@ -82,8 +86,8 @@ class StoreTest : public ::testing::TestWithParam<Backend> {
 };
 
 TEST_P(StoreTest, CreateListStatRemove) {
-  ASSERT_EQ(store_->create("b", 10), StatusCode::kOk);
-  ASSERT_EQ(store_->create("a", 20), StatusCode::kOk);
+  ASSERT_EQ(create("b", 10), StatusCode::kOk);
+  ASSERT_EQ(create("a", 20), StatusCode::kOk);
   auto names = store_->list();
   ASSERT_TRUE(names.ok()) << names.status();
   EXPECT_EQ(*names, (std::vector<std::string>{"a", "b"}));
@@ -91,6 +95,9 @@ TEST_P(StoreTest, CreateListStatRemove) {
   auto info = store_->stat("a");
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->name, "a");
+  EXPECT_EQ(info->kind, GetParam().kind == QueueKind::kStream ? "stream"
+                        : GetParam().name == "redis"          ? "pressure"
+                                                              : "log");
   EXPECT_EQ(info->bound, 20U);
   EXPECT_FALSE(info->closed);
   EXPECT_EQ(info->length, 0U);
@@ -107,8 +114,8 @@ TEST_P(StoreTest, CreateListStatRemove) {
 }
 
 TEST_P(StoreTest, CreateOfAnExistingNameIsAlreadyExists) {
-  ASSERT_EQ(store_->create("q", 10), StatusCode::kOk);
-  Status s = store_->create("q", 5);
+  ASSERT_EQ(create("q", 10), StatusCode::kOk);
+  Status s = create("q", 5);
   EXPECT_EQ(s, StatusCode::kAlreadyExists) << s;
   EXPECT_NE(s.message().find("'q'"), std::string_view::npos) << s;
   auto info = store_->stat("q");
@@ -119,7 +126,7 @@ TEST_P(StoreTest, CreateOfAnExistingNameIsAlreadyExists) {
 TEST_P(StoreTest, BadNamesAreInvalidArgument) {
   for (const std::string& bad : std::vector<std::string>{"", ".", "..", "a/b", "../x", "sp ace",
                                                          "tab\t", "é", std::string(201, 'x')}) {
-    Status s = store_->create(bad, 10);
+    Status s = create(bad, 10);
     EXPECT_EQ(s, StatusCode::kInvalidArgument) << "'" << bad << "': " << s;
     EXPECT_FALSE(s.message().empty());
     EXPECT_EQ(store_->stat(bad).code(), StatusCode::kInvalidArgument) << bad;
@@ -127,14 +134,14 @@ TEST_P(StoreTest, BadNamesAreInvalidArgument) {
   }
   for (const std::string& good :
        std::vector<std::string>{"a", "A.b-c_9", "..x", std::string(200, 'y')}) {
-    EXPECT_EQ(store_->create(good, 1), StatusCode::kOk) << good;
+    EXPECT_EQ(create(good, 1), StatusCode::kOk) << good;
   }
-  ASSERT_EQ(store_->create("q", 1), StatusCode::kOk);
+  ASSERT_EQ(create("q", 1), StatusCode::kOk);
   EXPECT_EQ(store_->reader("q", "a/b", {}).code(), StatusCode::kInvalidArgument);
 }
 
 TEST_P(StoreTest, BoundZeroIsUnbounded) {
-  ASSERT_EQ(store_->create("q", 0), StatusCode::kOk);
+  ASSERT_EQ(create("q", 0), StatusCode::kOk);
   auto info = store_->stat("q");
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->bound, 0U);
@@ -154,7 +161,7 @@ TEST_P(StoreTest, UnknownQueueIsNotFound) {
 }
 
 TEST_P(StoreTest, PutGetAckInOrder) {
-  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
   auto w = writer("q");
   std::size_t done = 0;
   ASSERT_EQ(put(*w, seq(0, 10), &done), StatusCode::kOk);
@@ -176,7 +183,7 @@ TEST_P(StoreTest, PutGetAckInOrder) {
 }
 
 TEST_P(StoreTest, UnacknowledgedMessagesAreDeliveredAgainAfterAReopen) {
-  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
   auto w = writer("q");
   ASSERT_EQ(put(*w, seq(0, 6)), StatusCode::kOk);
   {
@@ -195,10 +202,10 @@ TEST_P(StoreTest, UnacknowledgedMessagesAreDeliveredAgainAfterAReopen) {
 
 TEST_P(StoreTest, EveryChannelGetsEveryMessage) {
   if (!GetParam().named_channels) {
-    GTEST_SKIP() << "named channels are embedded-only: a Redis queue has one channel, 'default' "
-                    "(Redis Streams topics are issue 16)";
+    GTEST_SKIP() << "a Redis pressure queue has one channel, 'default' (named channels: "
+                    "QueueKind::kStream)";
   }
-  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
   auto w = writer("q");
   ASSERT_EQ(put(*w, seq(0, 3)), StatusCode::kOk);
   auto a = reader("q");
@@ -209,7 +216,7 @@ TEST_P(StoreTest, EveryChannelGetsEveryMessage) {
 
 TEST_P(StoreTest, ASecondReaderOfAChannelFailsFastOrWaitsItsTurn) {
   if (!GetParam().exclusive_roles) GTEST_SKIP() << kNoExclusiveRoles;
-  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
   auto first = reader("q");
   auto fast = store_->reader("q", kDefaultChannel, with_timeout(0s));
   EXPECT_EQ(fast.code(), StatusCode::kInUse) << fast.status();
@@ -223,7 +230,7 @@ TEST_P(StoreTest, ASecondReaderOfAChannelFailsFastOrWaitsItsTurn) {
 }
 
 TEST_P(StoreTest, TheBoundBlocksAWriterUntilAReaderAcknowledges) {
-  ASSERT_EQ(store_->create("q", 3), StatusCode::kOk);
+  ASSERT_EQ(create("q", 3), StatusCode::kOk);
   auto w = writer("q");
   ASSERT_EQ(put(*w, seq(0, 3)), StatusCode::kOk);
   // Full: a put waits, and gives up at its deadline with nothing enqueued.
@@ -246,7 +253,7 @@ TEST_P(StoreTest, TheBoundBlocksAWriterUntilAReaderAcknowledges) {
 }
 
 TEST_P(StoreTest, APutLargerThanTheBoundGoesInPieces) {
-  ASSERT_EQ(store_->create("q", 4), StatusCode::kOk);
+  ASSERT_EQ(create("q", 4), StatusCode::kOk);
   auto w = writer("q");
   auto consumer = std::async(std::launch::async, [&] {
     auto r = store_->reader("q", kDefaultChannel, with_timeout(30s));
@@ -266,7 +273,7 @@ TEST_P(StoreTest, APutLargerThanTheBoundGoesInPieces) {
 // Either way nothing is put into a queue nobody can reach: the embedded store
 // refuses the delete, Redis deletes and the writer hears of it.
 TEST_P(StoreTest, DeletingAQueueInUseNeverSwallowsLaterPuts) {
-  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
   if (!GetParam().exclusive_roles) {
     auto w = writer("q");
     ASSERT_EQ(put(*w, {"gone"}), StatusCode::kOk);
@@ -297,7 +304,7 @@ TEST_P(StoreTest, DeletingAQueueInUseNeverSwallowsLaterPuts) {
 
 TEST_P(StoreTest, ASecondWriterFailsFastOrWaitsItsTurn) {
   if (!GetParam().exclusive_roles) GTEST_SKIP() << kNoExclusiveRoles;
-  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
   auto first = writer("q");
   auto fast = store_->writer("q", with_timeout(0s));
   EXPECT_EQ(fast.code(), StatusCode::kInUse) << fast.status();
@@ -321,7 +328,7 @@ TEST_P(StoreTest, ASecondWriterFailsFastOrWaitsItsTurn) {
 }
 
 TEST_P(StoreTest, AMessageOverTheLimitStopsThePutAfterThoseBeforeIt) {
-  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
   auto w = writer("q");
   const std::vector<std::string> msgs{"a", "b", std::string(w->max_message_bytes() + 1, 'x'), "c"};
   std::size_t done = 0;
@@ -335,7 +342,7 @@ TEST_P(StoreTest, AMessageOverTheLimitStopsThePutAfterThoseBeforeIt) {
 }
 
 TEST_P(StoreTest, CloseLetsReadersDrainThenEnds) {
-  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
   {
     auto w = writer("q");
     ASSERT_EQ(put(*w, seq(0, 3)), StatusCode::kOk);
@@ -358,7 +365,7 @@ TEST_P(StoreTest, CloseLetsReadersDrainThenEnds) {
 }
 
 TEST_P(StoreTest, CloseFromElsewhereWakesAWaitingReaderAndWaitsForTheWriter) {
-  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
   auto w = writer("q");
   ASSERT_EQ(put(*w, seq(0, 1)), StatusCode::kOk);
   auto r = reader("q");
@@ -382,7 +389,7 @@ TEST_P(StoreTest, CloseFromElsewhereWakesAWaitingReaderAndWaitsForTheWriter) {
 }
 
 TEST_P(StoreTest, DataSurvivesReopeningTheStore) {
-  ASSERT_EQ(store_->create("q", 100), StatusCode::kOk);
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
   ASSERT_EQ(put(*writer("q"), seq(0, 3)), StatusCode::kOk);
   store_.reset();
   auto s = GetParam().open("reopen");  // same test: the same store
@@ -438,11 +445,14 @@ Result<std::unique_ptr<QueueStore>> open_redis(const std::string& why) {
   if (why != "reopen") g_prefix = "store_test" + std::to_string(++g_tests);
   StoreOptions o;
   o.redis_prefix = g_prefix;
+  o.redis_stream_prefix = g_prefix;
   return QueueStore::open(url(), o);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, StoreTest,
-                         ::testing::Values(Backend{"redis", open_redis, false, false}),
+                         ::testing::Values(Backend{"redis", open_redis, false, false},
+                                           Backend{"redis_stream", open_redis, false, true,
+                                                   QueueKind::kStream}),
                          [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
 
 TEST(RedisStoreTest, NamedChannelsAreInvalidArgumentSayingWhy) {
@@ -451,7 +461,77 @@ TEST(RedisStoreTest, NamedChannelsAreInvalidArgumentSayingWhy) {
   ASSERT_EQ((*s)->create("q", 10), StatusCode::kOk);
   auto r = (*s)->reader("q", "audit", {});
   EXPECT_EQ(r.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("embedded"), std::string_view::npos) << r.status();
+  EXPECT_NE(r.status().message().find("sluice create --stream"), std::string_view::npos)
+      << r.status();
+}
+
+// A name is one queue, of one kind: both kinds are listed, and creating
+// either kind under a name the other has is kAlreadyExists.
+TEST(RedisStoreTest, PressureQueuesAndStreamsTopicsShareOneNamespace) {
+  auto s = open_redis("kinds");
+  ASSERT_TRUE(s.ok()) << s.status();
+  QueueStore& store = **s;
+  ASSERT_EQ(store.create("p", 10), StatusCode::kOk);
+  ASSERT_EQ(store.create("t", 10, QueueKind::kStream), StatusCode::kOk);
+  Status clash = store.create("p", 10, QueueKind::kStream);
+  EXPECT_EQ(clash, StatusCode::kAlreadyExists) << clash;
+  EXPECT_NE(clash.message().find("pressure queue"), std::string_view::npos) << clash;
+  clash = store.create("t", 10);
+  EXPECT_EQ(clash, StatusCode::kAlreadyExists) << clash;
+  EXPECT_NE(clash.message().find("Streams topic"), std::string_view::npos) << clash;
+  EXPECT_EQ(*store.list(), (std::vector<std::string>{"p", "t"}));
+  EXPECT_EQ(store.stat("p")->kind, "pressure");
+  EXPECT_EQ(store.stat("t")->kind, "stream");
+  ASSERT_EQ(store.remove("t"), StatusCode::kOk);
+  EXPECT_EQ(*store.list(), (std::vector<std::string>{"p"}));
+}
+
+// Readers of one channel of a Streams topic compete: each message goes to
+// one of them; stat shows each channel's lag (not yet delivered) and
+// pending (delivered, not acknowledged); what a reader got and did not
+// acknowledge goes to the channel's next read when the reader goes.
+TEST(RedisStoreTest, StreamsTopicReadersCompeteAndStatShowsLagAndPending) {
+  auto s = open_redis("stream-share");
+  ASSERT_TRUE(s.ok()) << s.status();
+  QueueStore& store = **s;
+  ASSERT_EQ(store.create("q", 100, QueueKind::kStream), StatusCode::kOk);
+  auto w = store.writer("q", {});
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::vector<std::string_view> views{"a", "b", "c", "d", "e"};
+  ASSERT_EQ((*w)->put(views, {}), StatusCode::kOk);
+  auto audit = store.reader("q", "audit", {});  // a channel made now: sees all five
+  auto r1 = store.reader("q", kDefaultChannel, {});
+  auto r2 = store.reader("q", kDefaultChannel, {});
+  ASSERT_TRUE(audit.ok() && r1.ok() && r2.ok());
+  std::vector<std::string> got1;
+  std::vector<std::string> got2;
+  ASSERT_EQ((*r1)->get(got1, 2, with_timeout(10s)), StatusCode::kOk);
+  ASSERT_EQ((*r2)->get(got2, 2, with_timeout(10s)), StatusCode::kOk);
+  EXPECT_EQ(got1, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(got2, (std::vector<std::string>{"c", "d"}));
+  ASSERT_EQ((*r2)->ack(), StatusCode::kOk);
+
+  auto info = store.stat("q");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->channels, (std::vector<std::string>{"audit", "default"}));
+  ASSERT_EQ(info->channel_info.size(), 2U);
+  EXPECT_EQ(info->channel_info[0].name, "audit");
+  EXPECT_EQ(info->channel_info[0].lag, 5U);
+  EXPECT_EQ(info->channel_info[0].pending, 0U);
+  EXPECT_EQ(info->channel_info[1].name, "default");
+  EXPECT_EQ(info->channel_info[1].lag, 1U);      // "e"
+  EXPECT_EQ(info->channel_info[1].pending, 2U);  // r1's "a", "b"
+  EXPECT_EQ(info->length, 5U);                   // the slowest channel: audit
+  EXPECT_EQ(info->consumed, 0U);
+
+  r1->reset();  // gives "a" and "b" back
+  auto r3 = store.reader("q", kDefaultChannel, {});
+  ASSERT_TRUE(r3.ok());
+  std::vector<std::string> got3;
+  while (got3.size() < 3) {
+    ASSERT_EQ((*r3)->get(got3, 3, with_timeout(10s)), StatusCode::kOk);
+  }
+  EXPECT_EQ(got3, (std::vector<std::string>{"a", "b", "e"}));
 }
 
 TEST(RedisStoreTest, ReadersOfOneQueueShareItsMessages) {

@@ -163,7 +163,7 @@ class StreamTopic {
   std::size_t in_doubt() const noexcept { return in_doubt_; }
   // Marks the end of the topic: appends return kClosed (those waiting at
   // the bound too, within one wait slice); a channel's consumers get
-  // kClosed once it has acknowledged everything. Idempotent. kNotFound if
+  // kClosed once they have had everything. Idempotent. kNotFound if
   // the topic does not exist.
   Status close();
   // Removes what every channel has acknowledged; how many entries.
@@ -180,6 +180,11 @@ class StreamTopic {
   Status delete_channel(std::string_view name);
   // Deletes the topic's keys (stream, channels, counters, dead letters).
   Status destroy();
+
+  // The names of the topics under `prefix` on that server, sorted (SCAN:
+  // the server is not stalled).
+  static Result<std::vector<std::string>> list(const RedisOptions& redis,
+                                               std::string_view prefix = "sluice");
 
   const std::string& name() const noexcept { return name_; }
   const StreamTopicOptions& options() const noexcept { return opt_; }
@@ -218,8 +223,8 @@ class StreamChannel {
   // Appends 1..max messages to out, waiting for at least one: first those
   // that can be delivered again (held past the visibility timeout by a
   // consumer, or given back with nack), then new ones. kClosed once the
-  // topic is closed and the channel has acknowledged every message (while
-  // another consumer holds some, it waits: they may come back).
+  // topic is closed and this consumer has had every message of the channel
+  // (while another consumer holds some, it waits: they may come back).
   Status next_batch(std::vector<StreamMessage>& out, std::size_t max, const Context& ctx = {});
   // Acknowledges messages by id: not delivered again, and room under the
   // bound. Ids not held by the channel (already acknowledged, dropped) are
@@ -244,8 +249,8 @@ class StreamChannel {
  private:
   Status claim(std::vector<StreamMessage>& out, std::size_t max);
   Status release(std::span<const std::string> ids);
-  // OK while the channel may get more; kClosed once the topic is closed and
-  // the channel has acknowledged everything.
+  // OK while this consumer may get more; kClosed once the topic is closed
+  // and it has had everything.
   Status drained();
 
   StreamTopic topic_;
