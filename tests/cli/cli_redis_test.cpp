@@ -76,7 +76,8 @@ TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out,
             "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-            "channels=default\n");
+            "channels=default\nkind=pressure\nchannel.default.lag=2\n"
+            "channel.default.pending=0\nchannel.default.dead_lettered=0\n");
   EXPECT_NE(run({"stat", "other"}).out.find("\nbound=0\n"), std::string::npos);
   r = run({"ls"});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -96,7 +97,53 @@ TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
   EXPECT_EQ(run({"stat", "jobs"}).rc, 3);
   r = run({"get", "other", "--channel", "audit", "--count", "1"});
   EXPECT_EQ(r.rc, 2) << r.err;
-  EXPECT_NE(r.err.find("embedded"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sluice create --stream"), std::string::npos) << r.err;
+}
+
+// A Redis Streams topic (create --stream) from the shell: named channels
+// each get every message, stat shows each channel's lag and pending, ls -l
+// tells the kinds apart, close ends every channel's get once drained, and
+// a pressure queue asked for a named channel says how to get one.
+TEST_F(CliRedisTest, AStreamsTopicHasNamedChannelsLagAndPending) {
+  ASSERT_EQ(run({"create", "events", "--bound", "100", "--stream"}).rc, 0);
+  ASSERT_EQ(run({"create", "jobs"}).rc, 0);
+  Outcome r = run({"put", "events"}, lines(0, 5));
+  ASSERT_EQ(r.rc, 0) << r.err;
+  r = run({"get", "events", "--channel", "audit", "--count", "5"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, lines(0, 5));
+  r = run({"get", "events", "--count", "3"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, lines(0, 3));
+  r = run({"stat", "events"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "name=events\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
+            "channels=audit,default\nkind=stream\nchannel.audit.lag=0\n"
+            "channel.audit.pending=0\nchannel.audit.dead_lettered=0\n"
+            "channel.default.lag=2\nchannel.default.pending=0\n"
+            "channel.default.dead_lettered=0\n");
+  r = run({"ls", "-l"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "events\tstream\taudit,default\njobs\tpressure\tdefault\n");
+
+  ASSERT_EQ(run({"close", "events"}).rc, 0);
+  r = run({"put", "events"}, "late\n");
+  EXPECT_EQ(r.rc, 5) << r.err;  // closed
+  r = run({"get", "events"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, lines(3, 5));
+  r = run({"get", "events", "--channel", "audit"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+
+  r = run({"get", "jobs", "--channel", "audit"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("sluice create --stream"), std::string::npos) << r.err;
+  r = run({"create", "events", "--stream"});
+  EXPECT_EQ(r.rc, 4) << r.err;
+  ASSERT_EQ(run({"delete", "events"}).rc, 0);
+  EXPECT_EQ(run({"stat", "events"}).rc, 3);
 }
 
 TEST_F(CliRedisTest, ADeadRedisExitsTenWithOneLineNamingIt) {
@@ -243,7 +290,8 @@ TEST_F(CliRedisTest, InterleavesWithThePressureProtocolsReferenceClient) {
   r = run({"stat", "q"});
   EXPECT_EQ(r.out,
             "name=q\nbound=50\nclosed=false\nlength=0\nproduced=5\nconsumed=5\n"
-            "channels=default\n");
+            "channels=default\nkind=pressure\nchannel.default.lag=0\n"
+            "channel.default.pending=0\nchannel.default.dead_lettered=0\n");
   // A queue the reference client made is a sluice queue; its close ends a get.
   testutil::ReferenceClient ref2(server_.port(), "theirs");
   ref2.create(0);

@@ -158,12 +158,14 @@ TEST_F(CliTest, CreatePutGetStat) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out,
             "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-            "channels=default\n");
+            "channels=default\nkind=log\nchannel.default.lag=2\nchannel.default.pending=0\n"
+            "channel.default.dead_lettered=0\n");
   r = run({"stat", "jobs", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out,
             "{\"name\":\"jobs\",\"bound\":100,\"closed\":false,\"length\":2,\"produced\":5,"
-            "\"consumed\":3,\"channels\":[\"default\"]}\n");
+            "\"consumed\":3,\"channels\":[\"default\"],\"kind\":\"log\",\"channel_info\":[{"
+            "\"name\":\"default\",\"lag\":2,\"pending\":0,\"dead_lettered\":0}]}\n");
   r = run({"get", "jobs", "--count", "2"});
   EXPECT_EQ(r.out, lines(3, 5));
 }

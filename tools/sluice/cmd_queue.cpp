@@ -11,7 +11,19 @@ struct QueueArgs {
   std::uint64_t bound = 1000;
   bool json = false;
   bool no_wait = false;
+  bool stream = false;
+  bool long_list = false;
 };
+
+// "a,b" (text) or "\"a\",\"b\"" (JSON): names need no escaping.
+std::string joined(const std::vector<std::string>& names, bool json) {
+  std::string out;
+  for (const std::string& n : names) {
+    if (!out.empty()) out += ',';
+    out += json ? "\"" + n + "\"" : n;
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -25,10 +37,15 @@ void add_queue_commands(CLI::App& app, Globals& g) {
                    "most messages put and not yet acknowledged; put waits beyond it; 0: unbounded")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  create->add_flag("--stream", a->stream,
+                   "Redis: a Redis Streams topic (named channels, any number of competing "
+                   "readers per channel) instead of a pressure-protocol queue; the embedded "
+                   "store's queues have named channels already (it ignores the flag)");
   create->callback([&g, a] {
     auto store = open_store(g, "create", &g.rc);
     if (!store) return;
-    if (Status s = store->create(a->name, a->bound); !s.ok()) {
+    const QueueKind kind = a->stream ? QueueKind::kStream : QueueKind::kDefault;
+    if (Status s = store->create(a->name, a->bound, kind); !s.ok()) {
       g.rc = fail("create", queue_label(a->name), s);
     }
   });
@@ -55,7 +72,9 @@ void add_queue_commands(CLI::App& app, Globals& g) {
   });
 
   auto* ls = app.add_subcommand("ls", "list the queues, one name per line");
-  ls->callback([&g] {
+  ls->add_flag("-l,--long", a->long_list,
+               "name, kind (log, pressure, stream) and channels, tab-separated");
+  ls->callback([&g, a] {
     auto store = open_store(g, "ls", &g.rc);
     if (!store) return;
     auto names = store->list();
@@ -63,11 +82,26 @@ void add_queue_commands(CLI::App& app, Globals& g) {
       g.rc = fail("ls", "store " + store_label(g), names.status());
       return;
     }
-    for (const std::string& n : *names) std::cout << n << "\n";
+    for (const std::string& n : *names) {
+      if (!a->long_list) {
+        std::cout << n << "\n";
+        continue;
+      }
+      auto info = store->stat(n);
+      if (info.status().code() == StatusCode::kNotFound) continue;  // deleted meanwhile
+      if (!info.ok()) {
+        g.rc = fail("ls", queue_label(n), info.status());
+        return;
+      }
+      std::cout << n << '\t' << info->kind << '\t' << joined(info->channels, false) << "\n";
+    }
   });
 
   auto* stat = app.add_subcommand(
-      "stat", "print a queue's state: name, bound, closed, length, produced, consumed, channels");
+      "stat",
+      "print a queue's state: name, bound, closed, length, produced, consumed, channels, kind, "
+      "and each channel's lag (not yet delivered), pending (delivered, not acknowledged) and "
+      "dead letters");
   stat->add_option("NAME", a->name, "queue name")->required();
   stat->add_flag("--json", a->json, "one JSON object instead of key=value lines");
   stat->callback([&g, a] {
@@ -78,24 +112,32 @@ void add_queue_commands(CLI::App& app, Globals& g) {
       g.rc = fail("stat", queue_label(a->name), info.status());
       return;
     }
-    std::string channels;
-    for (const std::string& c : info->channels) {
-      if (a->json) {
-        channels += (channels.empty() ? "\"" : ",\"") + c + "\"";  // names need no escaping
-      } else {
-        channels += (channels.empty() ? "" : ",") + c;
-      }
-    }
+    const std::string channels = joined(info->channels, a->json);
     const char* closed = info->closed ? "true" : "false";
     if (a->json) {
       std::cout << "{\"name\":\"" << info->name << "\",\"bound\":" << info->bound
                 << ",\"closed\":" << closed << ",\"length\":" << info->length
                 << ",\"produced\":" << info->produced << ",\"consumed\":" << info->consumed
-                << ",\"channels\":[" << channels << "]}\n";
+                << ",\"channels\":[" << channels << "],\"kind\":\"" << info->kind
+                << "\",\"channel_info\":[";
+      for (std::size_t i = 0; i < info->channel_info.size(); ++i) {
+        const ChannelInfo& c = info->channel_info[i];
+        std::cout << (i == 0 ? "" : ",") << "{\"name\":\"" << c.name << "\",\"lag\":" << c.lag
+                  << ",\"pending\":" << c.pending << ",\"dead_lettered\":" << c.dead_lettered
+                  << "}";
+      }
+      std::cout << "]}\n";
     } else {
       std::cout << "name=" << info->name << "\nbound=" << info->bound << "\nclosed=" << closed
                 << "\nlength=" << info->length << "\nproduced=" << info->produced
-                << "\nconsumed=" << info->consumed << "\nchannels=" << channels << "\n";
+                << "\nconsumed=" << info->consumed << "\nchannels=" << channels
+                << "\nkind=" << info->kind << "\n";
+      for (const ChannelInfo& c : info->channel_info) {
+        const std::string k = "channel." + c.name + ".";
+        std::cout << k << "lag=" << c.lag << "\n"
+                  << k << "pending=" << c.pending << "\n"
+                  << k << "dead_lettered=" << c.dead_lettered << "\n";
+      }
     }
   });
 }
