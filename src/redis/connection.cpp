@@ -3,12 +3,13 @@
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
 
-#include <cerrno>
-#include <chrono>
 #include <algorithm>
 #include <array>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 namespace sluice::redis {
@@ -207,13 +208,86 @@ Status Connection::error_reply(std::string_view text) const {
   return {StatusCode::kInternal, "redis error at " + address() + ": " + std::string(text)};
 }
 
-Reply Connection::call(std::span<const std::string_view> argv, CallError& err) {
-  err = {};
-  if (Status s = ensure(); !s.ok()) {
-    err.status = std::move(s);
-    return nullptr;
+namespace {
+
+// "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>": the node.
+bool redirect_target(std::string_view text, std::string& host, int& port) {
+  const auto last = text.rfind(' ');
+  const auto colon = text.rfind(':');
+  if (last == std::string_view::npos || colon == std::string_view::npos || colon < last) {
+    return false;
   }
-  return roundtrip(argv, err);
+  const std::string_view p = text.substr(colon + 1);
+  port = 0;
+  for (const char c : p) {
+    if (c < '0' || c > '9') return false;
+    port = port * 10 + (c - '0');
+  }
+  host = std::string(text.substr(last + 1, colon - last - 1));
+  if (host.empty()) return false;  // Redis says ":port" when it does not know its own address
+  return !p.empty() && port > 0 && port < 65536;
+}
+
+}  // namespace
+
+Reply Connection::call(std::span<const std::string_view> argv, CallError& err) {
+  // Redis Cluster, while a slot migrates: a command on several keys of it,
+  // some of which are not there (yet), gets TRYAGAIN and did not run. A
+  // resharding moves a slot in milliseconds: retry with a short backoff for
+  // up to io_timeout before giving the caller the error.
+  std::chrono::steady_clock::time_point give_up{};
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    Reply r = call_redirected(argv, err);
+    if (!r || r->type != REDIS_REPLY_ERROR || !reply_text(r.get()).starts_with("TRYAGAIN")) {
+      return r;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (give_up == std::chrono::steady_clock::time_point{}) give_up = now + options_.io_timeout;
+    if (now + pause > give_up) return r;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+Reply Connection::call_redirected(std::span<const std::string_view> argv, CallError& err) {
+  // Redis Cluster: a node that does not serve the key's slot answers MOVED
+  // (the slot lives elsewhere now: follow it for good) or ASK (the slot is
+  // migrating: ask the target this once, after ASKING). Neither ran the
+  // command. Every key of one call shares a hash tag, so one node serves it.
+  constexpr int kMaxRedirects = 5;
+  for (int hop = 0;; ++hop) {
+    err = {};
+    if (Status s = ensure(); !s.ok()) {
+      err.status = std::move(s);
+      return nullptr;
+    }
+    Reply r = roundtrip(argv, err);
+    if (!r || r->type != REDIS_REPLY_ERROR || hop == kMaxRedirects) return r;
+    const std::string_view t = reply_text(r.get());
+    const bool moved = t.starts_with("MOVED ");
+    if (!moved && !t.starts_with("ASK ")) return r;
+    std::string host;
+    int port = 0;
+    if (!redirect_target(t, host, port)) return r;
+    if (moved) {
+      drop();
+      options_.host = std::move(host);
+      options_.port = port;
+      ++redirects_;
+      continue;
+    }
+    RedisOptions there = options_;
+    there.host = std::move(host);
+    there.port = port;
+    Connection target(std::move(there), name_);
+    const std::string_view asking[] = {"ASKING"};
+    Reply ok = target.call(asking, err);
+    Reply answer = ok ? target.roundtrip(argv, err) : std::move(ok);
+    ++redirects_;
+    round_trips_ += target.round_trips_;
+    return answer;
+  }
 }
 
 Reply Connection::eval_script(std::span<const std::string_view> keys,
@@ -277,15 +351,10 @@ Reply Connection::eval(std::string_view script, std::span<const std::string_view
   return r;
 }
 
-Result<std::vector<std::string>> scan_keys(Connection& conn, std::string_view literal,
-                                           std::string_view tail) {
-  std::string pattern;
-  for (const char ch : literal) {
-    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') pattern += '\\';
-    pattern += ch;
-  }
-  pattern += tail;
-  std::vector<std::string> keys;
+namespace {
+
+// SCAN of one node, appending the keys.
+Status scan_node(Connection& conn, const std::string& pattern, std::vector<std::string>& keys) {
   std::string cursor = "0";
   do {
     const std::array<std::string_view, 6> argv = {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
@@ -295,12 +364,56 @@ Result<std::vector<std::string>> scan_keys(Connection& conn, std::string_view li
     if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(reply_text(r.get()));
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
         r->element[1]->type != REDIS_REPLY_ARRAY) {
-      return Status(StatusCode::kInternal, "redis at " + conn.address() + ": unexpected reply to SCAN");
+      return {StatusCode::kInternal, "redis at " + conn.address() + ": unexpected reply to SCAN"};
     }
     cursor = std::string(reply_text(r->element[0]));
     const redisReply* got = r->element[1];
     for (std::size_t i = 0; i < got->elements; ++i) keys.emplace_back(reply_text(got->element[i]));
   } while (cursor != "0");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> scan_keys(Connection& conn, std::string_view literal,
+                                           std::string_view tail) {
+  std::string pattern;
+  for (const char ch : literal) {
+    if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') pattern += '\\';
+    pattern += ch;
+  }
+  pattern += tail;
+  // On Redis Cluster each primary has its own keys: scan them all.
+  std::vector<std::pair<std::string, int>> primaries;
+  const std::string_view slots[] = {"CLUSTER", "SLOTS"};
+  CallError err;
+  Reply r = conn.call(slots, err);
+  if (!r) return err.status;
+  if (r->type == REDIS_REPLY_ARRAY) {  // else an error: not a cluster
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply* range = r->element[i];
+      if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) continue;
+      const redisReply* node = range->element[2];
+      if (node->type != REDIS_REPLY_ARRAY || node->elements < 2) continue;
+      std::pair<std::string, int> p{std::string(reply_text(node->element[0])),
+                                    static_cast<int>(node->element[1]->integer)};
+      if (p.first.empty()) p.first = conn.options().host;
+      if (std::find(primaries.begin(), primaries.end(), p) == primaries.end()) {
+        primaries.push_back(std::move(p));
+      }
+    }
+  }
+  std::vector<std::string> keys;
+  if (primaries.empty()) {
+    if (Status s = scan_node(conn, pattern, keys); !s.ok()) return s;
+  }
+  for (const auto& [host, port] : primaries) {
+    RedisOptions o = conn.options();
+    o.host = host;
+    o.port = port;
+    Connection node(std::move(o), "sluice-scan");
+    if (Status s = scan_node(node, pattern, keys); !s.ok()) return s;
+  }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
   return keys;

@@ -40,7 +40,11 @@ class Connection {
   Connection& operator=(const Connection&) = delete;
 
   // Runs one command and returns its reply (which may be a Redis error reply).
-  // On failure the connection is dropped; the next call reconnects.
+  // On failure the connection is dropped; the next call reconnects. On Redis
+  // Cluster it follows MOVED (reconnecting to the slot's node for good) and
+  // ASK (this command only): every key of one command must share a slot.
+  // TRYAGAIN (a multi-key command while its slot migrates) is retried with
+  // a short backoff for up to io_timeout.
   Reply call(std::span<const std::string_view> argv, CallError& err);
   // Runs the pressure script: EVALSHA, falling back to EVAL on NOSCRIPT.
   Reply eval_script(std::span<const std::string_view> keys, std::span<const std::string_view> args,
@@ -59,11 +63,15 @@ class Connection {
 
   const RedisOptions& options() const noexcept { return options_; }
   std::uint64_t round_trips() const noexcept { return round_trips_; }
+  // Redis Cluster redirections followed (MOVED, ASK) by call() and eval().
+  std::uint64_t redirects() const noexcept { return redirects_; }
 
  private:
   Status ensure();
   void drop() noexcept;
   Reply roundtrip(std::span<const std::string_view> argv, CallError& err);
+  // call() without its TRYAGAIN retries.
+  Reply call_redirected(std::span<const std::string_view> argv, CallError& err);
   // Why a read or write failed; `err_no` is errno right after it.
   std::string io_failure(const std::string& doing, int err_no) const;
 
@@ -75,6 +83,7 @@ class Connection {
   std::vector<const char*> argv_;
   std::vector<std::size_t> lens_;
   std::uint64_t round_trips_ = 0;
+  std::uint64_t redirects_ = 0;
 };
 
 // Every key matching "<literal prefix><glob tail>" (SCAN, so the server is

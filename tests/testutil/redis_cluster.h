@@ -1,0 +1,121 @@
+// RedisCluster: a real Redis Cluster of N primaries (no replicas) on free
+// loopback ports, made as an operator would: redis-server --cluster-enabled
+// yes on each, then `redis-cli --cluster create`. Stopped with the test.
+// Also moves one slot between nodes the way `redis-cli --cluster reshard`
+// does (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE), in steps, so a
+// test can act while the slot is migrating.
+#pragma once
+
+#include <fcntl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "testutil/redis_server.h"
+#include "testutil/wait_for.h"
+
+namespace sluice::testutil {
+
+class RedisCluster {
+ public:
+  explicit RedisCluster(int primaries = 3) {
+    for (int i = 0; i < primaries; ++i) {
+      nodes_.push_back(std::make_unique<RedisServer>(
+          false, std::vector<std::string>{"cluster-enabled yes", "cluster-config-file nodes.conf",
+                                          "cluster-node-timeout 5000"}));
+    }
+    std::vector<std::string> args = {"redis-cli", "--cluster", "create"};
+    for (const auto& n : nodes_) args.push_back("127.0.0.1:" + std::to_string(n->port()));
+    args.insert(args.end(), {"--cluster-replicas", "0", "--cluster-yes"});
+    if (run(args) != 0) throw std::runtime_error("redis-cli --cluster create failed");
+    // Every node agrees the cluster is up (an external process's state, polled).
+    for (const auto& n : nodes_) {
+      const bool up = eventually(
+          [&] {
+            RawRedis c(n->port());
+            auto r = c.cmd({"CLUSTER", "INFO"});
+            return r->type == REDIS_REPLY_STRING &&
+                   std::string_view(r->str, r->len).find("cluster_state:ok") !=
+                       std::string_view::npos;
+          },
+          std::chrono::seconds(30));
+      if (!up) throw std::runtime_error("the cluster did not come up");
+    }
+  }
+
+  std::size_t size() const { return nodes_.size(); }
+  int port(std::size_t i) const { return nodes_[i]->port(); }
+  // Options that reach the cluster through its first node.
+  RedisOptions options() const { return nodes_[0]->options(); }
+
+  // The node serving `key` (an index), asked of the node itself.
+  std::size_t node_of(const std::string& key) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      RawRedis c(port(i));
+      auto r = c.cmd({"EXISTS", key});
+      if (r->type == REDIS_REPLY_INTEGER) return i;  // not MOVED: it serves the slot
+    }
+    throw std::runtime_error("no node serves " + key);
+  }
+  long long slot_of(const std::string& key) { return RawRedis(port(0)).integer({"CLUSTER", "KEYSLOT", key}); }
+  std::string id(std::size_t i) {
+    auto r = RawRedis(port(i)).cmd({"CLUSTER", "MYID"});
+    return {r->str, r->len};
+  }
+
+  // Resharding one slot from node `from` to node `to`, in two steps:
+  // begin_move marks it migrating/importing and moves its keys (from then
+  // on `from` answers ASK for them); end_move gives the slot to `to` on
+  // every node (from then on MOVED).
+  void begin_move(long long slot, std::size_t from, std::size_t to) {
+    const std::string s = std::to_string(slot);
+    RawRedis dst(port(to));
+    RawRedis src(port(from));
+    check(dst.cmd({"CLUSTER", "SETSLOT", s, "IMPORTING", id(from)}));
+    check(src.cmd({"CLUSTER", "SETSLOT", s, "MIGRATING", id(to)}));
+    for (;;) {
+      auto keys = src.cmd({"CLUSTER", "GETKEYSINSLOT", s, "100"});
+      if (keys->elements == 0) break;
+      std::vector<std::string> argv = {"MIGRATE", "127.0.0.1", std::to_string(port(to)), "", "0",
+                                       "5000",    "KEYS"};
+      for (std::size_t i = 0; i < keys->elements; ++i) {
+        argv.emplace_back(keys->element[i]->str, keys->element[i]->len);
+      }
+      check(src.cmd(argv));
+    }
+  }
+  void end_move(long long slot, std::size_t to) {
+    const std::string owner = id(to);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      check(RawRedis(port(i)).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", owner}));
+    }
+  }
+
+ private:
+  static void check(const RawReply& r) {
+    if (r->type == REDIS_REPLY_ERROR) {
+      throw std::runtime_error("cluster command failed: " + std::string(r->str, r->len));
+    }
+  }
+  // Runs a command to its end, its output discarded; its exit status.
+  static int run(std::vector<std::string> args) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    const int rc = posix_spawnp(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) return -1;
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
+};
+
+}  // namespace sluice::testutil
