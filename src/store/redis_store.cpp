@@ -155,6 +155,12 @@ class RedisReader final : public QueueReader {
   std::vector<std::string> taken_;  // in flight after pending_, not yet returned by get
 };
 
+// A pressure-protocol script on Redis Cluster: the protocol's keys share no
+// hash tag, so a cluster refuses them. Such a server has no pressure queues.
+bool cross_slot(const Status& s) {
+  return s.message().find("CROSSSLOT") != std::string_view::npos;
+}
+
 // ---- Redis Streams topics (QueueKind::kStream) ----
 
 
@@ -235,7 +241,7 @@ StreamTopicOptions RedisStore::stream_options() const {
 Result<RedisStore::Kind> RedisStore::find(std::string_view name) {
   auto p = PressureQueue(opt_, std::string(name)).stats();
   if (p.ok()) return Kind::kPressure;
-  if (p.status().code() != StatusCode::kNotFound) return p.status();
+  if (p.status().code() != StatusCode::kNotFound && !cross_slot(p.status())) return p.status();
   auto st = StreamTopic(opt_, std::string(name), stream_options()).stats();
   if (!st.ok()) return st.status();
   if (st->exists) return Kind::kStream;
@@ -268,7 +274,15 @@ Status RedisStore::create(std::string_view name, std::uint64_t bound, QueueKind 
                                             (*other == Kind::kStream ? "Streams topic" : "pressure queue") + ")"};
   }
   if (other.status().code() != StatusCode::kNotFound) return other.status();
-  if (kind == QueueKind::kDefault) return PressureQueue(opt_, std::string(name)).create(bound);
+  if (kind == QueueKind::kDefault) {
+    Status s = PressureQueue(opt_, std::string(name)).create(bound);
+    if (!cross_slot(s)) return s;
+    return {StatusCode::kInvalidArgument,
+            "redis at " + opt_.host + ":" + std::to_string(opt_.port) +
+                " is a Redis Cluster, which cannot hold pressure-protocol queues (their keys "
+                "share no hash tag); make a Redis Streams topic instead (sluice create --stream, "
+                "QueueKind::kStream)"};
+  }
   StreamTopicOptions o = stream_options();
   o.max_unconsumed = bound;
   const std::string channels[] = {std::string(kDefaultChannel)};
@@ -377,7 +391,9 @@ Result<QueueInfo> RedisStore::stat(std::string_view name) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   PressureQueue q(opt_, std::string(name));
   auto st = q.stats();
-  if (st.status().code() == StatusCode::kNotFound) return stream_stat(name);
+  if (st.status().code() == StatusCode::kNotFound || cross_slot(st.status())) {
+    return stream_stat(name);
+  }
   if (!st.ok()) return st.status();
   QueueInfo info;
   info.name = std::string(name);

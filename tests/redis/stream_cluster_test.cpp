@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sluice/redis/stream_topic.h"
+#include "sluice/store.h"
 #include "testutil/redis_cluster.h"
 
 namespace sluice {
@@ -233,6 +234,40 @@ TEST(StreamClusterTest, ATopicReshardedInUseKeepsWorking) {
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->appended, 30U);
   EXPECT_EQ(st->channels[0].unacknowledged, 0U);
+}
+
+// The store (what `sluice --redis` uses) on the cluster: Streams topics on
+// any shard through the one node given; pressure queues, whose keys have
+// no hash tag, cannot live on a cluster and say so.
+TEST(StreamClusterTest, TheStoreReachesStreamsTopicsOnEveryShard) {
+  auto store = QueueStore::open("redis://127.0.0.1:" + std::to_string(cluster().port(0)) + "/0");
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (std::size_t node = 0; node < cluster().size(); ++node) {
+    const std::string name = name_on("store", node);
+    ASSERT_EQ((*store)->create(name, 100, QueueKind::kStream), StatusCode::kOk) << name;
+    auto w = (*store)->writer(name, {});
+    ASSERT_TRUE(w.ok()) << w.status();
+    const std::vector<std::string_view> msgs = {"x", "y"};
+    ASSERT_EQ((*w)->put(msgs, {}), StatusCode::kOk);
+    for (const char* ch : {"default", "audit"}) {
+      auto r = (*store)->reader(name, ch, {});
+      ASSERT_TRUE(r.ok()) << r.status();
+      std::vector<std::string> got;
+      while (got.size() < 2) ASSERT_EQ((*r)->get(got, 2, with_timeout(10s)), StatusCode::kOk);
+      EXPECT_EQ(got, (std::vector<std::string>{"x", "y"}));
+      ASSERT_EQ((*r)->ack(), StatusCode::kOk);
+    }
+    auto info = (*store)->stat(name);
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->kind, "stream");
+    EXPECT_EQ(info->channels, (std::vector<std::string>{"audit", "default"}));
+  }
+  auto names = (*store)->list();
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(names->size(), cluster().size());
+  Status p = (*store)->create("plain", 10);
+  EXPECT_EQ(p, StatusCode::kInvalidArgument) << p;
+  EXPECT_NE(p.message().find("--stream"), std::string_view::npos) << p;
 }
 
 }  // namespace
