@@ -9,9 +9,13 @@
 //   sluice consume + ack, batch 64, one consumer (of a pre-filled topic)
 //   sluice consume + ack with a 200 us handler per message: 1 and 4 consumers
 //     of one channel (threads, a handle each)
+//   on a 3-primary Redis Cluster (made here with redis-cli --cluster create):
+//     append, batch 1 and batch 64, one producer per topic: 4 topics spread
+//     over the 3 shards against 1 topic (handles given the first node only)
 // Targets (issue 16): append batch 64 >= 0.5x redis-benchmark -P 16; four
-// consumers >= 2.5x one consumer with the 200 us handler.
-// Usage: stream_compare [--quick] [--runs R] [--messages N]
+// consumers >= 2.5x one consumer with the 200 us handler; 4 topics on the
+// cluster >= 2x one topic.
+// Usage: stream_compare [--quick] [--runs R] [--messages N] [--no-cluster]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "sluice/redis/stream_topic.h"
+#include "testutil/redis_cluster.h"
 #include "testutil/redis_server.h"
 
 namespace {
@@ -132,12 +137,45 @@ double run_consume(const sluice::RedisOptions& o, long n, int consumers,
   return static_cast<double>(n) / secs;
 }
 
+// Appends of n messages to each topic, one producer thread per topic; the
+// total rate.
+double run_topics(const sluice::RedisOptions& o, const std::vector<std::string>& topics, long n,
+                  std::size_t batch) {
+  for (const auto& name : topics) (void)sluice::StreamTopic(o, name).destroy();
+  const std::string payload(kSize, 'x');
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (const auto& name : topics) {
+    threads.emplace_back([&, name] {
+      sluice::StreamTopic t(o, name);
+      std::vector<std::string_view> b(batch, payload);
+      for (long i = 0; i < n; i += static_cast<long>(batch)) {
+        const std::size_t k = std::min<std::size_t>(batch, static_cast<std::size_t>(n - i));
+        if (auto s = t.append_batch(std::span(b).first(k)); !s.ok()) fail("cluster append", s);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (const auto& name : topics) (void)sluice::StreamTopic(o, name).destroy();
+  return static_cast<double>(n) * static_cast<double>(topics.size()) / secs;
+}
+
+// A topic name whose keys live on cluster node `node`.
+std::string topic_on(sluice::testutil::RedisCluster& c, std::size_t node, int& next) {
+  for (;;) {
+    std::string n = "topic" + std::to_string(next++);
+    if (c.node_of("sluice:{" + n + "}:stream") == node) return n;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int runs = 5;
   long messages = 100000;
   bool quick = false;
+  bool with_cluster = true;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
@@ -147,8 +185,11 @@ int main(int argc, char** argv) {
       runs = std::atoi(argv[++i]);
     } else if (std::strcmp(argv[i], "--messages") == 0 && i + 1 < argc) {
       messages = std::atol(argv[++i]);
+    } else if (std::strcmp(argv[i], "--no-cluster") == 0) {
+      with_cluster = false;
     } else {
-      std::fprintf(stderr, "usage: %s [--quick] [--runs R] [--messages N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--runs R] [--messages N] [--no-cluster]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -169,6 +210,21 @@ int main(int argc, char** argv) {
     rate["slow4"].push_back(run_consume(o, slow, 4, microseconds(200)));
     std::fprintf(stderr, "run %d/%d done\n", r + 1, runs);
   }
+  if (with_cluster) {
+    sluice::testutil::RedisCluster cluster(3);
+    int next = 0;
+    const std::vector<std::string> one = {topic_on(cluster, 1, next)};
+    std::vector<std::string> four;
+    for (std::size_t node : {0U, 1U, 2U, 0U}) four.push_back(topic_on(cluster, node, next));
+    const sluice::RedisOptions seed = cluster.options();
+    for (int r = 0; r < runs; ++r) {
+      rate["cl1x1"].push_back(run_topics(seed, one, messages / 8, 1));
+      rate["cl4x1"].push_back(run_topics(seed, four, messages / 8, 1));
+      rate["cl1x64"].push_back(run_topics(seed, one, messages, 64));
+      rate["cl4x64"].push_back(run_topics(seed, four, messages, 64));
+      std::fprintf(stderr, "cluster run %d/%d done\n", r + 1, runs);
+    }
+  }
   const double rb1 = median(rate["rb1"]), rb16 = median(rate["rb16"]);
   const double a1 = median(rate["append1"]), a64 = median(rate["append64"]);
   const double c64 = median(rate["consume64"]);
@@ -187,10 +243,25 @@ int main(int argc, char** argv) {
       "| sluice read + ack, 200 us handler, 4 consumers of one channel | %.0f | %.2fx 1 "
       "consumer |\n",
       s4, s4 / s1);
+  const double k11 = median(rate["cl1x1"]), k41 = median(rate["cl4x1"]);
+  const double k164 = median(rate["cl1x64"]), k464 = median(rate["cl4x64"]);
+  if (with_cluster) {
+    std::printf("| cluster (3 primaries): append batch 1, 1 topic | %.0f | |\n", k11);
+    std::printf("| cluster: append batch 1, 4 topics on 3 shards | %.0f | %.2fx 1 topic |\n", k41,
+                k41 / k11);
+    std::printf("| cluster: append_batch 64, 1 topic | %.0f | |\n", k164);
+    std::printf("| cluster: append_batch 64, 4 topics on 3 shards | %.0f | %.2fx 1 topic |\n",
+                k464, k464 / k164);
+  }
   std::printf("\ntargets:\n");
   std::printf("- append batch 64 >= 0.5x redis-benchmark XADD -P 16: %.2fx %s\n", a64 / rb16,
               a64 >= 0.5 * rb16 ? "met" : "MISSED");
   std::printf("- 4 consumers >= 2.5x 1 consumer (200 us handler): %.2fx %s\n", s4 / s1,
               s4 >= 2.5 * s1 ? "met" : "MISSED");
+  if (with_cluster) {
+    std::printf("- cluster, 4 topics >= 2x 1 topic: batch 1 %.2fx %s, batch 64 %.2fx %s\n",
+                k41 / k11, k41 >= 2 * k11 ? "met" : "MISSED", k464 / k164,
+                k464 >= 2 * k164 ? "met" : "MISSED");
+  }
   return 0;
 }

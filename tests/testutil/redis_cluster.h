@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "testutil/redis_server.h"
-#include "testutil/wait_for.h"
 
 namespace sluice::testutil {
 
@@ -29,18 +28,22 @@ class RedisCluster {
     for (const auto& n : nodes_) args.push_back("127.0.0.1:" + std::to_string(n->port()));
     args.insert(args.end(), {"--cluster-replicas", "0", "--cluster-yes"});
     if (run(args) != 0) throw std::runtime_error("redis-cli --cluster create failed");
-    // Every node agrees the cluster is up (an external process's state, polled).
+    // Every node agrees the cluster is up (an external process's state,
+    // polled; no gtest here: benchmarks use this too).
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (const auto& n : nodes_) {
-      const bool up = eventually(
-          [&] {
-            RawRedis c(n->port());
-            auto r = c.cmd({"CLUSTER", "INFO"});
-            return r->type == REDIS_REPLY_STRING &&
-                   std::string_view(r->str, r->len).find("cluster_state:ok") !=
-                       std::string_view::npos;
-          },
-          std::chrono::seconds(30));
-      if (!up) throw std::runtime_error("the cluster did not come up");
+      RawRedis c(n->port());
+      for (;;) {
+        auto r = c.cmd({"CLUSTER", "INFO"});
+        if (r->type == REDIS_REPLY_STRING &&
+            std::string_view(r->str, r->len).find("cluster_state:ok") != std::string_view::npos) {
+          break;
+        }
+        if (std::chrono::steady_clock::now() > give_up) {
+          throw std::runtime_error("the cluster did not come up");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
     }
   }
 
@@ -58,7 +61,9 @@ class RedisCluster {
     }
     throw std::runtime_error("no node serves " + key);
   }
-  long long slot_of(const std::string& key) { return RawRedis(port(0)).integer({"CLUSTER", "KEYSLOT", key}); }
+  long long slot_of(const std::string& key) {
+    return RawRedis(port(0)).integer({"CLUSTER", "KEYSLOT", key});
+  }
   std::string id(std::size_t i) {
     auto r = RawRedis(port(i)).cmd({"CLUSTER", "MYID"});
     return {r->str, r->len};
