@@ -16,6 +16,8 @@
 // consumers >= 2.5x one consumer with the 200 us handler; 4 topics on the
 // cluster >= 2x one topic.
 // Usage: stream_compare [--quick] [--runs R] [--messages N] [--no-cluster]
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -25,6 +27,7 @@
 #include <map>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "sluice/redis/stream_topic.h"
@@ -137,12 +140,32 @@ double run_consume(const sluice::RedisOptions& o, long n, int consumers,
   return static_cast<double>(n) / secs;
 }
 
+// CPU seconds used so far by this process (every thread) and by the
+// redis-servers on `ports` (INFO cpu).
+double cpu_seconds(const std::vector<int>& ports) {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  double s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+             static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+  for (const int port : ports) {
+    sluice::testutil::RawRedis c(port);
+    auto r = c.cmd({"INFO", "cpu"});
+    const std::string info(r->str, r->len);
+    for (const char* key : {"used_cpu_sys:", "used_cpu_user:"}) {
+      const auto at = info.find(key);
+      if (at != std::string::npos) s += std::atof(info.c_str() + at + std::strlen(key));
+    }
+  }
+  return s;
+}
+
 // Appends of n messages to each topic, one producer thread per topic; the
-// total rate.
+// total rate. *cores: CPU used (client and servers) per second of the run.
 double run_topics(const sluice::RedisOptions& o, const std::vector<std::string>& topics, long n,
-                  std::size_t batch) {
+                  std::size_t batch, const std::vector<int>& ports, double* cores) {
   for (const auto& name : topics) (void)sluice::StreamTopic(o, name).destroy();
   const std::string payload(kSize, 'x');
+  const double cpu0 = cpu_seconds(ports);
   const auto t0 = Clock::now();
   std::vector<std::thread> threads;
   for (const auto& name : topics) {
@@ -157,6 +180,7 @@ double run_topics(const sluice::RedisOptions& o, const std::vector<std::string>&
   }
   for (auto& th : threads) th.join();
   const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  *cores = (cpu_seconds(ports) - cpu0) / secs;
   for (const auto& name : topics) (void)sluice::StreamTopic(o, name).destroy();
   return static_cast<double>(n) * static_cast<double>(topics.size()) / secs;
 }
@@ -217,11 +241,16 @@ int main(int argc, char** argv) {
     std::vector<std::string> four;
     for (std::size_t node : {0U, 1U, 2U, 0U}) four.push_back(topic_on(cluster, node, next));
     const sluice::RedisOptions seed = cluster.options();
+    std::vector<int> ports;
+    for (std::size_t i = 0; i < cluster.size(); ++i) ports.push_back(cluster.port(i));
     for (int r = 0; r < runs; ++r) {
-      rate["cl1x1"].push_back(run_topics(seed, one, messages / 8, 1));
-      rate["cl4x1"].push_back(run_topics(seed, four, messages / 8, 1));
-      rate["cl1x64"].push_back(run_topics(seed, one, messages, 64));
-      rate["cl4x64"].push_back(run_topics(seed, four, messages, 64));
+      for (const auto& [row, topics, n, batch] :
+           {std::tuple{"cl1x1", one, messages / 8, 1}, std::tuple{"cl4x1", four, messages / 8, 1},
+            std::tuple{"cl1x64", one, messages, 64}, std::tuple{"cl4x64", four, messages, 64}}) {
+        double cores = 0;
+        rate[row].push_back(run_topics(seed, topics, n, static_cast<std::size_t>(batch), ports, &cores));
+        rate[std::string(row) + "cpu"].push_back(cores);
+      }
       std::fprintf(stderr, "cluster run %d/%d done\n", r + 1, runs);
     }
   }
@@ -246,12 +275,18 @@ int main(int argc, char** argv) {
   const double k11 = median(rate["cl1x1"]), k41 = median(rate["cl4x1"]);
   const double k164 = median(rate["cl1x64"]), k464 = median(rate["cl4x64"]);
   if (with_cluster) {
-    std::printf("| cluster (3 primaries): append batch 1, 1 topic | %.0f | |\n", k11);
-    std::printf("| cluster: append batch 1, 4 topics on 3 shards | %.0f | %.2fx 1 topic |\n", k41,
-                k41 / k11);
-    std::printf("| cluster: append_batch 64, 1 topic | %.0f | |\n", k164);
-    std::printf("| cluster: append_batch 64, 4 topics on 3 shards | %.0f | %.2fx 1 topic |\n",
-                k464, k464 / k164);
+    // CPU: cores busy (this process and the three servers) during the row.
+    const auto cpu = [&](const char* row) { return median(rate[std::string(row) + "cpu"]); };
+    std::printf("| cluster (3 primaries): append batch 1, 1 topic | %.0f | %.2f cores busy |\n",
+                k11, cpu("cl1x1"));
+    std::printf(
+        "| cluster: append batch 1, 4 topics on 3 shards | %.0f | %.2fx 1 topic; %.2f cores |\n",
+        k41, k41 / k11, cpu("cl4x1"));
+    std::printf("| cluster: append_batch 64, 1 topic | %.0f | %.2f cores busy |\n", k164,
+                cpu("cl1x64"));
+    std::printf(
+        "| cluster: append_batch 64, 4 topics on 3 shards | %.0f | %.2fx 1 topic; %.2f cores |\n",
+        k464, k464 / k164, cpu("cl4x64"));
   }
   std::printf("\ntargets:\n");
   std::printf("- append batch 64 >= 0.5x redis-benchmark XADD -P 16: %.2fx %s\n", a64 / rb16,
