@@ -248,7 +248,8 @@ int main(int argc, char** argv) {
            {std::tuple{"cl1x1", one, messages / 8, 1}, std::tuple{"cl4x1", four, messages / 8, 1},
             std::tuple{"cl1x64", one, messages, 64}, std::tuple{"cl4x64", four, messages, 64}}) {
         double cores = 0;
-        rate[row].push_back(run_topics(seed, topics, n, static_cast<std::size_t>(batch), ports, &cores));
+        rate[row].push_back(
+            run_topics(seed, topics, n, static_cast<std::size_t>(batch), ports, &cores));
         rate[std::string(row) + "cpu"].push_back(cores);
       }
       std::fprintf(stderr, "cluster run %d/%d done\n", r + 1, runs);

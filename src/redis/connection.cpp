@@ -357,7 +357,8 @@ namespace {
 Status scan_node(Connection& conn, const std::string& pattern, std::vector<std::string>& keys) {
   std::string cursor = "0";
   do {
-    const std::array<std::string_view, 6> argv = {"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"};
+    const std::array<std::string_view, 6> argv = {"SCAN",  cursor,  "MATCH",
+                                                  pattern, "COUNT", "1000"};
     CallError err;
     Reply r = conn.call(argv, err);
     if (!r) return err.status;

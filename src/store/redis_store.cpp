@@ -157,12 +157,9 @@ class RedisReader final : public QueueReader {
 
 // A pressure-protocol script on Redis Cluster: the protocol's keys share no
 // hash tag, so a cluster refuses them. Such a server has no pressure queues.
-bool cross_slot(const Status& s) {
-  return s.message().find("CROSSSLOT") != std::string_view::npos;
-}
+bool cross_slot(const Status& s) { return s.message().find("CROSSSLOT") != std::string_view::npos; }
 
 // ---- Redis Streams topics (QueueKind::kStream) ----
-
 
 std::string too_large(std::size_t size) {
   return "message too large: " + std::to_string(size) + " bytes, limit " +
@@ -245,8 +242,8 @@ Result<RedisStore::Kind> RedisStore::find(std::string_view name) {
   auto st = StreamTopic(opt_, std::string(name), stream_options()).stats();
   if (!st.ok()) return st.status();
   if (st->exists) return Kind::kStream;
-  return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "' at " +
-                                           opt_.host + ":" + std::to_string(opt_.port));
+  return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "' at " + opt_.host +
+                                           ":" + std::to_string(opt_.port));
 }
 
 Result<std::unique_ptr<QueueStore>> RedisStore::open(std::string_view url,
@@ -270,8 +267,9 @@ Status RedisStore::create(std::string_view name, std::uint64_t bound, QueueKind 
   // The name is taken by a queue of the other kind too.
   auto other = find(name);
   if (other.ok()) {
-    return {StatusCode::kAlreadyExists, "queue '" + std::string(name) + "' already exists (a " +
-                                            (*other == Kind::kStream ? "Streams topic" : "pressure queue") + ")"};
+    return {StatusCode::kAlreadyExists,
+            "queue '" + std::string(name) + "' already exists (a " +
+                (*other == Kind::kStream ? "Streams topic" : "pressure queue") + ")"};
   }
   if (other.status().code() != StatusCode::kNotFound) return other.status();
   if (kind == QueueKind::kDefault) {

@@ -558,7 +558,8 @@ TEST_F(StreamTopicTest, CreateMakesChannelsAndRecordsTheBoundForEveryHandle) {
   StreamTopicOptions loose;
   loose.max_unconsumed = 100;
   loose.on_bound = BoundPolicy::kFail;
-  for (const StreamTopicOptions& other : {StreamTopicOptions{.on_bound = BoundPolicy::kFail}, loose}) {
+  for (const StreamTopicOptions& other :
+       {StreamTopicOptions{.on_bound = BoundPolicy::kFail}, loose}) {
     auto t = topic(other);
     std::size_t done = 0;
     EXPECT_EQ(append(t, numbered(0, 3), &done), StatusCode::kRejected);

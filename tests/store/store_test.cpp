@@ -28,7 +28,7 @@ struct Backend {
   // Writers and readers hold their role for their lifetime (embedded); on
   // Redis only while a call waits (the pressure protocol's roles).
   bool exclusive_roles = true;
-  bool named_channels = true;  // embedded, and Redis Streams topics
+  bool named_channels = true;            // embedded, and Redis Streams topics
   QueueKind kind = QueueKind::kDefault;  // what create() makes
 };
 

@@ -129,9 +129,9 @@ struct StreamTopicStats {
   std::uint64_t records_dropped = 0;
   std::uint64_t dead_letters = 0;            // entries in the dead-letter stream
   std::vector<StreamChannelStats> channels;  // by name
-  std::uint64_t bound = 0;  // recorded by create() (0: none)
-  bool closed = false;      // close() was called
-  bool exists = false;      // made (create, an append, a join) and not destroyed
+  std::uint64_t bound = 0;                   // recorded by create() (0: none)
+  bool closed = false;                       // close() was called
+  bool exists = false;                       // made (create, an append, a join) and not destroyed
 };
 
 class StreamChannel;
