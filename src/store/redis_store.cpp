@@ -26,8 +26,10 @@ std::string consumer_tag(std::string_view channel) {
   return "sluice." + std::string(channel) + ".";
 }
 
-// One round trip: kNotFound if the queue does not exist.
-Result<PressureStats> existing(PressureQueue& q) { return q.stats(); }
+std::string too_large(std::size_t size) {
+  return "message too large: " + std::to_string(size) + " bytes, limit " +
+         std::to_string(kMaxMessageBytes);
+}
 
 class RedisWriter final : public QueueWriter {
  public:
@@ -68,8 +70,7 @@ class RedisWriter final : public QueueWriter {
       }
     }
     if (big == batch.end()) return Status::Ok();
-    return {StatusCode::kInvalidArgument, "message too large: " + std::to_string(big->size()) +
-                                              " bytes, limit " + std::to_string(kMaxMessageBytes)};
+    return {StatusCode::kInvalidArgument, too_large(big->size())};
   }
 
   PressureQueue q_;
@@ -161,11 +162,6 @@ bool cross_slot(const Status& s) { return s.message().find("CROSSSLOT") != std::
 
 // ---- Redis Streams topics (QueueKind::kStream) ----
 
-std::string too_large(std::size_t size) {
-  return "message too large: " + std::to_string(size) + " bytes, limit " +
-         std::to_string(kMaxMessageBytes);
-}
-
 class StreamWriter final : public QueueWriter {
  public:
   explicit StreamWriter(StreamTopic t) : t_(std::move(t)) {}
@@ -233,17 +229,28 @@ StreamTopicOptions RedisStore::stream_options() const {
   return o;
 }
 
-// Which kind the queue `name` is: one round trip for a pressure queue, two
-// for a Streams topic; kNotFound if neither.
-Result<RedisStore::Kind> RedisStore::find(std::string_view name) {
-  auto p = PressureQueue(opt_, std::string(name)).stats();
-  if (p.ok()) return Kind::kPressure;
+// Which kind the queue `name` is, with its stats: one round trip for a
+// pressure queue, two for a Streams topic; kNotFound if neither.
+Result<RedisStore::Found> RedisStore::find(std::string_view name) {
+  Found f;
+  PressureQueue q(opt_, std::string(name));
+  auto p = q.stats();
+  if (p.ok()) {
+    f.kind = Kind::kPressure;
+    f.pressure = *p;
+    f.queue.emplace(std::move(q));
+    return f;
+  }
   if (p.status().code() != StatusCode::kNotFound && !cross_slot(p.status())) return p.status();
   auto st = StreamTopic(opt_, std::string(name), stream_options()).stats();
   if (!st.ok()) return st.status();
-  if (st->exists) return Kind::kStream;
-  return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "' at " + opt_.host +
-                                           ":" + std::to_string(opt_.port));
+  if (!st->exists) {
+    return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "' at " + opt_.host +
+                                             ":" + std::to_string(opt_.port));
+  }
+  f.kind = Kind::kStream;
+  f.stream = std::move(*st);
+  return f;
 }
 
 Result<std::unique_ptr<QueueStore>> RedisStore::open(std::string_view url,
@@ -269,7 +276,7 @@ Status RedisStore::create(std::string_view name, std::uint64_t bound, QueueKind 
   if (other.ok()) {
     return {StatusCode::kAlreadyExists,
             "queue '" + std::string(name) + "' already exists (a " +
-                (*other == Kind::kStream ? "Streams topic" : "pressure queue") + ")"};
+                (other->kind == Kind::kStream ? "Streams topic" : "pressure queue") + ")"};
   }
   if (other.status().code() != StatusCode::kNotFound) return other.status();
   if (kind == QueueKind::kDefault) {
@@ -290,21 +297,17 @@ Status RedisStore::create(std::string_view name, std::uint64_t bound, QueueKind 
 Result<std::unique_ptr<QueueWriter>> RedisStore::writer(std::string_view name, const Context& ctx) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
-  auto kind = find(name);
-  if (!kind.ok()) return kind.status();
-  const Status closed(StatusCode::kClosed, "queue '" + std::string(name) + "' is closed");
-  if (*kind == Kind::kStream) {
-    StreamTopic t(opt_, std::string(name), stream_options());
-    auto st = t.stats();
-    if (!st.ok()) return st.status();
-    if (st->closed) return closed;
-    return std::unique_ptr<QueueWriter>(new StreamWriter(std::move(t)));
+  auto found = find(name);
+  if (!found.ok()) return found.status();
+  const bool stream = found->kind == Kind::kStream;
+  if (stream ? found->stream.closed : found->pressure.closed) {
+    return Status(StatusCode::kClosed, "queue '" + std::string(name) + "' is closed");
   }
-  PressureQueue q(opt_, std::string(name));
-  auto st = existing(q);
-  if (!st.ok()) return st.status();
-  if (st->closed) return closed;
-  return std::unique_ptr<QueueWriter>(new RedisWriter(std::move(q)));
+  if (stream) {
+    return std::unique_ptr<QueueWriter>(
+        new StreamWriter(StreamTopic(opt_, std::string(name), stream_options())));
+  }
+  return std::unique_ptr<QueueWriter>(new RedisWriter(std::move(*found->queue)));
 }
 
 Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
@@ -313,9 +316,9 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   if (Status s = validate_queue_name(channel); !s.ok()) return s;
   if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
-  auto kind = find(name);
-  if (!kind.ok()) return kind.status();
-  if (*kind == Kind::kStream) {
+  auto found = find(name);
+  if (!found.ok()) return found.status();
+  if (found->kind == Kind::kStream) {
     StreamChannel c(opt_, std::string(name), std::string(channel), stream_options());
     if (Status s = c.join(); !s.ok()) return s;
     return std::unique_ptr<QueueReader>(new StreamReader(std::move(c)));
@@ -326,13 +329,11 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
                       "' is a pressure queue, which has one channel, 'default'; for named "
                       "channels make it a Redis Streams topic (sluice create --stream)");
   }
-  PressureQueue q(opt_, std::string(name));
-  auto st = existing(q);
-  if (!st.ok()) return st.status();
+  PressureQueue q = std::move(*found->queue);
   // A reader killed before it acknowledged left its messages in flight:
   // put them back first, in order, so this reader gets them.
   const std::string tag = consumer_tag(channel);
-  if (st->in_flight > 0) {
+  if (found->pressure.in_flight > 0) {
     if (auto n = q.requeue_orphans(tag); !n.ok()) return n.status();
   }
   static std::atomic<std::uint64_t> next{0};
@@ -342,9 +343,11 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
 
 Status RedisStore::close(std::string_view name, const Context& ctx) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
-  auto kind = find(name);
-  if (!kind.ok()) return kind.status();
-  if (*kind == Kind::kStream) return StreamTopic(opt_, std::string(name), stream_options()).close();
+  auto found = find(name);
+  if (!found.ok()) return found.status();
+  if (found->kind == Kind::kStream) {
+    return StreamTopic(opt_, std::string(name), stream_options()).close();
+  }
   Status s = PressureQueue(opt_, std::string(name)).close(ctx);
   if (s.code() == StatusCode::kClosed) return Status::Ok();  // idempotent
   if (s.code() == StatusCode::kDeadlineExceeded) {
@@ -357,9 +360,9 @@ Status RedisStore::close(std::string_view name, const Context& ctx) {
 
 Status RedisStore::remove(std::string_view name) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
-  auto kind = find(name);
-  if (!kind.ok()) return kind.status();
-  if (*kind == Kind::kStream) {
+  auto found = find(name);
+  if (!found.ok()) return found.status();
+  if (found->kind == Kind::kStream) {
     // Handles still open get kNotFound next (they never make it again).
     return StreamTopic(opt_, std::string(name), stream_options()).destroy();
   }
@@ -387,43 +390,32 @@ Result<std::vector<std::string>> RedisStore::list() {
 
 Result<QueueInfo> RedisStore::stat(std::string_view name) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
-  PressureQueue q(opt_, std::string(name));
-  auto st = q.stats();
-  if (st.status().code() == StatusCode::kNotFound || cross_slot(st.status())) {
-    return stream_stat(name);
-  }
-  if (!st.ok()) return st.status();
+  auto found = find(name);
+  if (!found.ok()) return found.status();
   QueueInfo info;
   info.name = std::string(name);
-  info.kind = "pressure";
-  info.bound = st->bound;
-  info.closed = st->closed;
-  info.length = st->length + st->in_flight;  // produced - consumed
-  info.produced = st->produced_messages;
-  info.consumed = st->consumed_messages;
-  info.channels = {std::string(kDefaultChannel)};
-  info.channel_info = {{.name = std::string(kDefaultChannel),
-                        .lag = st->length,
-                        .pending = st->in_flight,
-                        .dead_lettered = 0}};
-  return info;
-}
-
-Result<QueueInfo> RedisStore::stream_stat(std::string_view name) {
-  auto st = StreamTopic(opt_, std::string(name), stream_options()).stats();
-  if (!st.ok()) return st.status();
-  if (!st->exists) {
-    return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "' at " + opt_.host +
-                                             ":" + std::to_string(opt_.port));
+  if (found->kind == Kind::kPressure) {
+    const PressureStats& st = found->pressure;
+    info.kind = "pressure";
+    info.bound = st.bound;
+    info.closed = st.closed;
+    info.length = st.length + st.in_flight;  // produced - consumed
+    info.produced = st.produced_messages;
+    info.consumed = st.consumed_messages;
+    info.channels = {std::string(kDefaultChannel)};
+    info.channel_info = {{.name = std::string(kDefaultChannel),
+                          .lag = st.length,
+                          .pending = st.in_flight,
+                          .dead_lettered = 0}};
+    return info;
   }
-  QueueInfo info;
-  info.name = std::string(name);
+  const StreamTopicStats& st = found->stream;
   info.kind = "stream";
-  info.bound = st->bound;
-  info.closed = st->closed;
-  info.produced = st->appended;
+  info.bound = st.bound;
+  info.closed = st.closed;
+  info.produced = st.appended;
   std::uint64_t behind = 0;
-  for (const StreamChannelStats& c : st->channels) {
+  for (const StreamChannelStats& c : st.channels) {
     behind = std::max(behind, c.unacknowledged);
     info.channels.push_back(c.name);
     info.channel_info.push_back({.name = c.name,

@@ -21,8 +21,10 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "sluice/redis/pressure_queue.h"
 #include "sluice/redis/redis_options.h"
 #include "sluice/redis/stream_topic.h"
 #include "sluice/store.h"
@@ -50,8 +52,15 @@ class RedisStore final : public QueueStore {
   RedisStore(RedisOptions options, std::string stream_prefix)
       : opt_(std::move(options)), stream_prefix_(std::move(stream_prefix)) {}
   StreamTopicOptions stream_options() const;
-  Result<Kind> find(std::string_view name);
-  Result<QueueInfo> stream_stat(std::string_view name);
+  struct Found {
+    Kind kind = Kind::kPressure;
+    PressureStats pressure;  // kPressure
+    // kPressure: the handle that read them, connected (a writer or reader
+    // made from it holds its connection from the start).
+    std::optional<PressureQueue> queue;
+    StreamTopicStats stream;  // kStream
+  };
+  Result<Found> find(std::string_view name);
   RedisOptions opt_;
   std::string stream_prefix_;
 };
