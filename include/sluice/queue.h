@@ -92,6 +92,7 @@ class Queue {
     } else {
       ring_ = std::make_unique<RingT>(cap_);
     }
+    ring_only_ = ring_ != nullptr && store_ == nullptr;
   }
 
   Queue(const Queue&) = delete;
@@ -101,21 +102,21 @@ class Queue {
   // policy or capacity 0) until room, close, cancellation or deadline.
   // kOk (moved in), kClosed, kCancelled, kDeadlineExceeded, kDropped,
   // kRejected, kSampledOut, or a spill store's error.
-  Status push(T&& item, const Context& ctx) { return push_one(item, &ctx); }
+  SLUICE_ALWAYS_INLINE Status push(T&& item, const Context& ctx) { return push_one(item, &ctx); }
   // The same with a context that never ends the wait. (An overload, not a
   // default argument: a Context built per call added stores that, with the
   // two sides on different cores, queued behind the ring's and halved
   // SpscQueue's throughput.)
-  Status push(T&& item) { return push_one(item, &default_ctx_); }
+  SLUICE_ALWAYS_INLINE Status push(T&& item) { return push_one(item, &default_ctx_); }
   // Never waits: kWouldBlock where push would have waited.
-  Status try_push(T&& item) { return push_one(item, nullptr); }
+  SLUICE_ALWAYS_INLINE Status try_push(T&& item) { return push_one(item, nullptr); }
 
   // Pulls the oldest item. Blocks until one arrives, or returns kClosed once
   // closed and drained, or kCancelled / kDeadlineExceeded.
-  Result<T> pull(const Context& ctx) { return pull_one(&ctx); }
-  Result<T> pull() { return pull_one(&default_ctx_); }
+  SLUICE_ALWAYS_INLINE Result<T> pull(const Context& ctx) { return pull_one(&ctx); }
+  SLUICE_ALWAYS_INLINE Result<T> pull() { return pull_one(&default_ctx_); }
   // Never waits: kWouldBlock when empty (and not closed).
-  Result<T> try_pull() { return pull_one(nullptr); }
+  SLUICE_ALWAYS_INLINE Result<T> try_pull() { return pull_one(nullptr); }
 
   // Like pull, and sets *position to the item's place in the queue's pull
   // order (0 for the first item ever pulled): consecutive, so a consumer can
@@ -269,16 +270,28 @@ class Queue {
   }
 
   // ---- push ----
-  Status push_one(T& item, const Context* ctx) {
+  // A push into a ring with room, inline in the caller; the rest out of line.
+  // With the two sides on different cores the ring's stores wait for lines
+  // the other side holds, and every store on this path (a call, a spilled
+  // register) queues behind them: SpscQueue ran at half speed with this path
+  // two calls deep.
+  SLUICE_ALWAYS_INLINE Status push_one(T& item, const Context* ctx) {
+    if (!ring_only_ || (ctx != nullptr && ctx->stop_requested())) [[unlikely]] {
+      return push_other(item, ctx);
+    }
+    std::uint64_t claimed = 0;
+    const detail::RingOp op = ring_->try_push(item, &claimed);
+    if (op != detail::RingOp::kOk) [[unlikely]]
+      return push_failed(op, item, ctx);
+    after_push(claimed, 1);
+    return StatusCode::kOk;
+  }
+  SLUICE_NOINLINE Status push_other(T& item, const Context* ctx) {
     if (ctx != nullptr && ctx->stop_requested()) return StatusCode::kCancelled;
     if (rv_) return push_rendezvous(item, ctx);
-    if (store_) return push_spill(item);
-    std::uint64_t claimed = 0;
-    detail::RingOp op = ring_->try_push(item, &claimed);
-    if (op == detail::RingOp::kOk) {
-      after_push(claimed, 1);
-      return StatusCode::kOk;
-    }
+    return push_spill(item);
+  }
+  SLUICE_NOINLINE Status push_failed(detail::RingOp op, T& item, const Context* ctx) {
     if (op == detail::RingOp::kClosed) return StatusCode::kClosed;
     return on_full(item, ctx);
   }
@@ -396,6 +409,9 @@ class Queue {
     if (mark >= cap_) return;
     const std::uint64_t pushed = ring_->count_of(claimed);
     if (pushed - popped_hint_.load(std::memory_order_relaxed) <= mark) return;
+    raise_mark(pushed, mark);
+  }
+  SLUICE_NOINLINE void raise_mark(std::uint64_t pushed, std::uint64_t mark) {
     const std::uint64_t popped = ring_->popped_count();
     popped_hint_.store(popped, std::memory_order_relaxed);
     const std::uint64_t depth = pushed > popped ? pushed - popped : 0;
@@ -470,7 +486,21 @@ class Queue {
   }
 
   // ---- pull ----
-  Result<T> pull_one(const Context* ctx, std::uint64_t* pos = nullptr) {
+  // An item from the ring, inline in the caller (as push_one); the rest,
+  // including every wait, out of line.
+  SLUICE_ALWAYS_INLINE Result<T> pull_one(const Context* ctx, std::uint64_t* pos = nullptr) {
+    if (ring_only_ && (ctx == nullptr || !ctx->stop_requested())) [[likely]] {
+      std::optional<T> out;
+      auto sink = [&out](T&& v) { out.emplace(std::move(v)); };
+      if (ring_->try_pop(sink, pos, /*streaming=*/ctx != nullptr) == detail::RingOp::kOk)
+          [[likely]] {
+        after_pull(1);
+        return std::move(*out);
+      }
+    }
+    return pull_other(ctx, pos);
+  }
+  SLUICE_NOINLINE Result<T> pull_other(const Context* ctx, std::uint64_t* pos) {
     if (ctx != nullptr && ctx->stop_requested()) return StatusCode::kCancelled;
     std::optional<T> out;
     StatusCode s = StatusCode::kOk;
@@ -566,6 +596,11 @@ class Queue {
     }
     if (n == 0)
       return op == detail::RingOp::kClosed ? StatusCode::kClosed : StatusCode::kWouldBlock;
+    after_pull(n);
+    return StatusCode::kOk;
+  }
+
+  void after_pull(std::size_t n) {
     not_full_.publish_and_notify(n);
     // Waiters that slept on a claimed-but-unpublished slot after close must
     // learn that the queue is now drained. (With one consumer, nobody else
@@ -573,7 +608,6 @@ class Queue {
     if constexpr (!RingT::kSingleConsumer) {
       if (not_empty_.has_waiters() && ring_->closed()) not_empty_.notify_all();
     }
-    return StatusCode::kOk;
   }
 
   std::uint64_t spill_size() const {
@@ -595,6 +629,7 @@ class Queue {
   const std::shared_ptr<SpillStore<T>> store_;
   std::unique_ptr<RingT> ring_;                // capacity >= 1
   std::unique_ptr<detail::Rendezvous<T>> rv_;  // capacity == 0
+  bool ring_only_ = false;                     // a ring and no spill store: the inline paths
   const Context default_ctx_{};                // never ends a wait; read-only
 
   // Each on its own line: parking writes them, and every push and pull reads

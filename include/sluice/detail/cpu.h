@@ -3,6 +3,17 @@
 
 #include <cstddef>
 
+// For the queue's hot paths: the common case inline in the caller, the rest
+// out of line (every call and spilled register there is a store; see
+// docs/design.md, "Hot path").
+#if defined(__GNUC__) || defined(__clang__)
+#define SLUICE_ALWAYS_INLINE inline __attribute__((always_inline))
+#define SLUICE_NOINLINE __attribute__((noinline))
+#else
+#define SLUICE_ALWAYS_INLINE inline
+#define SLUICE_NOINLINE
+#endif
+
 namespace sluice::detail {
 
 // Destructive-interference size; fixed rather than

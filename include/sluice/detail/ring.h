@@ -18,6 +18,7 @@
 //   destruction are destroyed.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -142,7 +143,7 @@ class Ring {
   // Moves the oldest item into sink(T&&) on kOk; *pos (if given) is set to
   // its position in pop order (0 for the first item ever popped).
   template <class Sink>
-  RingOp try_pop(Sink&& sink, std::uint64_t* pos = nullptr) {
+  RingOp try_pop(Sink&& sink, std::uint64_t* pos = nullptr, bool /*streaming*/ = false) {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     for (;;) {
       const std::uint64_t index = head & (mark_ - 1);
@@ -362,7 +363,7 @@ class SpscRing {
   std::size_t capacity() const noexcept { return cap_; }
 
   // Moves `item` in on kOk only. On success *claimed is the tail after the push.
-  RingOp try_push(T& item, std::uint64_t* claimed) noexcept {
+  SLUICE_ALWAYS_INLINE RingOp try_push(T& item, std::uint64_t* claimed) noexcept {
     const std::uint64_t tail = tail_.load(std::memory_order_relaxed);  // only we write it
     const std::uint64_t attempt = tail + failed_;                      // this attempt's number
     if (!enter_push(attempt)) return RingOp::kClosed;
@@ -408,13 +409,17 @@ class SpscRing {
   }
 
   // Moves the oldest item into sink(T&&) on kOk; *pos (if given) is set to
-  // its position in pop order.
+  // its position in pop order. `streaming`: a blocking pop that has not
+  // waited yet, which may let a busy producer get ahead first (slip()).
   template <class Sink>
-  RingOp try_pop(Sink&& sink, std::uint64_t* pos = nullptr) {
+  SLUICE_ALWAYS_INLINE RingOp try_pop(Sink&& sink, std::uint64_t* pos = nullptr,
+                                      bool streaming = false) {
     const std::uint64_t head = head_.load(std::memory_order_relaxed);  // only we write it
     // Empty by our copy of tail_: only then read the producer's line.
-    if (head == tail_cache_ && available(head) == 0) {
-      return drained(head) ? RingOp::kClosed : RingOp::kWouldBlock;
+    if (head == tail_cache_) {
+      const std::size_t k = available(head);
+      if (k == 0) return drained(head) ? RingOp::kClosed : RingOp::kWouldBlock;
+      if (streaming && k < slip_) slip(head, k);
     }
     const std::uint64_t index = head_index_;  // in a register: the sink's stores may alias
     T* p = cell(index);
@@ -507,6 +512,30 @@ class SpscRing {
     head_cache_ = head_.load(std::memory_order_acquire);
     return cap_ - static_cast<std::size_t>(tail - head_cache_);
   }
+  // Temporal slipping (FastForward, Giacomoni et al., PPoPP 2008). A
+  // consumer that keeps catching up with a busy producer reads each line of
+  // items while the producer is still writing it, and reads tail_ every few
+  // items: the two cores then pass the same lines back and forth for every
+  // item. SpscQueue fell into that state in about half the runs on a 2-vCPU
+  // VM and then ran 3x slower (and 0.5x boost's spsc_queue). So a blocking
+  // pop that finds only k < slip_ items ready lets the producer get slip_
+  // items ahead first: it looks again after gaps that double (4 pauses,
+  // ~80 ns here, up to 64), at most kSlipLooks times (~2.5 us in all), and
+  // stops at the first gap in which no item arrived. A producer that pushed
+  // a few items and stopped costs the pop one ~80 ns gap; a pop that had to
+  // wait for its item does not slip at all (try_pop's `streaming` is false
+  // then), so a request/response round trip is not slowed.
+  static constexpr int kSlipFirstGap = 4;  // pauses
+  static constexpr int kSlipLooks = 5;
+  SLUICE_NOINLINE void slip(std::uint64_t head, std::size_t k) noexcept {
+    int gap = kSlipFirstGap;
+    for (int look = 0; look < kSlipLooks; ++look, gap *= 2) {
+      for (int i = 0; i < gap; ++i) spin_pause();
+      const std::size_t now = available(head);
+      if (now == k || now >= slip_) return;
+      k = now;
+    }
+  }
   // Items ready for the pop at `head`, after refreshing our copy of tail_
   // (acquire: the items' construction happens-before we read them).
   std::size_t available(std::uint64_t head) noexcept {
@@ -529,6 +558,10 @@ class SpscRing {
 
   const std::uint64_t cap_;
   unsigned char* const cells_;  // cap_ items, back to back
+  // How far ahead slip() lets the producer get: 512 bytes of items (eight
+  // lines; four were not enough), at most half the ring.
+  const std::size_t slip_ =
+      std::min<std::size_t>(cap_ / 2, std::max<std::size_t>(1, 512 / sizeof(T)));
 
   // Four groups, each alone on its pair of lines (adjacent-line prefetchers
   // move lines in pairs): what each side publishes, and what each side
