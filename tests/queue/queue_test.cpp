@@ -522,6 +522,52 @@ TEST(SpscQueueTest, CloseDuringPushesKeepsExactlyTheAcceptedItems) {
   }
 }
 
+// A blocking pull that finds a few items ready may wait for a busy producer
+// to get further ahead (detail::SpscRing::slip). With no producer running it
+// must take what is there: this thread is the producer, so a pull that
+// waited for more items would never return.
+TEST(SpscQueueTest, APullThatFindsAFewItemsTakesThemWhenNoMoreCome) {
+  SpscQueue<std::uint64_t> q(1024);
+  for (std::uint64_t round = 0; round < 3; ++round) {
+    for (std::uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(q.push(round * 3 + i).ok());
+    for (std::uint64_t i = 0; i < 3; ++i) {
+      Result<std::uint64_t> r = q.pull();
+      ASSERT_TRUE(r.ok());
+      EXPECT_EQ(*r, round * 3 + i);
+    }
+  }
+  q.close();
+  EXPECT_EQ(q.pull().code(), StatusCode::kClosed);
+}
+
+// Bursts shorter than the slip distance with pauses between them, and a
+// close after the last one: every pull that slips ends when its burst ends,
+// and order and count hold.
+TEST(SpscQueueTest, BurstsThatEndMidSlipArriveInOrder) {
+  constexpr std::uint64_t kBursts = 2000;
+  SpscQueue<std::uint64_t> q(256);
+  std::atomic<std::uint64_t> taken{0};
+  std::jthread producer([&] {
+    std::uint64_t next = 0;
+    for (std::uint64_t b = 0; b < kBursts; ++b) {
+      const std::uint64_t len = 1 + (b * 7) % 40;  // 1..40 items, below 64
+      for (std::uint64_t i = 0; i < len; ++i) ASSERT_TRUE(q.push(next++).ok());
+      // The pause: until the consumer has taken the burst.
+      while (taken.load(std::memory_order_acquire) != next) std::this_thread::yield();
+    }
+    q.close();
+  });
+  std::uint64_t expect = 0;
+  for (std::uint64_t v : q) {
+    ASSERT_EQ(v, expect);
+    ++expect;
+    taken.store(expect, std::memory_order_release);
+  }
+  std::uint64_t total = 0;
+  for (std::uint64_t b = 0; b < kBursts; ++b) total += 1 + (b * 7) % 40;
+  EXPECT_EQ(expect, total);
+}
+
 }  // namespace
 }  // namespace sluice
 
