@@ -325,6 +325,8 @@ class Ring {
 // both sides are busy each index line stays with its writer. No RMW, no
 // fence: a push is a plain store of tail_ (release), a pop of head_. Items are
 // contiguous, so consecutive pushes fill a cache line before taking the next.
+// A consumer that keeps catching up with the producer would read each line
+// while it is being written; a blocking pop slips behind instead (slip()).
 // Close: a push attempt marks attempt_ odd on entry and even on exit (the
 // numbers only rise, so no two attempts share one) and checks closing_ in
 // between. close() sets closing_, runs heavy_fence() and waits out an attempt
@@ -336,7 +338,8 @@ class Ring {
 //   calls (a hand-off between threads needs a happens-before, e.g. a join);
 //   close(), closed() and the counts from any thread.
 // Blocking: never, except that close() waits for a push attempt already in
-//   progress (never a waiting one: pushes wait outside the ring) to finish.
+//   progress (never a waiting one: pushes wait outside the ring) to finish,
+//   and a `streaming` pop may spin up to ~2.5 us while items keep arriving.
 // Ordering: a push's item happens-before its pop (tail_ release / acquire),
 //   and a pop's move-out happens-before the slot's reuse (head_ likewise).
 //   The caller's notify check after a push or pop is WaitList's light side.
