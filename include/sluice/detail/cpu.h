@@ -5,12 +5,24 @@
 
 // For the queue's hot paths: the common case inline in the caller, the rest
 // out of line (every call and spilled register there is a store; see
-// docs/design.md, "Hot path").
-#if defined(__GNUC__) || defined(__clang__)
+// docs/design.md, "Hot path inline"). Not forced under the sanitizers, where
+// speed is not the point and forced inlining made queue_test compile a third
+// slower (at -O2 it compiles faster).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SLUICE_DETAIL_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define SLUICE_DETAIL_SANITIZED 1
+#endif
+#endif
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(SLUICE_DETAIL_SANITIZED)
 #define SLUICE_ALWAYS_INLINE inline __attribute__((always_inline))
-#define SLUICE_NOINLINE __attribute__((noinline))
 #else
 #define SLUICE_ALWAYS_INLINE inline
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define SLUICE_NOINLINE __attribute__((noinline))
+#else
 #define SLUICE_NOINLINE
 #endif
 
