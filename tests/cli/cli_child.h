@@ -1,6 +1,6 @@
-// The sluice command run as a child process (fork + exec, pipes for stdin,
-// stdout and stderr), for the end-to-end tests of the real binary. (The same
-// harness as cli_test.cpp's, plus signals and binary-safe reads.)
+// A program (usually the sluice binary) run as a child process: fork + exec,
+// pipes for stdin, stdout and stderr, an environment of the test's choosing,
+// signals, binary-safe reads. For the end-to-end tests of the real binary.
 #pragma once
 
 #include <fcntl.h>
@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,8 @@
 #ifndef SLUICE_CLI
 #error "SLUICE_CLI: the path of the sluice binary (tests/CMakeLists.txt)"
 #endif
+
+extern char** environ;  // NOLINT
 
 namespace sluice::testutil {
 
@@ -28,26 +31,39 @@ struct Outcome {
   std::string err;
 };
 
-// A running `sluice --store <dir> args...`.
-class CliChild {
+// A running `argv[0] argv[1...]`.
+class Child {
  public:
-  CliChild(const std::string& store, std::vector<std::string> args) {
+  // `env` is set over this process's environment (an empty value unsets the
+  // variable).
+  explicit Child(std::vector<std::string> argv,
+                 const std::map<std::string, std::string>& env = {}) {
     ::signal(SIGPIPE, SIG_IGN);  // a child that exits early: EPIPE, not our death
-    args.insert(args.begin(), {SLUICE_CLI, "--store", store});
+    std::vector<std::string> envs;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string kv(*e);
+      if (!env.contains(kv.substr(0, kv.find('=')))) envs.push_back(kv);
+    }
+    for (const auto& [k, v] : env) {
+      if (!v.empty()) envs.push_back(k + "=" + v);
+    }
     int in[2], po[2], pe[2];
     if (pipe2(in, O_CLOEXEC) != 0 || pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
       ADD_FAILURE() << "pipe: " << std::strerror(errno);
       return;
     }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    std::vector<char*> args;
+    for (std::string& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    std::vector<char*> envp;
+    for (std::string& e : envs) envp.push_back(e.data());
+    envp.push_back(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
       dup2(in[0], 0);
       dup2(po[1], 1);
       dup2(pe[1], 2);
-      execv(argv[0], argv.data());
+      execve(args[0], args.data(), envp.data());
       _exit(127);
     }
     close(in[0]);
@@ -57,7 +73,7 @@ class CliChild {
     out_ = po[0];
     err_ = pe[0];
   }
-  ~CliChild() {
+  ~Child() {
     if (pid_ > 0) {
       kill(pid_, SIGKILL);
       wait();
@@ -66,8 +82,8 @@ class CliChild {
       if (fd >= 0) close(fd);
     }
   }
-  CliChild(const CliChild&) = delete;
-  CliChild& operator=(const CliChild&) = delete;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
 
   // Writes all of data (a child that stops reading must exit for this to end).
   void write_stdin(const std::string& data) {
@@ -84,7 +100,15 @@ class CliChild {
     in_ = -1;
   }
   void signal(int sig) { kill(pid_, sig); }
+  void kill_now() { kill(pid_, SIGKILL); }
 
+  // Reads stdout until it holds `lines` newlines (or EOF); returns all read.
+  std::string read_lines(std::size_t lines) {
+    while (static_cast<std::size_t>(std::count(out.begin(), out.end(), '\n')) < lines) {
+      if (!read_some(out_, out)) break;
+    }
+    return out;
+  }
   // Reads stderr until it holds `needle` (or EOF); returns all read so far.
   std::string read_err_until(std::string_view needle) {
     while (err.find(needle) == std::string::npos) {
@@ -135,6 +159,20 @@ class CliChild {
 
   pid_t pid_ = -1;
   int in_ = -1, out_ = -1, err_ = -1;
+};
+
+// A running `sluice --store <dir> args...`.
+class CliChild : public Child {
+ public:
+  CliChild(const std::string& store, std::vector<std::string> args)
+      : Child(with_store(store, std::move(args))) {}
+
+ private:
+  static std::vector<std::string> with_store(const std::string& store,
+                                             std::vector<std::string> args) {
+    args.insert(args.begin(), {SLUICE_CLI, "--store", store});
+    return args;
+  }
 };
 
 // Runs `sluice --store store args...` with `input` on stdin, to the end.

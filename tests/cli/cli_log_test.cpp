@@ -1,27 +1,18 @@
 // `sluice log verify|inspect` and `sluice repair`, the real binary run as a
 // child process on stores whose files the test damages by hand.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "cli/cli_child.h"
 #include "sluice/log/topic.h"
 #include "testutil/temp_dir.h"
 #include "testutil/wait_for.h"
-
-#ifndef SLUICE_CLI
-#error "SLUICE_CLI: the path of the sluice binary (tests/CMakeLists.txt)"
-#endif
 
 namespace sluice {
 namespace {
@@ -31,100 +22,15 @@ using namespace std::chrono_literals;
 
 constexpr int kDamaged = 11;  // tools/sluice/exit_codes.h
 
-struct Outcome {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
-
-// A running `sluice args...` with pipes on its stdin, stdout and stderr.
-class Child {
- public:
-  explicit Child(std::vector<std::string> args) {
-    args.insert(args.begin(), SLUICE_CLI);
-    int in[2], out[2], err[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) {
-      ADD_FAILURE() << "pipe: " << std::strerror(errno);
-      return;
-    }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      dup2(err[1], 2);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    close(err[1]);
-    in_ = in[1];
-    out_ = out[0];
-    err_ = err[0];
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      finish();
-    }
-    for (int fd : {in_, out_, err_}) {
-      if (fd >= 0) close(fd);
-    }
-  }
-  void write_stdin(const std::string& data) {
-    std::size_t off = 0;
-    while (off < data.size()) {
-      const ssize_t n = ::write(in_, data.data() + off, data.size() - off);
-      ASSERT_GT(n, 0) << std::strerror(errno);
-      off += static_cast<std::size_t>(n);
-    }
-  }
-  void close_stdin() {
-    if (in_ >= 0) close(in_);
-    in_ = -1;
-  }
-  // Reads stdout and stderr to their end, then reaps the child.
-  Outcome finish() {
-    Outcome r;
-    pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
-    std::string* to[2] = {&r.out, &r.err};
-    int open = 2;
-    while (open > 0 && poll(fds, 2, 60000) > 0) {
-      for (int i = 0; i < 2; ++i) {
-        if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
-        char buf[4096];
-        const ssize_t n = ::read(fds[i].fd, buf, sizeof buf);
-        if (n <= 0) {
-          fds[i].fd = -1;
-          --open;
-        } else {
-          to[i]->append(buf, static_cast<std::size_t>(n));
-        }
-      }
-    }
-    int status = 0;
-    if (waitpid(pid_, &status, 0) == pid_) {
-      r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    }
-    pid_ = -1;
-    return r;
-  }
-
- private:
-  pid_t pid_ = -1;
-  int in_ = -1, out_ = -1, err_ = -1;
-};
+using testutil::CliChild;
+using testutil::Outcome;
 
 class CliLogTest : public ::testing::Test {
  protected:
   void TearDown() override { fs::remove_all(store_); }
 
   Outcome run(std::vector<std::string> args, const std::string& input = "") {
-    args.insert(args.begin(), {"--store", store_});
-    Child c(std::move(args));
+    CliChild c(store_, std::move(args));
     c.write_stdin(input);
     c.close_stdin();
     return c.finish();
@@ -261,7 +167,7 @@ TEST_F(CliLogTest, InspectDescribesSegmentsChannelsAndFindings) {
 // does not stop it; a repair waits for no one and says who holds it.
 TEST_F(CliLogTest, VerifyChangesNothingAndWorksBesideALiveWriter) {
   make_queue("q", 50);
-  Child put({"--store", store_, "put", "q"});
+  CliChild put(store_, {"put", "q"});
   put.write_stdin("live 1\nlive 2\n");
   ASSERT_TRUE(testutil::eventually([&] {
     return run({"stat", "q"}).out.find("produced=52") != std::string::npos;

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_env_child.h"
+#include "cli/cli_child.h"
 #include "redis/reference_client.h"
 #include "testutil/redis_server.h"
 #include "testutil/temp_dir.h"

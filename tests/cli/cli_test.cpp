@@ -1,138 +1,24 @@
 // The sluice command, run as a child process (fork + exec, pipes for
 // stdin/stdout/stderr): what a shell user sees, exit statuses included.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "cli/cli_child.h"
 #include "testutil/temp_dir.h"
-
-#ifndef SLUICE_CLI
-#error "SLUICE_CLI: the path of the sluice binary (tests/CMakeLists.txt)"
-#endif
 
 namespace sluice {
 namespace {
 
-struct Outcome {
-  int rc = -1;
-  std::string out;
-  std::string err;
-};
-
-// A running `sluice --store <dir> args...`.
-class Child {
- public:
-  Child(const std::string& store, std::vector<std::string> args) {
-    args.insert(args.begin(), {SLUICE_CLI, "--store", store});
-    int in[2], po[2], pe[2];
-    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
-      ADD_FAILURE() << "pipe: " << std::strerror(errno);
-      return;
-    }
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(po[1], 1);
-      dup2(pe[1], 2);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    close(in[0]);
-    close(po[1]);
-    close(pe[1]);
-    in_ = in[1];
-    out_ = po[0];
-    err_ = pe[0];
-  }
-  ~Child() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      wait();
-    }
-    for (int fd : {in_, out_, err_}) {
-      if (fd >= 0) close(fd);
-    }
-  }
-
-  void write_stdin(const std::string& data) {
-    std::size_t off = 0;
-    while (off < data.size()) {
-      const ssize_t n = ::write(in_, data.data() + off, data.size() - off);
-      ASSERT_GT(n, 0) << std::strerror(errno);
-      off += static_cast<std::size_t>(n);
-    }
-  }
-  void close_stdin() {
-    close(in_);
-    in_ = -1;
-  }
-  // Reads stdout until it holds `lines` newlines (or EOF); returns all read.
-  std::string read_lines(std::size_t lines) {
-    while (static_cast<std::size_t>(std::count(out.begin(), out.end(), '\n')) < lines) {
-      if (!read_some(out_, out)) break;
-    }
-    return out;
-  }
-  void kill_now() { kill(pid_, SIGKILL); }
-  // Reads stdout and stderr to EOF, then reaps the child.
-  Outcome finish() {
-    Outcome r;
-    pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
-    bool open_out = true, open_err = true;
-    while (open_out || open_err) {
-      if (poll(fds, 2, 60000) <= 0) break;
-      if (open_out && (fds[0].revents & (POLLIN | POLLHUP)) != 0) {
-        open_out = read_some(out_, out);
-        if (!open_out) fds[0].fd = -1;
-      }
-      if (open_err && (fds[1].revents & (POLLIN | POLLHUP)) != 0) {
-        open_err = read_some(err_, err);
-        if (!open_err) fds[1].fd = -1;
-      }
-    }
-    r.rc = wait();
-    r.out = out;
-    r.err = err;
-    return r;
-  }
-
-  std::string out, err;
-
- private:
-  static bool read_some(int fd, std::string& to) {
-    char buf[4096];
-    const ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n <= 0) return false;
-    to.append(buf, static_cast<std::size_t>(n));
-    return true;
-  }
-  int wait() {
-    int status = 0;
-    if (waitpid(pid_, &status, 0) != pid_) return -1;
-    pid_ = -1;
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    return 128 + WTERMSIG(status);
-  }
-
-  pid_t pid_ = -1;
-  int in_ = -1, out_ = -1, err_ = -1;
-};
+using testutil::CliChild;
+using testutil::Outcome;
 
 class CliTest : public ::testing::Test {
  protected:
   Outcome run(std::vector<std::string> args, const std::string& input = "") {
-    Child c(store_, std::move(args));
+    CliChild c(store_, std::move(args));
     c.write_stdin(input);
     c.close_stdin();
     return c.finish();
@@ -216,7 +102,7 @@ TEST_F(CliTest, ExitStatusesAndOneLineErrors) {
 TEST_F(CliTest, ASecondReaderOfAChannelWithNoWaitExitsInUse) {
   ASSERT_EQ(run({"create", "q"}).rc, 0);
   ASSERT_EQ(run({"put", "q"}, "a\n").rc, 0);
-  Child first(store_, {"get", "q"});
+  CliChild first(store_, {"get", "q"});
   first.read_lines(1);  // it holds the channel now
   Outcome r = run({"get", "q", "--no-wait"});
   EXPECT_EQ(r.rc, 6) << r.err;
@@ -229,7 +115,7 @@ TEST_F(CliTest, DeleteOfAQueueBeingReadExitsInUseAndKeepsIt) {
   ASSERT_EQ(run({"create", "q"}).rc, 0);
   ASSERT_EQ(run({"put", "q"}, "a\n").rc, 0);
   {
-    Child reader(store_, {"get", "q", "--count", "2"});
+    CliChild reader(store_, {"get", "q", "--count", "2"});
     reader.read_lines(1);  // it holds the channel, waiting for a second message
     Outcome r = run({"delete", "q"});
     EXPECT_EQ(r.rc, 6) << r.err;
@@ -270,7 +156,7 @@ TEST_F(CliTest, PutCloseThenGetEndsAtTheEnd) {
 TEST_F(CliTest, CloseEndsARunningGet) {
   ASSERT_EQ(run({"create", "q"}).rc, 0);
   ASSERT_EQ(run({"put", "q"}, "a\n").rc, 0);
-  Child get(store_, {"get", "q"});
+  CliChild get(store_, {"get", "q"});
   get.read_lines(1);
   ASSERT_EQ(run({"close", "q"}).rc, 0);
   Outcome r = get.finish();
@@ -303,7 +189,7 @@ TEST_F(CliTest, GetKilledMidStreamLosesNothing) {
 
   std::string first;
   {
-    Child c(store_, {"get", "q", "--batch", "7"});
+    CliChild c(store_, {"get", "q", "--batch", "7"});
     c.read_lines(kLines / 3);
     c.kill_now();
     first = c.finish().out;  // and whatever was in the pipe
