@@ -33,17 +33,6 @@
 #include "sluice/context.h"
 #include "sluice/detail/cpu.h"
 
-#if defined(__SANITIZE_THREAD__)
-#define SLUICE_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define SLUICE_TSAN 1
-#endif
-#endif
-#ifndef SLUICE_TSAN
-#define SLUICE_TSAN 0
-#endif
-
 namespace sluice::detail {
 
 // ---- Asymmetric store-load barrier ----
