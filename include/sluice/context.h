@@ -14,8 +14,11 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
+#include <ratio>
 #include <stop_token>
+#include <type_traits>
 
 #include "sluice/status.h"
 
@@ -33,7 +36,7 @@ class Context {
   // A child with the same token and the earlier of the two deadlines.
   template <class Rep, class Period>
   Context with_timeout(std::chrono::duration<Rep, Period> timeout) const {
-    return with_deadline(Clock::now() + std::chrono::ceil<Clock::duration>(timeout));
+    return with_deadline(deadline_in(timeout));
   }
   Context with_deadline(Clock::time_point deadline) const {
     return Context(token_, deadline_ && *deadline_ < deadline ? *deadline_ : deadline);
@@ -41,6 +44,29 @@ class Context {
 
   const std::stop_token& token() const noexcept { return token_; }
   const std::optional<Clock::time_point>& deadline() const noexcept { return deadline_; }
+
+  // now + timeout, saturated: a timeout too long for the clock (hours::max(),
+  // 1e300 s) is a deadline that never comes, not an overflow into the past;
+  // a negative or NaN one has already passed.
+  template <class Rep, class Period>
+  static Clock::time_point deadline_in(std::chrono::duration<Rep, Period> timeout,
+                                       Clock::time_point now = Clock::now()) noexcept {
+    const Clock::duration room = (Clock::time_point::max)() - now;
+    if constexpr (std::is_floating_point_v<Rep> || std::ratio_less_v<Period, Clock::period>) {
+      const double t = std::chrono::duration<double>(timeout).count();
+      if (!(t > 0)) return now;  // also NaN
+      // Compared in double, a second short of the end: rounding never overflows.
+      if (t >= std::chrono::duration<double>(room).count() - 1) return (Clock::time_point::max)();
+    } else {
+      if (timeout.count() <= 0) return now;
+      // In the timeout's units: the cast only divides, so it cannot overflow.
+      if (timeout >=
+          std::chrono::duration_cast<std::chrono::duration<std::intmax_t, Period>>(room)) {
+        return (Clock::time_point::max)();
+      }
+    }
+    return now + std::chrono::ceil<Clock::duration>(timeout);
+  }
 
   bool stop_requested() const noexcept { return token_.stop_requested(); }
   bool expired(Clock::time_point now = Clock::now()) const noexcept {
@@ -64,8 +90,7 @@ class Context {
 // A context that expires `timeout` from now (optionally also stoppable).
 template <class Rep, class Period>
 Context with_timeout(std::chrono::duration<Rep, Period> timeout, std::stop_token token = {}) {
-  return Context(std::move(token),
-                 Context::Clock::now() + std::chrono::ceil<Context::Clock::duration>(timeout));
+  return Context(std::move(token), Context::deadline_in(timeout));
 }
 inline Context with_deadline(Context::Clock::time_point deadline, std::stop_token token = {}) {
   return Context(std::move(token), deadline);

@@ -72,6 +72,60 @@ TEST_F(CliTest, GetTimesOutWithItsOwnStatus) {
   EXPECT_EQ(r.out, "one\n");
 }
 
+TEST_F(CliTest, TimeoutsTakeAUnitAndAPutTimesOutAtTheBound) {
+  ASSERT_EQ(run({"create", "q", "--bound", "3"}).rc, 0);
+  // The bound holds the fourth message until --timeout: exit 9, and the
+  // message says how many went in; the rest of the input did not.
+  Outcome r = run({"put", "q", "--timeout", "300ms"}, lines(0, 5));
+  EXPECT_EQ(r.rc, 9) << r.err;
+  EXPECT_NE(r.err.find("3 messages enqueued"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("timed out after 0.3 s (--timeout)"), std::string::npos) << r.err;
+  r = run({"get", "q", "--timeout", "0.2s"});
+  EXPECT_EQ(r.rc, 9) << r.err;
+  EXPECT_EQ(r.out, lines(0, 3));
+  // An input that ends first is a success, whatever the timeout.
+  r = run({"put", "q", "--timeout", "1h"}, lines(5, 7));
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(run({"get", "q", "--count", "2", "--timeout", "1m"}).out, lines(5, 7));
+  // A duration CLI11 alone took, wrongly: 1e300 s overflowed into the past.
+  r = run({"get", "q", "--timeout", "1e300"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("'1e300' is not a duration: give seconds (30, 1.5) or a number with a "
+                       "unit: 500ms, 2s, 1m, 1h"),
+            std::string::npos)
+      << r.err;
+}
+
+// Numbers out of range say so in words, not with CLI11's "not in range
+// 0.000000 to 179769313486231570814527423731704356...".
+TEST_F(CliTest, BadNumbersAndDurationsAreUsageErrorsThatSayWhy) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  const struct {
+    std::vector<std::string> args;
+    std::string says;
+  } cases[] = {
+      {{"create", "z", "--bound", "-1"}, "--bound: '-1' is not a whole number (0 or more)"},
+      {{"create", "z", "--bound", "99999999999999999999999"},
+       "--bound: '99999999999999999999999' is too large (0 or more)"},
+      {{"get", "q", "--count", "0"}, "--count: '0' is too small (1 or more)"},
+      {{"get", "q", "--batch", "abc"}, "--batch: 'abc' is not a whole number (1 or more)"},
+      {{"put", "q", "--batch", "0"}, "--batch: '0' is too small (1 or more)"},
+      {{"get", "q", "--timeout", "5x"}, "--timeout: '5x' is not a duration"},
+      {{"get", "q", "--timeout", "inf"}, "--timeout: 'inf' is not a duration"},
+      {{"put", "q", "--timeout", "-1"}, "--timeout: '-1' is not a duration"},
+      {{"get", "q", "--exec", "true", "--parallel", "0"},
+       "--parallel: '0' is too small (from 1 to 1024)"},
+      {{"get", "q", "--exec", "true", "--grace", "nan"}, "--grace: 'nan' is not a duration"},
+  };
+  for (const auto& c : cases) {
+    Outcome r = run(c.args);
+    EXPECT_EQ(r.rc, 2) << c.says;
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("179769"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(run({"ls"}).out, "q\n");  // nothing was created on the way
+}
+
 TEST_F(CliTest, LsAndDelete) {
   ASSERT_EQ(run({"create", "b"}).rc, 0);
   ASSERT_EQ(run({"create", "a"}).rc, 0);

@@ -154,6 +154,26 @@ TYPED_TEST(QueueTest, Inv7_DeadlineEndsAWait) {
   EXPECT_GE(Context::Clock::now() - start, 30ms);
 }
 
+// A timeout too long for the clock (hours::max(), 1e300 s) once overflowed
+// into a deadline in the past, so the wait failed at once. Now it parks
+// (on the futex, with the latest deadline there is) until an item comes.
+TYPED_TEST(QueueTest, Inv7_ATimeoutTooLongForTheClockWaitsForTheItem) {
+  QueueOf<TypeParam, int> q(1);
+  std::jthread t([&] {
+    Result<int> a = q.pull(with_timeout(std::chrono::hours::max()));
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    EXPECT_EQ(*a, 1);
+    Result<int> b = q.pull(with_timeout(std::chrono::duration<double>(1e300)));
+    ASSERT_TRUE(b.ok()) << b.status().message();
+    EXPECT_EQ(*b, 2);
+  });
+  for (int i = 1; i <= 2; ++i) {
+    ASSERT_TRUE(eventually([&] { return q.stats().waiting_pullers == 1; }));
+    ASSERT_TRUE(q.push(int{i}).ok());
+  }
+  t.join();
+}
+
 TYPED_TEST(QueueTest, Inv7_StopRequestedBeforeTheCallDoesNotTouchTheQueue) {
   QueueOf<TypeParam, int> q(4);
   ASSERT_TRUE(q.push(1).ok());

@@ -4,16 +4,21 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <limits>
 #include <vector>
 
 #include "cli.h"
 #include "cmd_exec.h"
 #include "framing.h"
 #include "metrics_server.h"
+#include "options.h"
 #include "progress.h"
 
 namespace sluice::cli {
@@ -32,13 +37,21 @@ struct IoArgs {
   bool close = false;
   bool no_wait = false;
   std::uint64_t count = 0;  // get: 0 = no limit
-  double timeout = -1;      // get: seconds; < 0 = none
+  double timeout = -1;      // seconds; < 0 = none
   std::string channel = std::string(kDefaultChannel);
   std::size_t batch = 65536;  // put
   std::size_t get_batch = 0;  // get; 0: 8192, with --exec max(32, 4 x parallel)
   std::string metrics;        // --metrics HOST:PORT; empty: none
   ExecArgs exec;              // get --exec
 };
+
+// poll(2)'s timeout for a wait bounded by ctx's deadline: -1 without one.
+int poll_ms(const Context& ctx) {
+  if (!ctx.deadline()) return -1;
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(*ctx.deadline() - Context::Clock::now());
+  return static_cast<int>(std::clamp<std::int64_t>(left.count(), 0, 1 << 30));
+}
 
 // Reads stdin and puts one message per separator. Each read's complete
 // messages go in one put (one sync), so a busy pipe is batched and an
@@ -47,7 +60,10 @@ int run_put(Globals& g, const IoArgs& a) {
   auto store = open_store(g, "put", &g.rc);
   if (!store) return g.rc;
   const std::stop_token stop = stop_on_signals();
-  auto w = take_role(g.quiet, "put", a.no_wait, Context(stop),
+  // --timeout: one deadline for the whole command (the role, the bound, stdin).
+  const Context put_ctx =
+      a.timeout >= 0 ? with_timeout(std::chrono::duration<double>(a.timeout), stop) : Context(stop);
+  auto w = take_role(g.quiet, "put", a.no_wait, put_ctx,
                      [&](const Context& c) { return store->writer(a.name, c); });
   if (!w.ok()) return fail("put", queue_label(a.name), w.status());
   QueueStore& st = *store;  // thread-safe: the progress thread samples it
@@ -62,7 +78,6 @@ int run_put(Globals& g, const IoArgs& a) {
   metrics.blocked = [&writer] { return writer.blocked_seconds(); };
   auto server = serve_metrics(a.metrics, "put", metrics, &g.rc);
   if (!a.metrics.empty() && !server) return g.rc;
-  const Context put_ctx(stop);  // --no-wait is about the role, not the bound
   const std::size_t limit = (*w)->max_message_bytes();
   std::uint64_t sent = 0;
   std::size_t doubt = 0;  // after sent: enqueued or not, unknown (Redis, a broken connection)
@@ -77,6 +92,12 @@ int run_put(Globals& g, const IoArgs& a) {
     std::cerr << "sluice put: " << queue_label(a.name) << ": " << what
               << "the rest of the input was not\n";
     return fail("put", queue_label(a.name), s);
+  };
+  const auto timed_out = [&] {
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%g", a.timeout);
+    return failed(
+        {StatusCode::kDeadlineExceeded, std::string("timed out after ") + secs + " s (--timeout)"});
   };
 
   // SIGINT/SIGTERM must also end a read of stdin that waits: the stop
@@ -101,10 +122,11 @@ int run_put(Globals& g, const IoArgs& a) {
   (void)::fcntl(STDIN_FILENO, F_SETPIPE_SZ, 1 << 20);
   for (bool eof = false; !eof;) {
     pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {wake, POLLIN, 0}};
-    if (::poll(fds, wake >= 0 ? 2 : 1, -1) < 0 && errno != EINTR) {
+    if (::poll(fds, wake >= 0 ? 2 : 1, poll_ms(put_ctx)) < 0 && errno != EINTR) {
       return failed({StatusCode::kIOError, std::string("poll stdin: ") + std::strerror(errno)});
     }
     if (stop.stop_requested()) return failed(StatusCode::kCancelled);
+    if (put_ctx.expired()) return timed_out();
     if (fds[0].revents == 0) continue;
     // Everything stdin has now, up to 4 MiB, goes in one put (one sync):
     // while a put syncs, the producer refills the pipe, so a busy pipe is
@@ -138,12 +160,14 @@ int run_put(Globals& g, const IoArgs& a) {
       Status s = (*w)->put(std::span(batch).subspan(off, take), put_ctx, &done);
       sent += done;
       if (!s.ok()) doubt = (*w)->in_doubt();
+      if (s.code() == StatusCode::kDeadlineExceeded) s = Status();  // reported below
       progress.add(done);
       std::uint64_t bytes = 0;
       for (std::size_t i = 0; i < done; ++i) bytes += batch[off + i].size();
       metrics.messages.fetch_add(done, std::memory_order_relaxed);
       metrics.bytes.fetch_add(bytes, std::memory_order_relaxed);
       if (!s.ok()) return failed(s);
+      if (done < take) return timed_out();
     }
     switch (step) {
       case FrameParser::Step::kTooLarge:
@@ -281,7 +305,12 @@ void add_io_commands(CLI::App& app, Globals& g) {
   put->add_flag("--no-wait", a->no_wait, "fail at once if another writer holds the queue");
   put->add_option("--batch", a->batch, "most messages per put (one sync each)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1));
+  put->add_option("--timeout", a->timeout,
+                  "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9, saying how many "
+                  "messages were enqueued, unless the input ended first")
+      ->transform(duration())
+      ->type_name("DURATION");
   add_metrics_option(put, *a);
   put->callback([&g, a] { g.rc = run_put(g, *a); });
 
@@ -291,17 +320,19 @@ void add_io_commands(CLI::App& app, Globals& g) {
       "is acknowledged once written (or, with --exec, once processed)");
   get->add_option("NAME", a->name, "queue name")->required();
   add_framing_options(get, *a, "written to stdout");
-  get->add_option("--count", a->count, "stop after N messages")->check(CLI::PositiveNumber);
+  get->add_option("--count", a->count, "stop after N messages")->check(whole_number(1));
   get->add_option("--timeout", a->timeout,
-                  "stop after SECONDS (exit 9 unless --count or the end came first)")
-      ->check(CLI::NonNegativeNumber);
+                  "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9 unless --count or the "
+                  "end came first")
+      ->transform(duration())
+      ->type_name("DURATION");
   get->add_option("--channel", a->channel, "the channel to read (each channel gets every message)")
       ->capture_default_str();
   get->add_flag("--no-wait", a->no_wait, "fail at once if another reader holds the channel");
   get->add_option("--batch", a->get_batch,
                   "most messages per read and acknowledgement (default 8192; with --exec "
                   "max(32, 4 x --parallel))")
-      ->check(CLI::PositiveNumber);
+      ->check(whole_number(1));
   auto* exec = get->add_option(
       "--exec", a->exec.command,
       "run CMD (/bin/sh -c CMD) per message, the message on its stdin; acknowledge it once CMD "
@@ -314,21 +345,23 @@ void add_io_commands(CLI::App& app, Globals& g) {
   get->add_option("--retries", a->exec.retries,
                   "--exec: runs after a failed first one, then the message is dead-lettered")
       ->capture_default_str()
+      ->check(whole_number(0, std::numeric_limits<unsigned>::max()))
       ->needs(exec);
   get->add_option("--parallel", a->exec.parallel,
-                  "--exec: commands at once (messages may then finish out of order)")
+                  "--exec: commands at once, 1 to 1024 (messages may then finish out of order)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1024))
+      ->check(whole_number(1, 1024))
       ->needs(exec);
   get->add_option("--dead-letter", a->exec.dead_letter,
                   "--exec: queue for messages that failed every run (default NAME.dead; created "
                   "with NAME's bound if missing)")
       ->needs(exec);
   get->add_option("--grace", a->exec.grace,
-                  "--exec: after SIGINT/SIGTERM, seconds running commands may take to finish "
-                  "before they are killed (SIGKILL)")
+                  "--exec: after SIGINT/SIGTERM, how long (a DURATION, as --timeout) running "
+                  "commands may take to finish before they are killed (SIGKILL)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber)
+      ->transform(duration())
+      ->type_name("DURATION")
       ->needs(exec);
   add_metrics_option(get, *a);
   get->callback([&g, a] { g.rc = run_get(g, *a); });

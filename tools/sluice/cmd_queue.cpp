@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "cli.h"
+#include "options.h"
 
 namespace sluice::cli {
 namespace {
@@ -36,7 +37,7 @@ void add_queue_commands(CLI::App& app, Globals& g) {
       ->add_option("--bound", a->bound,
                    "most messages put and not yet acknowledged; put waits beyond it; 0: unbounded")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->check(whole_number());
   create->add_flag("--stream", a->stream,
                    "Redis: a Redis Streams topic (named channels, any number of competing "
                    "readers per channel) instead of a pressure-protocol queue; the embedded "
