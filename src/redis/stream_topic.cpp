@@ -552,4 +552,36 @@ Status StreamChannel::nack(std::span<const std::string> ids) {
 
 Status StreamChannel::nack() { return release({}); }
 
+Status StreamChannel::consume(const std::function<Status(const StreamMessage&)>& handler,
+                              const Context& ctx, std::size_t batch) {
+  if (batch == 0) return {StatusCode::kInvalidArgument, "StreamChannel::consume: batch is 0"};
+  std::vector<StreamMessage> msgs;
+  std::vector<std::string> done;
+  std::vector<std::string> failed;
+  for (;;) {
+    msgs.clear();
+    if (Status s = next_batch(msgs, batch, ctx); !s.ok()) return s;
+    done.clear();
+    failed.clear();
+    Status stop;  // ctx ended mid-batch
+    for (std::size_t i = 0; i < msgs.size(); ++i) {
+      if (StatusCode e = ctx.err(); e != StatusCode::kOk) {
+        stop = e;
+        for (std::size_t k = i; k < msgs.size(); ++k) failed.push_back(std::move(msgs[k].id));
+        break;
+      }
+      bool ok = false;
+      try {
+        ok = handler(msgs[i]).ok();
+      } catch (...) {
+        ok = false;  // a throw is a failed delivery, as an error status is
+      }
+      (ok ? done : failed).push_back(std::move(msgs[i].id));
+    }
+    if (Status s = ack(done); !s.ok()) return s;
+    if (Status s = nack(failed); !s.ok()) return s;
+    if (!stop.ok()) return stop;
+  }
+}
+
 }  // namespace sluice

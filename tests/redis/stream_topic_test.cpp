@@ -17,6 +17,7 @@
 #include <future>
 #include <map>
 #include <set>
+#include <stdexcept>
 #include <stop_token>
 #include <string>
 #include <thread>
@@ -382,6 +383,82 @@ TEST_F(StreamTopicTest, AMessageFailedMaxDeliveriesTimesIsDeadLettered) {
   EXPECT_EQ(st->channels[0].dead_lettered, 1U);
   EXPECT_EQ(st->channels[0].unacknowledged, 0U);  // dead-lettered counts as done
   EXPECT_EQ(st->channels[0].pending, 0U);
+}
+
+TEST_F(StreamTopicTest, ConsumeHandlesEverythingInOrderUntilTheTopicIsClosed) {
+  auto t = topic();
+  auto c = joined("work");
+  ASSERT_EQ(append(t, numbered(0, 150)), StatusCode::kOk);
+  ASSERT_EQ(t.close(), StatusCode::kOk);
+  std::vector<std::string> seen;
+  Status s = c.consume(
+      [&](const StreamMessage& m) {
+        seen.push_back(m.payload);
+        return Status::Ok();
+      },
+      with_timeout(10s), /*batch=*/16);
+  EXPECT_EQ(s.code(), StatusCode::kClosed) << s;
+  EXPECT_EQ(seen, numbered(0, 150));
+  const StreamChannelStats st = channel_stats(t, "work");
+  EXPECT_EQ(st.unacknowledged, 0U);
+  EXPECT_EQ(st.pending, 0U);
+  EXPECT_EQ(c.consume([](const StreamMessage&) { return Status::Ok(); }, {}, 0).code(),
+            StatusCode::kInvalidArgument);
+}
+
+// A message that always fails (by status or by throwing) does not stop the
+// others: it comes again until max_deliveries, then goes to the dead letters.
+TEST_F(StreamTopicTest, ConsumeGoesOnPastFailuresAndDeadLettersWhatNeverSucceeds) {
+  StreamTopicOptions o;
+  o.max_deliveries = 3;
+  auto t = topic(o);
+  auto c = joined("work", o);
+  ASSERT_EQ(append(t, {"m0", "poison", "m2", "throws-once", "m4"}), StatusCode::kOk);
+  ASSERT_EQ(t.close(), StatusCode::kOk);
+  std::map<std::string, std::vector<std::uint32_t>> deliveries;
+  Status s = c.consume(
+      [&](const StreamMessage& m) -> Status {
+        deliveries[m.payload].push_back(m.deliveries);
+        if (m.payload == "poison") return {StatusCode::kInternal, "cannot handle"};
+        if (m.payload == "throws-once" && m.deliveries == 1) throw std::runtime_error("flaky");
+        return Status::Ok();
+      },
+      with_timeout(10s), /*batch=*/8);
+  EXPECT_EQ(s.code(), StatusCode::kClosed) << s;
+  using D = std::vector<std::uint32_t>;
+  EXPECT_EQ(deliveries["m0"], D{1});
+  EXPECT_EQ(deliveries["m2"], D{1});
+  EXPECT_EQ(deliveries["m4"], D{1});
+  EXPECT_EQ(deliveries["throws-once"], (D{1, 2}));
+  EXPECT_EQ(deliveries["poison"], (D{1, 2, 3}));
+  EXPECT_EQ(c.dead_lettered(), 1U);
+  const StreamChannelStats st = channel_stats(t, "work");
+  EXPECT_EQ(st.unacknowledged, 0U);
+  EXPECT_EQ(st.dead_lettered, 1U);
+}
+
+// A stop seen between messages: what was handled is acknowledged, the rest
+// of the batch is given back and goes to the next consumer; nothing is lost
+// or handled twice.
+TEST_F(StreamTopicTest, ConsumeStoppedMidBatchAcknowledgesWhatItHandledAndGivesBackTheRest) {
+  auto t = topic();
+  auto c = joined("work");
+  ASSERT_EQ(append(t, numbered(0, 10)), StatusCode::kOk);
+  std::stop_source stop;
+  std::vector<std::string> first;
+  Status s = c.consume(
+      [&](const StreamMessage& m) {
+        first.push_back(m.payload);
+        if (first.size() == 4) stop.request_stop();
+        return Status::Ok();
+      },
+      Context(stop.get_token()), /*batch=*/10);
+  EXPECT_EQ(s.code(), StatusCode::kCancelled) << s;
+  EXPECT_EQ(first, numbered(0, 4));
+  EXPECT_EQ(channel_stats(t, "work").unacknowledged, 6U);
+  auto other = channel("work");
+  EXPECT_EQ(sorted(payloads(read(other, 6))), sorted(numbered(4, 10)));
+  EXPECT_EQ(channel_stats(t, "work").unacknowledged, 0U);
 }
 
 TEST_F(StreamTopicTest, AMessageHeldPastTheTimeoutTooOftenIsDeadLettered) {

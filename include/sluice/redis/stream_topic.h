@@ -60,6 +60,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -239,6 +240,21 @@ class StreamChannel {
   Status nack(std::span<const std::string> ids);
   Status nack(const StreamMessage& m) { return nack(std::span<const std::string>(&m.id, 1)); }
   Status nack();
+  // Loop: read up to `batch` messages, run handler on each in order, then
+  // acknowledge the batch's successes in one call and give its failures
+  // back (nack): a failed message comes again (to this consumer or another)
+  // and, past max_deliveries, goes to the dead letters. A handler that
+  // throws has failed that message. Unlike the log's Channel::consume (one
+  // reader, in order, so a failure stops it there), a failure does not end
+  // the loop: the dead letters take a message that never succeeds, and the
+  // others flow on. Returns kClosed once the topic is closed and the channel
+  // has had everything (the normal end); kCancelled/kDeadlineExceeded when
+  // ctx ends, checked before each message (what was handled is
+  // acknowledged, the rest of the batch given back); or a Redis error (what
+  // was handled and not acknowledged comes again after the visibility
+  // timeout: at least once).
+  Status consume(const std::function<Status(const StreamMessage&)>& handler,
+                 const Context& ctx = {}, std::size_t batch = 64);
 
   const std::string& name() const noexcept { return channel_; }
   const std::string& topic() const noexcept { return topic_.name(); }
