@@ -212,15 +212,19 @@ if op == 'drained' then
   return 1
 end
 
--- join CHANNEL [MUST_EXIST]: the channel's consumer group, made at the
--- oldest entry still retained if new; its acked count starts at what is no
--- longer retained. MUST_EXIST (1): NOTOPIC rather than making the topic.
+-- join CHANNEL MUST_EXIST FROM: the channel's consumer group, made if new at
+-- the oldest entry still retained (FROM '0'; its acked count starts at what
+-- is no longer retained) or after the newest (FROM '$', StartFrom::kTail;
+-- acked = appended). MUST_EXIST (1): NOTOPIC rather than making the topic.
 -- Reply 1 if made, 0 if it existed.
 if op == 'join' then
   local ch = ARGV[2]
   if ARGV[3] == '1' and not exists() then return no_topic() end
   local made = true
-  local ok = redis.pcall('XGROUP', 'CREATE', STREAM, ch, '0', 'MKSTREAM')
+  -- ARGV[4]: '0' starts a new channel at the oldest retained entry, '$' after
+  -- the newest (StartFrom::kTail).
+  local from = ARGV[4] or '0'
+  local ok = redis.pcall('XGROUP', 'CREATE', STREAM, ch, from, 'MKSTREAM')
   if type(ok) == 'table' and ok.err then
     if not string.find(ok.err, 'BUSYGROUP', 1, true) then return ok end
     made = false
@@ -228,8 +232,8 @@ if op == 'join' then
   -- A new group, or one made by hand: count from here.
   if made or redis.call('HEXISTS', ACKED, ch) == 0 then
     local appended = tonumber(redis.call('HGET', META, 'appended') or '0')
-    local retained = redis.call('XLEN', STREAM)
-    local start = appended - retained
+    local start = appended  -- made at the tail: nothing so far is its to read
+    if not (made and from == '$') then start = appended - redis.call('XLEN', STREAM) end
     if start < 0 then start = 0 end
     redis.call('HSET', ACKED, ch, string.format('%d', start))
   end

@@ -395,7 +395,8 @@ Status StreamChannel::join() {
   if (joined_) return Status::Ok();
   if (Status s = topic_.validate(); !s.ok()) return s;
   if (Status s = check_name("channel", channel_); !s.ok()) return s;
-  const std::string_view args[] = {"join", channel_, topic_.opt_.create_if_missing ? "0" : "1"};
+  const std::string_view args[] = {"join", channel_, topic_.opt_.create_if_missing ? "0" : "1",
+                                   topic_.opt_.start == StartFrom::kTail ? "$" : "0"};
   CallError err;
   Reply r = run(*topic_.conn_, topic_.keys_, args, err);
   if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "join");

@@ -385,6 +385,43 @@ TEST_F(StreamTopicTest, AMessageFailedMaxDeliveriesTimesIsDeadLettered) {
   EXPECT_EQ(st->channels[0].pending, 0U);
 }
 
+// StartFrom::kTail: a new channel reads only what is appended after it was
+// made; what came before neither reaches it nor holds the bound for it. A
+// channel that exists keeps its place whatever the handle says.
+TEST_F(StreamTopicTest, AChannelMadeAtTheTailSeesOnlyWhatComesAfter) {
+  StreamTopicOptions o;
+  o.max_unconsumed = 5;
+  o.on_bound = BoundPolicy::kFail;
+  auto t = topic(o);
+  auto early = joined("early", o);
+  ASSERT_EQ(append(t, numbered(0, 5)), StatusCode::kOk);
+  StreamTopicOptions tail = o;
+  tail.start = StartFrom::kTail;
+  auto late = joined("late", tail);
+  EXPECT_EQ(channel_stats(t, "late").unacknowledged, 0U);
+  // "early" also starts from the tail now, but exists: it keeps its five.
+  auto early_again = joined("early", tail);
+  EXPECT_EQ(payloads(read(early_again, 5)), numbered(0, 5));
+  ASSERT_EQ(append(t, numbered(5, 7)), StatusCode::kOk);
+  EXPECT_EQ(payloads(read(late, 2)), numbered(5, 7));
+  EXPECT_EQ(payloads(read(early, 2)), numbered(5, 7));
+  std::vector<StreamMessage> none;
+  EXPECT_EQ(late.next_batch(none, 10, with_timeout(100ms)), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(channel_stats(t, "late").unacknowledged, 0U);
+  // The bound counts from where "late" started: five more fit.
+  ASSERT_EQ(append(t, numbered(7, 12)), StatusCode::kOk);
+  EXPECT_EQ(append(t, {"over"}), StatusCode::kRejected);
+  // A channel made at the tail of an empty topic gets the first message.
+  StreamTopicOptions fresh = tail;
+  auto other = StreamChannel(server_.options(), "u", "c", fresh);
+  ASSERT_EQ(other.join(), StatusCode::kOk);
+  StreamTopic u(server_.options(), "u", fresh);
+  ASSERT_TRUE(u.append("first").ok());
+  auto m = other.next(with_timeout(5s));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->payload, "first");
+}
+
 TEST_F(StreamTopicTest, ConsumeHandlesEverythingInOrderUntilTheTopicIsClosed) {
   auto t = topic();
   auto c = joined("work");

@@ -31,16 +31,12 @@
 #include <vector>
 
 #include "sluice/context.h"
+#include "sluice/start_from.h"
 #include "sluice/status.h"
 
 namespace sluice {
 
 class Topic;
-
-enum class StartFrom : std::uint8_t {
-  kBeginning,  // a new channel starts at the oldest retained record
-  kTail,       // a new channel starts at the next record appended
-};
 
 struct ChannelOptions {
   StartFrom start = StartFrom::kBeginning;  // for a channel that does not exist yet

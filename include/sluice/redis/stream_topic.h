@@ -70,6 +70,7 @@
 #include "sluice/bound_policy.h"
 #include "sluice/context.h"
 #include "sluice/redis/redis_options.h"
+#include "sluice/start_from.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -102,6 +103,11 @@ struct StreamTopicOptions {
   // topic made by create() wants, so a deleted topic is not made again
   // behind its owner's back.
   bool create_if_missing = true;
+  // Where a channel this handle makes (join(), or the first read) starts:
+  // at the oldest message still retained, or at the next one appended (the
+  // messages before it are not its to read, and do not hold the bound for
+  // it). A channel that exists keeps its place.
+  StartFrom start = StartFrom::kBeginning;
 };
 
 struct StreamMessage {
