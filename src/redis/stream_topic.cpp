@@ -428,8 +428,11 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   }
   // A full scan found nothing more: look again once a holder could have
   // timed out. Otherwise go on scanning at the next read.
+  // A message given back with a delay is due at retry_at_: look then too.
   const auto now = std::chrono::steady_clock::now();
-  next_claim_ = cursor_ == "0-0" ? now + topic_.opt_.visibility_timeout / 2 : now;
+  if (now >= retry_at_) retry_at_ = (std::chrono::steady_clock::time_point::max)();
+  next_claim_ =
+      cursor_ == "0-0" ? std::min(now + topic_.opt_.visibility_timeout / 2, retry_at_) : now;
   return Status::Ok();
 }
 
@@ -525,9 +528,11 @@ Status StreamChannel::ack(std::span<const std::string> ids) {
   return Status::Ok();
 }
 
-Status StreamChannel::release(std::span<const std::string> ids) {
+Status StreamChannel::release(std::span<const std::string> ids, std::chrono::milliseconds delay) {
   if (Status s = join(); !s.ok()) return s;
-  const std::string idle = std::to_string(topic_.opt_.visibility_timeout.count());
+  // Claimable once idle for visibility_timeout: set the idle time that far
+  // short of it, and the message waits out the delay first.
+  const std::string idle = std::to_string((topic_.opt_.visibility_timeout - delay).count());
   std::vector<std::string_view> args;
   std::size_t at = 0;
   do {
@@ -540,9 +545,16 @@ Status StreamChannel::release(std::span<const std::string> ids) {
     if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "nack");
     at += n;
   } while (at < ids.size());
-  // Scan the pending entries again from the start at the next read.
+  // Scan the pending entries again from the start at the next read, or once
+  // the delay is over (a few ms late: the server's clock decides idleness).
   cursor_ = "0-0";
-  next_claim_ = {};
+  if (delay.count() == 0) {
+    next_claim_ = {};
+  } else {
+    retry_at_ = std::min(retry_at_,
+                         std::chrono::steady_clock::now() + delay + std::chrono::milliseconds(5));
+    next_claim_ = std::min(next_claim_, retry_at_);
+  }
   return Status::Ok();
 }
 
@@ -552,6 +564,18 @@ Status StreamChannel::nack(std::span<const std::string> ids) {
 }
 
 Status StreamChannel::nack() { return release({}); }
+
+Status StreamChannel::nack(std::span<const std::string> ids,
+                           std::chrono::milliseconds retry_after) {
+  if (retry_after.count() < 0 || retry_after > topic_.opt_.visibility_timeout) {
+    return {StatusCode::kInvalidArgument,
+            "nack: retry_after " + std::to_string(retry_after.count()) +
+                " ms must be from 0 to the visibility timeout (" +
+                std::to_string(topic_.opt_.visibility_timeout.count()) + " ms)"};
+  }
+  if (ids.empty()) return Status::Ok();
+  return release(ids, retry_after);
+}
 
 Status StreamChannel::consume(const std::function<Status(const StreamMessage&)>& handler,
                               const Context& ctx, std::size_t batch) {

@@ -341,6 +341,32 @@ TEST_F(StreamTopicTest, NackGivesMessagesBackAtOnceCountingADelivery) {
   EXPECT_EQ(channel_stats(t, "work").pending, 1U);
 }
 
+// nack with retry_after: the message stays away that long (from this
+// consumer and from the others), then comes again with its count raised.
+TEST_F(StreamTopicTest, ANackWithADelayBringsTheMessageBackOnlyAfterIt) {
+  StreamTopicOptions o;
+  o.visibility_timeout = 10s;  // far longer than the test: only the delay can bring it back
+  auto t = topic(o);
+  auto c = joined("work", o);
+  auto other = joined("work", o);
+  ASSERT_EQ(append(t, {"later"}), StatusCode::kOk);
+  auto held = read(c, 1, /*ack=*/false);
+  EXPECT_EQ(c.nack(held[0], 11s).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.nack(held[0], -1ms).code(), StatusCode::kInvalidArgument);
+  const auto given_back = std::chrono::steady_clock::now();
+  ASSERT_EQ(c.nack(held[0], 400ms), StatusCode::kOk);
+  std::vector<StreamMessage> none;
+  EXPECT_EQ(c.next_batch(none, 1, with_timeout(150ms)), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(other.next_batch(none, 1, with_timeout(100ms)), StatusCode::kDeadlineExceeded);
+  auto again = c.next(with_timeout(5s));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_GE(std::chrono::steady_clock::now() - given_back, 400ms);
+  EXPECT_EQ(again->payload, "later");
+  EXPECT_EQ(again->deliveries, 2U);
+  ASSERT_EQ(c.ack(*again), StatusCode::kOk);
+  EXPECT_EQ(channel_stats(t, "work").unacknowledged, 0U);
+}
+
 TEST_F(StreamTopicTest, AMessageFailedMaxDeliveriesTimesIsDeadLettered) {
   StreamTopicOptions o;
   o.max_deliveries = 3;

@@ -246,6 +246,13 @@ class StreamChannel {
   Status nack(std::span<const std::string> ids);
   Status nack(const StreamMessage& m) { return nack(std::span<const std::string>(&m.id, 1)); }
   Status nack();
+  // nack with a delay: the messages come again no sooner than retry_after
+  // (a back-off for a failing downstream). kInvalidArgument if retry_after is
+  // longer than visibility_timeout (the longest a message can be held back).
+  Status nack(std::span<const std::string> ids, std::chrono::milliseconds retry_after);
+  Status nack(const StreamMessage& m, std::chrono::milliseconds retry_after) {
+    return nack(std::span<const std::string>(&m.id, 1), retry_after);
+  }
   // Loop: read up to `batch` messages, run handler on each in order, then
   // acknowledge the batch's successes in one call and give its failures
   // back (nack): a failed message comes again (to this consumer or another)
@@ -270,7 +277,7 @@ class StreamChannel {
 
  private:
   Status claim(std::vector<StreamMessage>& out, std::size_t max);
-  Status release(std::span<const std::string> ids);
+  Status release(std::span<const std::string> ids, std::chrono::milliseconds delay = {});
   // OK while this consumer may get more; kClosed once the topic is closed
   // and it has had everything.
   Status drained();
@@ -281,6 +288,8 @@ class StreamChannel {
   bool joined_ = false;
   std::string cursor_ = "0-0";
   std::chrono::steady_clock::time_point next_claim_{};
+  // When the earliest message this handle gave back with a delay is due.
+  std::chrono::steady_clock::time_point retry_at_ = (std::chrono::steady_clock::time_point::max)();
   std::uint64_t dead_lettered_ = 0;
 };
 
