@@ -66,19 +66,16 @@ local function xack_all(ch, ids)
   return n
 end
 
--- The explicit cap: removes the oldest entries past CAP. What every channel
--- had acknowledged counts as trimmed; what some channel had not (or, with
--- no channel, everything) is dropped and counted: per channel (dropped:<ch>,
--- and as done for its acked count, so the bound does not wait for messages
--- that are gone) and for the topic. Entries a consumer holds are
--- acknowledged here, so its later XACK does not count twice. Returns the
--- number dropped.
-local function cap_to(cap)
-  local len = redis.call('XLEN', STREAM)
-  if len <= cap then return 0 end
-  local k = len - cap
-  local entries = redis.call('XRANGE', STREAM, '-', '+', 'COUNT', k)
-  local last = entries[#entries][1]
+-- The explicit caps: remove `entries`, the oldest entries of the stream (a
+-- prefix of it). What every channel had acknowledged counts as trimmed; what
+-- some channel had not (or, with no channel, everything) is dropped and
+-- counted: per channel (dropped:<ch>, and as done for its acked count, so
+-- the bound does not wait for messages that are gone) and for the topic.
+-- Entries a consumer holds are acknowledged here, so its later XACK does not
+-- count twice. Returns the number dropped.
+local function drop_oldest(entries)
+  local k = #entries
+  local last = entries[k][1]
   local pos = {}
   for i, e in ipairs(entries) do pos[e[1]] = i end
   local needed, dropped = {}, 0
@@ -115,10 +112,31 @@ local function cap_to(cap)
     end
   end
   if #groups == 0 then dropped = k end
-  redis.call('XTRIM', STREAM, 'MAXLEN', '=', cap)
+  -- Every id below the one after `last`: exactly these entries.
+  local ms, seq = split(last)
+  redis.call('XTRIM', STREAM, 'MINID', '=', string.format('%d-%d', ms, seq + 1))
   if dropped > 0 then redis.call('HINCRBY', META, 'dropped', dropped) end
   if k > dropped then redis.call('HINCRBY', META, 'trimmed', k - dropped) end
   return dropped
+end
+
+-- The count cap: the oldest entries past CAP go.
+local function cap_to(cap)
+  local len = redis.call('XLEN', STREAM)
+  if len <= cap then return 0 end
+  return drop_oldest(redis.call('XRANGE', STREAM, '-', '+', 'COUNT', len - cap))
+end
+
+-- The age cap: entries older than AGE_MS by the server's clock (which made
+-- their ids) go, at most 10,000 per call so that one script never holds the
+-- server for long after a quiet spell; the next append or trim takes more.
+local function cap_age(age_ms)
+  local t = redis.call('TIME')
+  local cutoff = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - age_ms
+  if cutoff <= 0 then return 0 end
+  local old = redis.call('XRANGE', STREAM, '-', string.format('(%d-0', cutoff), 'COUNT', 10000)
+  if #old == 0 then return 0 end
+  return drop_oldest(old)
 end
 
 -- Whether the topic exists: made by create, an append or a join, and not
@@ -135,8 +153,8 @@ local function closed_topic()
   return redis.error_reply('CLOSED the topic is closed: it takes no more messages')
 end
 
--- append BOUND CAP WAITED MUST_EXIST PAYLOAD...: adds the payloads that fit
--- under the bound, in order, then applies the cap (0: none). The bound is
+-- append BOUND CAP AGE_MS WAITED MUST_EXIST PAYLOAD...: adds the payloads
+-- that fit under the bound, in order, then applies the caps (0: none). The bound is
 -- the tighter of BOUND and the one create recorded (0: none). WAITED (1: the
 -- caller was woken at the bound) passes the wake token on while room is
 -- left, so every waiting append gets its turn. MUST_EXIST (1): NOTOPIC
@@ -144,14 +162,15 @@ end
 -- appended after, first id, dropped by the cap }: added < count means the
 -- bound stopped it; the caller waits and appends the rest.
 if op == 'append' then
-  local bound, cap, waited = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4] == '1'
+  local bound, cap, age = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  local waited = ARGV[5] == '1'
   local m = redis.call('HMGET', META, 'appended', 'bound', 'closed')
   if m[3] then return closed_topic() end
-  if ARGV[5] == '1' and not exists() then return no_topic() end
+  if ARGV[6] == '1' and not exists() then return no_topic() end
   local recorded = tonumber(m[2] or '0')
   if recorded > 0 and (bound == 0 or recorded < bound) then bound = recorded end
   local appended = tonumber(m[1] or '0')
-  local room = #ARGV - 5
+  local room = #ARGV - 6
   if bound > 0 then
     local free = bound - behind(appended)
     if free < room then room = free end
@@ -159,12 +178,13 @@ if op == 'append' then
   end
   local first = ''
   for i = 1, room do
-    local id = redis.call('XADD', STREAM, '*', 'd', ARGV[5 + i])
+    local id = redis.call('XADD', STREAM, '*', 'd', ARGV[6 + i])
     if i == 1 then first = id end
   end
   if room > 0 then appended = redis.call('HINCRBY', META, 'appended', room) end
   local dropped = 0
   if cap > 0 then dropped = cap_to(cap) end
+  if age > 0 then dropped = dropped + cap_age(age) end
   if waited and room > 0 and bound > 0 and behind(appended) < bound then wake() end
   return { room, appended, first, dropped }
 end
@@ -352,12 +372,19 @@ if op == 'claim' then
   return { r[1], out, dead }
 end
 
--- trim: removes the entries every channel has acknowledged (XTRIM MINID at
--- the oldest entry some channel has not); none without channels. Reply:
--- entries removed.
+-- trim AGE_MS: applies the age cap (0: none), then removes the entries
+-- every channel has acknowledged (XTRIM MINID at the oldest entry some
+-- channel has not; none without channels). Reply: entries removed.
 if op == 'trim' then
+  local aged = 0
+  local age = tonumber(ARGV[2] or '0')
+  if age > 0 then
+    local before = redis.call('XLEN', STREAM)
+    cap_age(age)
+    aged = before - redis.call('XLEN', STREAM)
+  end
   local groups = redis.call('XINFO', 'GROUPS', STREAM)
-  if #groups == 0 then return 0 end
+  if #groups == 0 then return aged end
   local keep = nil  -- the oldest id some channel still needs
   for _, g in ipairs(groups) do
     local name, last = field(g, 'name'), field(g, 'last-delivered-id')
@@ -375,7 +402,7 @@ if op == 'trim' then
   end
   local n = redis.call('XTRIM', STREAM, 'MINID', keep)
   if n > 0 then redis.call('HINCRBY', META, 'trimmed', n) end
-  return n
+  return n + aged
 end
 
 -- stats: { appended, retained, trimmed, dead-letter length, dropped,

@@ -160,6 +160,9 @@ Status StreamTopic::validate() const {
   if (opt_.visibility_timeout <= std::chrono::milliseconds(0)) {
     return {StatusCode::kInvalidArgument, "StreamTopicOptions::visibility_timeout must be > 0"};
   }
+  if (opt_.max_retained_age < std::chrono::milliseconds(0)) {
+    return {StatusCode::kInvalidArgument, "StreamTopicOptions::max_retained_age must be >= 0"};
+  }
   if (opt_.max_deliveries == 0) {
     return {StatusCode::kInvalidArgument, "StreamTopicOptions::max_deliveries must be >= 1"};
   }
@@ -191,11 +194,13 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
   if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
   const std::string bound = std::to_string(opt_.max_unconsumed);
   const std::string cap = std::to_string(opt_.max_retained_messages);
+  const std::string age = std::to_string(opt_.max_retained_age.count());
   std::vector<std::string_view> args;
   bool waited = false;
   while (*done < batch.size()) {
     const std::size_t take = std::min(kChunk, batch.size() - *done);
-    args.assign({"append", bound, cap, waited ? "1" : "0", opt_.create_if_missing ? "0" : "1"});
+    args.assign(
+        {"append", bound, cap, age, waited ? "1" : "0", opt_.create_if_missing ? "0" : "1"});
     args.insert(args.end(), batch.begin() + static_cast<std::ptrdiff_t>(*done),
                 batch.begin() + static_cast<std::ptrdiff_t>(*done + take));
     CallError err;
@@ -275,7 +280,8 @@ Status StreamTopic::close() {
 
 Result<std::uint64_t> StreamTopic::trim() {
   if (Status s = validate(); !s.ok()) return s;
-  const std::string_view args[] = {"trim"};
+  const std::string age = std::to_string(opt_.max_retained_age.count());
+  const std::string_view args[] = {"trim", age};
   CallError err;
   Reply r = run(*conn_, keys_, args, err);
   if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*conn_, r, err, "trim");

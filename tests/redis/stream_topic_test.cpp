@@ -863,6 +863,58 @@ TEST_F(StreamTopicTest, TheCapDropsTheOldestAndCountsWhatEachChannelLost) {
   EXPECT_EQ(st->retained, 5U);
 }
 
+// max_retained_age: entries older than the age by the server's clock go at
+// the next append (or trim()), counted like the count cap's: dropped for a
+// channel that had not acknowledged them, trimmed where every one had.
+// Waiting here is for the server's clock to pass a point, read from it.
+TEST_F(StreamTopicTest, TheAgeCapDropsWhatIsOlderAndCountsWhatEachChannelLost) {
+  StreamTopicOptions o;
+  o.max_retained_age = 1s;
+  auto t = topic(o);
+  auto fast = joined("fast", o);
+  auto slow = joined("slow", o);
+  std::string last_id;
+  for (int i = 0; i < 4; ++i) {
+    auto id = t.append("m" + std::to_string(i));
+    ASSERT_TRUE(id.ok()) << id.status();
+    last_id = *id;
+  }
+  read(fast, 3);                             // m0..m2 acknowledged
+  auto held = read(slow, 1, /*ack=*/false);  // m0 held, m1..m3 unread
+  auto server_ms = [&] {
+    auto r = raw_.cmd({"TIME"});
+    return std::stoll(r->element[0]->str) * 1000 + std::stoll(r->element[1]->str) / 1000;
+  };
+  auto ms_of = [](const std::string& id) { return std::stoll(id.substr(0, id.find('-'))); };
+  ASSERT_LT(server_ms(), ms_of(last_id) + 1000) << "the machine took a second for 4 appends";
+  EXPECT_EQ(t.trim().value(), 0U);  // young: nothing goes
+  ASSERT_TRUE(eventually([&] { return server_ms() > ms_of(last_id) + 1000; }));
+  auto m4 = t.append("m4");
+  ASSERT_TRUE(m4.ok()) << m4.status();
+  auto st = t.stats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->retained, 1U);
+  EXPECT_EQ(st->records_dropped, 4U);  // m0..m2 slow's, m3 both's: each counted once
+  EXPECT_EQ(st->trimmed, 0U);
+  EXPECT_EQ(channel_stats(t, "fast").skipped_retention, 1U);
+  EXPECT_EQ(channel_stats(t, "slow").skipped_retention, 4U);
+  EXPECT_EQ(channel_stats(t, "fast").unacknowledged, 1U);
+  EXPECT_EQ(channel_stats(t, "slow").unacknowledged, 1U);
+  EXPECT_EQ(slow.ack(held[0]), StatusCode::kOk);  // too late: counts nothing twice
+  EXPECT_EQ(channel_stats(t, "slow").unacknowledged, 1U);
+  EXPECT_EQ(payloads(read(slow, 1)), (std::vector<std::string>{"m4"}));
+  EXPECT_EQ(payloads(read(fast, 1)), (std::vector<std::string>{"m4"}));
+  // With no append, trim() applies the cap: m4, acknowledged by both, is trimmed.
+  ASSERT_TRUE(eventually([&] { return server_ms() > ms_of(*m4) + 1000; }));
+  EXPECT_EQ(t.trim().value(), 1U);
+  st = t.stats();
+  EXPECT_EQ(st->retained, 0U);
+  EXPECT_EQ(st->trimmed, 1U);
+  EXPECT_EQ(st->records_dropped, 4U);
+  o.max_retained_age = -1ms;
+  EXPECT_EQ(topic(o).append("x").status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_F(StreamTopicTest, WhatTheCapDroppedNoLongerHoldsTheBound) {
   StreamTopicOptions o;
   o.max_unconsumed = 3;

@@ -32,8 +32,9 @@
 //   slowest channel has not acknowledged, checked atomically with the XADD
 //   (one script). trim() removes only what every channel acknowledged (XTRIM
 //   MINID), never a blind MAXLEN; appends call it every 1024 messages. The
-//   explicit cap max_retained_messages does drop unacknowledged messages,
-//   and counts them (records_dropped, skipped_retention).
+//   explicit caps max_retained_messages and max_retained_age do drop
+//   unacknowledged messages, and count them (records_dropped,
+//   skipped_retention).
 // Durability: as the server's (appendonly, appendfsync); an acknowledged
 //   append or ack is one the server applied.
 // Cancellation: every waiting call takes a Context; a stop or deadline is
@@ -93,6 +94,11 @@ struct StreamTopicOptions {
   // StreamChannelStats::skipped_retention), never delivered again, and no
   // longer hold the bound. Meant for channels that may never come back.
   std::uint64_t max_retained_messages = 0;
+  // The same by age (0: none): entries older than this by the server's clock
+  // are removed, and counted the same way, at each append and trim() (at
+  // most 10,000 a call; a topic nobody appends to keeps them until a
+  // trim()). Like the log's TopicOptions::max_retained_age.
+  std::chrono::milliseconds max_retained_age{0};
   // How long a consumer may hold a message unacknowledged before another
   // consumer of the channel may claim it (> 0).
   std::chrono::milliseconds visibility_timeout{30000};
@@ -173,7 +179,8 @@ class StreamTopic {
   // kClosed once they have had everything. Idempotent. kNotFound if
   // the topic does not exist.
   Status close();
-  // Removes what every channel has acknowledged; how many entries.
+  // Applies max_retained_age, then removes what every channel has
+  // acknowledged; how many entries went.
   Result<std::uint64_t> trim();
   Result<StreamTopicStats> stats();
 
