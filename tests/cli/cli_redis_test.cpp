@@ -63,6 +63,24 @@ class CliRedisTest : public ::testing::Test {
   std::string home_ = testutil::test_dir("cli_redis").string();
 };
 
+// put --timeout at the bound, on both Redis kinds: exit 9 with the count
+// that went in, and exactly that many in the queue.
+TEST_F(CliRedisTest, PutTimesOutAtTheBoundSayingHowManyWentIn) {
+  for (const char* kind : {"", "--stream"}) {
+    SCOPED_TRACE(*kind ? kind : "pressure");
+    const std::string name = *kind ? "s" : "p";
+    std::vector<std::string> create = {"create", name, "--bound", "2"};
+    if (*kind) create.push_back(kind);
+    ASSERT_EQ(run(create).rc, 0);
+    Outcome r = run({"put", name, "--timeout", "300ms"}, lines(0, 4));
+    EXPECT_EQ(r.rc, 9) << r.err;
+    EXPECT_NE(r.err.find("2 messages enqueued"), std::string::npos) << r.err;
+    r = run({"get", name, "--timeout", "0.2s"});
+    EXPECT_EQ(r.rc, 9) << r.err;
+    EXPECT_EQ(r.out, lines(0, 2));
+  }
+}
+
 TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
   Outcome r = run({"create", "jobs", "--bound", "100"});
   ASSERT_EQ(r.rc, 0) << r.err;
