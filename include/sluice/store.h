@@ -99,6 +99,11 @@ struct StoreOptions {
   // Redis: the key prefix of Streams topics (StreamTopicOptions::prefix);
   // empty: "sluice".
   std::string redis_stream_prefix;
+  // The embedded store's directory. false: opening makes nothing; a
+  // directory that is not a store yet (or does not exist) is an empty store
+  // until the first create() makes it (so `sluice ls` with a mistyped
+  // --store leaves nothing behind). Redis ignores it.
+  bool create_if_missing = true;
 };
 
 // The producer role of one queue. At most one exists per queue at a time.

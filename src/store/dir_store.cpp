@@ -233,6 +233,15 @@ Result<int> lock_channel(const std::string& path, std::string_view queue,
 
 Result<std::unique_ptr<QueueStore>> DirStore::open(const std::string& dir,
                                                    const StoreOptions& options) {
+  // Without create_if_missing, nothing is made here: a directory that is no
+  // store yet is an empty one until the first create() makes it.
+  if (options.create_if_missing) {
+    if (Status s = make_dirs(dir); !s.ok()) return s;
+  }
+  return std::unique_ptr<QueueStore>(new DirStore(dir, options));
+}
+
+Status DirStore::make_dirs(const std::string& dir) {
   for (const char* sub : {"queues", "tmp"}) {
     std::error_code ec;
     fs::create_directories(fs::path(dir) / sub, ec);
@@ -241,7 +250,7 @@ Result<std::unique_ptr<QueueStore>> DirStore::open(const std::string& dir,
                                               (fs::path(dir) / sub).string() + ": " + ec.message());
     }
   }
-  return std::unique_ptr<QueueStore>(new DirStore(dir, options));
+  return Status::Ok();
 }
 
 std::string DirStore::queue_dir(std::string_view name) const {
@@ -275,6 +284,7 @@ Status DirStore::create(std::string_view name, std::uint64_t bound, QueueKind /*
   const std::string target = queue_dir(name);
   const std::string exists = "queue '" + std::string(name) + "' already exists";
   if (::access(target.c_str(), F_OK) == 0) return {StatusCode::kAlreadyExists, exists};
+  if (Status s = make_dirs(dir_); !s.ok()) return s;  // opened without create_if_missing
 
   // Built whole under tmp/, then renamed into queues/: a crash leaves either
   // no queue or a complete one (the leftover under tmp/ is harmless).
@@ -425,6 +435,7 @@ Result<std::vector<std::string>> DirStore::list() {
     std::string n = it->path().filename().string();
     if (validate_queue_name(n).ok()) names.push_back(std::move(n));
   }
+  if (ec == std::errc::no_such_file_or_directory) return names;  // no store made here yet
   if (ec) return Status(StatusCode::kIOError, "list " + dir_ + "/queues: " + ec.message());
   std::sort(names.begin(), names.end());
   return names;

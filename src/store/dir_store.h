@@ -20,6 +20,8 @@ class DirStore final : public QueueStore {
  public:
   static Result<std::unique_ptr<QueueStore>> open(const std::string& dir,
                                                   const StoreOptions& options);
+  // dir/queues and dir/tmp, made if missing.
+  static Status make_dirs(const std::string& dir);
 
   using QueueStore::create;
   Status create(std::string_view name, std::uint64_t bound, QueueKind kind) override;

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,27 @@ TEST_F(CliTest, BadNumbersAndDurationsAreUsageErrorsThatSayWhy) {
     EXPECT_EQ(r.err.find("179769"), std::string::npos) << r.err;
   }
   EXPECT_EQ(run({"ls"}).out, "q\n");  // nothing was created on the way
+}
+
+// Only create makes a store directory: ls, stat, get, put on a mistyped
+// --store report an empty store and leave nothing behind.
+TEST_F(CliTest, OnlyCreateMakesTheStoreDirectory) {
+  const std::string typo = store_ + "/typo";
+  auto in = [&](std::vector<std::string> args, const std::string& input = "") {
+    CliChild c(typo, std::move(args));
+    c.write_stdin(input);
+    c.close_stdin();
+    return c.finish();
+  };
+  Outcome r = in({"ls"});
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(in({"stat", "q"}).rc, 3);
+  EXPECT_EQ(in({"get", "q"}).rc, 3);
+  EXPECT_EQ(in({"put", "q"}, "x\n").rc, 3);
+  EXPECT_FALSE(std::filesystem::exists(typo));
+  ASSERT_EQ(in({"create", "q"}).rc, 0);
+  EXPECT_EQ(in({"ls"}).out, "q\n");
 }
 
 TEST_F(CliTest, LsAndDelete) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <string>
@@ -427,6 +428,30 @@ TEST(StoreOpenTest, LocationsAreChecked) {
   auto plain = QueueStore::open(dir);
   ASSERT_TRUE(plain.ok());
   EXPECT_TRUE((*plain)->stat("q").ok());
+}
+
+// Without create_if_missing, opening makes nothing: a missing directory, or
+// one that is no store yet, is an empty store until the first create().
+TEST(StoreOpenTest, WithoutCreateIfMissingOnlyCreateMakesTheStore) {
+  const std::filesystem::path parent = testutil::test_dir("store");
+  StoreOptions o;
+  o.create_if_missing = false;
+  for (const std::filesystem::path& dir : {parent / "missing", parent}) {
+    SCOPED_TRACE(dir.string());
+    auto st = QueueStore::open(dir.string(), o);
+    ASSERT_TRUE(st.ok()) << st.status();
+    auto names = (*st)->list();
+    ASSERT_TRUE(names.ok()) << names.status();
+    EXPECT_TRUE(names->empty());
+    EXPECT_EQ((*st)->stat("q").code(), StatusCode::kNotFound);
+    EXPECT_EQ((*st)->writer("q", with_timeout(std::chrono::seconds(1))).code(),
+              StatusCode::kNotFound);
+    EXPECT_EQ((*st)->remove("q").code(), StatusCode::kNotFound);
+    EXPECT_FALSE(std::filesystem::exists(dir / "queues"));
+    ASSERT_EQ((*st)->create("q", 1), StatusCode::kOk);
+    EXPECT_EQ(*(*st)->list(), std::vector<std::string>{"q"});
+    ASSERT_EQ((*st)->remove("q"), StatusCode::kOk);
+  }
 }
 
 #else  // SLUICE_TEST_REDIS: the same suite on a real redis-server

@@ -82,6 +82,9 @@ std::unique_ptr<QueueStore> open_store(const Globals& g, std::string_view cmd, i
   StoreOptions options;
   if (const char* prefix = env("PRESSURE_PREFIX")) options.redis_prefix = prefix;
   if (g.no_sync) options.durability = StoreDurability::kNoSync;
+  // Only create makes the embedded store's directory: a mistyped --store
+  // given to ls or get leaves nothing behind.
+  options.create_if_missing = cmd == "create";
   auto s = QueueStore::open(loc, options);
   if (!s.ok()) {
     *rc = fail(cmd, "store " + store_label(g), s.status());
