@@ -179,7 +179,7 @@ TEST_F(CliExecTest, SigtermKillsACommandAfterTheGraceAndAcksNothing) {
   const std::string started = file("started");
   // The shell's child (sleep) is killed too: it is in the command's group.
   const std::string cmd = "echo x >> " + started + "; sleep 60; true";
-  CliChild get(store_, {"get", "q", "--exec", cmd, "--grace", "0.2"});
+  CliChild get(store_, {"get", "q", "--exec", cmd, "--grace", "200ms"});
   ASSERT_TRUE(has_lines(started, 1));
   const auto t0 = std::chrono::steady_clock::now();
   get.signal(SIGTERM);
