@@ -152,6 +152,8 @@ StreamTopic::StreamTopic(StreamTopic&&) noexcept = default;
 StreamTopic& StreamTopic::operator=(StreamTopic&&) noexcept = default;
 
 Status StreamTopic::validate() const {
+  // A moved-from handle refuses every call instead of crashing.
+  if (!conn_) return {StatusCode::kInvalidArgument, "this StreamTopic handle was moved from"};
   if (Status s = check_name("topic", name_); !s.ok()) return s;
   if (opt_.prefix.find_first_of("{}") != std::string::npos) {
     return {StatusCode::kInvalidArgument,
@@ -325,6 +327,7 @@ Result<StreamTopicStats> StreamTopic::stats() {
 }
 
 Result<StreamChannel> StreamTopic::channel(std::string_view name) {
+  if (Status s = validate(); !s.ok()) return s;
   StreamChannel c(conn_->options(), name_, std::string(name), opt_);
   if (Status s = c.join(); !s.ok()) return s;
   return c;
@@ -398,6 +401,10 @@ StreamChannel::StreamChannel(StreamChannel&&) noexcept = default;
 StreamChannel& StreamChannel::operator=(StreamChannel&&) noexcept = default;
 
 Status StreamChannel::join() {
+  // Every call goes through here first; a moved-from handle stops here.
+  if (!topic_.conn_) {
+    return {StatusCode::kInvalidArgument, "this StreamChannel handle was moved from"};
+  }
   if (joined_) return Status::Ok();
   if (Status s = topic_.validate(); !s.ok()) return s;
   if (Status s = check_name("channel", channel_); !s.ok()) return s;

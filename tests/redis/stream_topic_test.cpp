@@ -1009,6 +1009,42 @@ TEST_F(StreamTopicTest, AServerOutOfMemoryIsUnavailableNamingIt) {
   EXPECT_EQ(s.message().find("may or may not"), std::string_view::npos) << s;
 }
 
+// Misuse is an error, never a crash: every call on a moved-from handle.
+TEST_F(StreamTopicTest, AMovedFromHandleRefusesEveryCall) {
+  auto t = topic();
+  auto c = joined("c");
+  ASSERT_EQ(append(t, {"m0"}), StatusCode::kOk);
+  auto held = read(c, 1, /*ack=*/false);
+  StreamTopic t2 = std::move(t);
+  StreamChannel c2 = std::move(c);
+  const auto moved = StatusCode::kInvalidArgument;
+  EXPECT_EQ(t.append("x").status().code(), moved);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(append(t, {"x"}).code(), moved);
+  EXPECT_EQ(t.create().code(), moved);
+  EXPECT_EQ(t.close().code(), moved);
+  EXPECT_EQ(t.trim().status().code(), moved);
+  EXPECT_EQ(t.stats().status().code(), moved);
+  EXPECT_EQ(t.channel("c").status().code(), moved);
+  EXPECT_EQ(t.channels().status().code(), moved);
+  EXPECT_EQ(t.delete_channel("c").code(), moved);
+  EXPECT_EQ(t.destroy().code(), moved);
+  EXPECT_NE(std::string(t.stats().status().message()).find("moved from"), std::string::npos);
+  EXPECT_EQ(c.join().code(), moved);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(c.next(with_timeout(1s)).status().code(), moved);
+  std::vector<StreamMessage> out;
+  EXPECT_EQ(c.next_batch(out, 1, with_timeout(1s)).code(), moved);
+  EXPECT_EQ(c.ack(held[0]).code(), moved);
+  EXPECT_EQ(c.nack(held[0]).code(), moved);
+  EXPECT_EQ(c.nack(held[0], 1ms).code(), moved);
+  EXPECT_EQ(c.nack().code(), moved);
+  EXPECT_EQ(c.consume([](const StreamMessage&) { return Status::Ok(); }, with_timeout(1s)).code(),
+            moved);
+  // The handles they moved into work.
+  ASSERT_EQ(c2.ack(held[0]), StatusCode::kOk);
+  EXPECT_TRUE(t2.append("m1").ok());
+  EXPECT_EQ(channel_stats(t2, "c").unacknowledged, 1U);
+}
+
 TEST_F(StreamTopicTest, BadNamesAndSettingsAreInvalidArgument) {
   StreamTopic t(server_.options(), "a{b}");
   EXPECT_EQ(t.append("x").status().code(), StatusCode::kInvalidArgument);

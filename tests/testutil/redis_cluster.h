@@ -7,12 +7,16 @@
 #pragma once
 
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "testutil/redis_server.h"
+
+extern char** environ;  // NOLINT
 
 namespace sluice::testutil {
 

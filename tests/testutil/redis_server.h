@@ -3,10 +3,11 @@
 // client (RawRedis) for inspecting keys the way another tool would.
 #pragma once
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,8 +25,6 @@
 #include <vector>
 
 #include "sluice/redis/redis_options.h"
-
-extern char** environ;  // NOLINT
 
 namespace sluice::testutil {
 
@@ -198,9 +197,23 @@ class RedisServer {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    pid_t pid = 0;
-    if (posix_spawnp(&pid, "redis-server", nullptr, nullptr, argv.data(), environ) != 0) {
-      return false;
+    // The server dies with the test (a crashed test once left one running,
+    // and ctest waited on the output pipe it had inherited), and it gets
+    // /dev/null for its standard streams (it logs to its logfile).
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid < 0) return false;
+    if (pid == 0) {  // only async-signal-safe calls until exec
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
+      const int null = ::open("/dev/null", O_RDWR);
+      if (null >= 0) {
+        dup2(null, 0);
+        dup2(null, 1);
+        dup2(null, 2);
+      }
+      execvp("redis-server", argv.data());
+      _exit(127);
     }
     pid_ = pid;
     // Wait for it to answer (an external process's start-up, polled).
