@@ -139,6 +139,14 @@ local function cap_age(age_ms)
   return drop_oldest(old)
 end
 
+-- The tighter of a handle's setting and the one create recorded (a string,
+-- or nil/false when none); 0 means none.
+local function tighter(mine, recorded)
+  local r = tonumber(recorded or '0') or 0
+  if r > 0 and (mine == 0 or r < mine) then return r end
+  return mine
+end
+
 -- Whether the topic exists: made by create, an append or a join, and not
 -- destroyed since.
 local function exists()
@@ -164,11 +172,12 @@ end
 if op == 'append' then
   local bound, cap, age = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local waited = ARGV[5] == '1'
-  local m = redis.call('HMGET', META, 'appended', 'bound', 'closed')
+  local m = redis.call('HMGET', META, 'appended', 'bound', 'closed', 'cap', 'age')
   if m[3] then return closed_topic() end
   if ARGV[6] == '1' and not exists() then return no_topic() end
-  local recorded = tonumber(m[2] or '0')
-  if recorded > 0 and (bound == 0 or recorded < bound) then bound = recorded end
+  bound = tighter(bound, m[2])
+  cap = tighter(cap, m[4])
+  age = tighter(age, m[5])
   local appended = tonumber(m[1] or '0')
   local room = #ARGV - 6
   if bound > 0 then
@@ -189,13 +198,15 @@ if op == 'append' then
   return { room, appended, first, dropped }
 end
 
--- create BOUND CHANNEL...: makes the topic with these channels (each sees
--- every message), recording BOUND (0: none) for every append. Reply 1, or
--- 0 if the topic exists.
+-- create BOUND CAP AGE_MS CHANNEL...: makes the topic with these channels
+-- (each sees every message), recording BOUND and the caps (0: none) for
+-- every append and trim, which keep the tighter of these and their own.
+-- Reply 1, or 0 if the topic exists.
 if op == 'create' then
   if exists() then return 0 end
-  redis.call('HSET', META, 'created', '1', 'bound', ARGV[2], 'appended', '0')
-  for i = 3, #ARGV do
+  redis.call('HSET', META, 'created', '1', 'bound', ARGV[2], 'cap', ARGV[3], 'age', ARGV[4],
+             'appended', '0')
+  for i = 5, #ARGV do
     redis.call('XGROUP', 'CREATE', STREAM, ARGV[i], '0', 'MKSTREAM')
     redis.call('HSET', ACKED, ARGV[i], '0')
   end
@@ -377,7 +388,7 @@ end
 -- channel has not; none without channels). Reply: entries removed.
 if op == 'trim' then
   local aged = 0
-  local age = tonumber(ARGV[2] or '0')
+  local age = tighter(tonumber(ARGV[2] or '0'), redis.call('HGET', META, 'age'))
   if age > 0 then
     local before = redis.call('XLEN', STREAM)
     cap_age(age)

@@ -255,7 +255,9 @@ Status StreamTopic::create(std::span<const std::string> channels) {
     if (Status s = check_name("channel", c); !s.ok()) return s;
   }
   const std::string bound = std::to_string(opt_.max_unconsumed);
-  std::vector<std::string_view> args = {"create", bound};
+  const std::string cap = std::to_string(opt_.max_retained_messages);
+  const std::string age = std::to_string(opt_.max_retained_age.count());
+  std::vector<std::string_view> args = {"create", bound, cap, age};
   args.insert(args.end(), channels.begin(), channels.end());
   CallError err;
   Reply r = run(*conn_, keys_, args, err);

@@ -915,6 +915,39 @@ TEST_F(StreamTopicTest, TheAgeCapDropsWhatIsOlderAndCountsWhatEachChannelLost) {
   EXPECT_EQ(topic(o).append("x").status().code(), StatusCode::kInvalidArgument);
 }
 
+// create() records the caps as it records the bound: a handle whose own
+// options set none (a short-lived producer, `sluice put`) applies them.
+TEST_F(StreamTopicTest, CreateRecordsTheCapsForEveryHandle) {
+  StreamTopicOptions o;
+  o.max_retained_messages = 3;
+  o.max_retained_age = 1s;
+  ASSERT_EQ(topic(o).create(), StatusCode::kOk);
+  auto plain = topic();  // no caps of its own
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(plain.append("m" + std::to_string(i)).ok());
+  auto st = plain.stats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->retained, 3U);         // the recorded count cap
+  EXPECT_EQ(st->records_dropped, 2U);  // no channels: what went is dropped
+  // A looser cap of its own does not loosen the recorded one.
+  StreamTopicOptions loose;
+  loose.max_retained_messages = 100;
+  auto other = topic(loose);
+  auto m5 = other.append("m5");
+  ASSERT_TRUE(m5.ok()) << m5.status();
+  EXPECT_EQ(other.stats()->retained, 3U);
+  // The recorded age, applied by a trim() from a handle with none.
+  auto server_ms = [&] {
+    auto r = raw_.cmd({"TIME"});
+    return std::stoll(r->element[0]->str) * 1000 + std::stoll(r->element[1]->str) / 1000;
+  };
+  auto six = other.stats();
+  ASSERT_TRUE(
+      eventually([&] { return server_ms() > std::stoll(m5->substr(0, m5->find('-'))) + 1000; }));
+  EXPECT_EQ(plain.trim().value(), 3U);
+  EXPECT_EQ(plain.stats()->retained, 0U);
+  EXPECT_EQ(plain.stats()->records_dropped, six->records_dropped + 3);
+}
+
 TEST_F(StreamTopicTest, WhatTheCapDroppedNoLongerHoldsTheBound) {
   StreamTopicOptions o;
   o.max_unconsumed = 3;

@@ -159,9 +159,10 @@ class StreamTopic {
   StreamTopic& operator=(StreamTopic&&) noexcept;
 
   // Makes the topic now with these channels, each of which sees every
-  // message, and records options().max_unconsumed as the topic's own bound:
-  // every append, from any handle, keeps the tighter of it and its own
-  // options' bound. Atomic. kAlreadyExists if the topic exists.
+  // message, and records options().max_unconsumed, max_retained_messages and
+  // max_retained_age as the topic's own: every append (and trim), from any
+  // handle, keeps the tighter of each and its own options' (0: none).
+  // Atomic. kAlreadyExists if the topic exists.
   Status create(std::span<const std::string> channels = {});
   // Appends one message; its id. Waits at the bound (kBlock) or kRejected.
   // kClosed once the topic is closed.
