@@ -160,14 +160,13 @@ int run_put(Globals& g, const IoArgs& a) {
       Status s = (*w)->put(std::span(batch).subspan(off, take), put_ctx, &done);
       sent += done;
       if (!s.ok()) doubt = (*w)->in_doubt();
-      if (s.code() == StatusCode::kDeadlineExceeded) s = Status();  // reported below
       progress.add(done);
       std::uint64_t bytes = 0;
       for (std::size_t i = 0; i < done; ++i) bytes += batch[off + i].size();
       metrics.messages.fetch_add(done, std::memory_order_relaxed);
       metrics.bytes.fetch_add(bytes, std::memory_order_relaxed);
+      if (s.code() == StatusCode::kDeadlineExceeded) return timed_out();
       if (!s.ok()) return failed(s);
-      if (done < take) return timed_out();
     }
     switch (step) {
       case FrameParser::Step::kTooLarge:
@@ -306,11 +305,9 @@ void add_io_commands(CLI::App& app, Globals& g) {
   put->add_option("--batch", a->batch, "most messages per put (one sync each)")
       ->capture_default_str()
       ->check(whole_number(1));
-  put->add_option("--timeout", a->timeout,
-                  "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9, saying how many "
-                  "messages were enqueued, unless the input ended first")
-      ->transform(duration())
-      ->type_name("DURATION");
+  as_duration(put->add_option("--timeout", a->timeout,
+                              "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9, saying how "
+                              "many messages were enqueued, unless the input ended first"));
   add_metrics_option(put, *a);
   put->callback([&g, a] { g.rc = run_put(g, *a); });
 
@@ -321,11 +318,9 @@ void add_io_commands(CLI::App& app, Globals& g) {
   get->add_option("NAME", a->name, "queue name")->required();
   add_framing_options(get, *a, "written to stdout");
   get->add_option("--count", a->count, "stop after N messages")->check(whole_number(1));
-  get->add_option("--timeout", a->timeout,
-                  "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9 unless --count or the "
-                  "end came first")
-      ->transform(duration())
-      ->type_name("DURATION");
+  as_duration(get->add_option("--timeout", a->timeout,
+                              "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9 unless "
+                              "--count or the end came first"));
   get->add_option("--channel", a->channel, "the channel to read (each channel gets every message)")
       ->capture_default_str();
   get->add_flag("--no-wait", a->no_wait, "fail at once if another reader holds the channel");
@@ -356,12 +351,11 @@ void add_io_commands(CLI::App& app, Globals& g) {
                   "--exec: queue for messages that failed every run (default NAME.dead; created "
                   "with NAME's bound if missing)")
       ->needs(exec);
-  get->add_option("--grace", a->exec.grace,
-                  "--exec: after SIGINT/SIGTERM, how long (a DURATION, as --timeout) running "
-                  "commands may take to finish before they are killed (SIGKILL)")
-      ->capture_default_str()
-      ->transform(duration())
-      ->type_name("DURATION")
+  as_duration(get->add_option("--grace", a->exec.grace,
+                              "--exec: after SIGINT/SIGTERM, how long (a DURATION, as --timeout) "
+                              "running commands may take to finish before they are killed "
+                              "(SIGKILL)")
+                  ->capture_default_str())
       ->needs(exec);
   add_metrics_option(get, *a);
   get->callback([&g, a] { g.rc = run_get(g, *a); });

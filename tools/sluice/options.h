@@ -40,4 +40,10 @@ inline CLI::Validator duration() {
       "", "DURATION");
 }
 
+// Makes `o` (a double, in seconds) a duration option: the transform above,
+// and DURATION for its type in --help (CLI11 would say FLOAT).
+inline CLI::Option* as_duration(CLI::Option* o) {
+  return o->transform(duration())->type_name("DURATION");
+}
+
 }  // namespace sluice::cli
