@@ -26,6 +26,37 @@ std::string_view reply_text(const redisReply* r) { return {r->str, r->len}; }
 
 std::string millis(std::chrono::milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
 
+using Node = std::pair<std::string, int>;
+
+// The nodes in a CLUSTER SLOTS reply, each once, in reply order: primaries
+// only, or every node (replicas too). An empty host is the node answering
+// (`self_host`), as Redis says when it does not know its own address.
+std::vector<Node> slot_nodes(const redisReply* r, const std::string& self_host, bool replicas) {
+  std::vector<Node> out;
+  if (r == nullptr || r->type != REDIS_REPLY_ARRAY) return out;  // an error: not a cluster
+  for (std::size_t i = 0; i < r->elements; ++i) {
+    const redisReply* range = r->element[i];
+    if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) continue;
+    const std::size_t last = replicas ? range->elements : 3;
+    for (std::size_t j = 2; j < last; ++j) {
+      const redisReply* node = range->element[j];
+      if (node->type != REDIS_REPLY_ARRAY || node->elements < 2 ||
+          node->element[1]->type != REDIS_REPLY_INTEGER) {
+        continue;
+      }
+      std::string host(reply_text(node->element[0]));
+      const int port = static_cast<int>(node->element[1]->integer);
+      if (host.empty()) host = self_host;
+      if (host == "?" || port <= 0) continue;  // an endpoint the node does not know
+      const bool known = std::any_of(out.begin(), out.end(), [&](const Node& n) {
+        return n.second == port && n.first == host;
+      });
+      if (!known) out.emplace_back(std::move(host), port);
+    }
+  }
+  return out;
+}
+
 bool is_auth_error(std::string_view e) {
   return e.starts_with("NOAUTH") || e.starts_with("WRONGPASS") || e.starts_with("ERR AUTH") ||
          e.starts_with("ERR invalid password") || e.starts_with("ERR Client sent AUTH");
@@ -37,6 +68,7 @@ void ReplyDeleter::operator()(redisReply* r) const noexcept { freeReplyObject(r)
 
 Connection::Connection(RedisOptions options, std::string name)
     : options_(std::move(options)), name_(std::move(name)) {
+  nodes_.emplace_back(options_.host, options_.port);
   for (char& c : name_) {
     if (c == ' ' || c == '\n' || c == '\r') c = '_';  // CLIENT SETNAME refuses spaces
   }
@@ -49,8 +81,26 @@ void Connection::drop() noexcept {
   ctx_ = nullptr;
 }
 
-Status Connection::ensure() {
+Status Connection::ensure(bool fall_back) {
   if (ctx_ != nullptr) return Status::Ok();
+  Status s = connect();
+  if (s.ok() || !fall_back || s.code() != StatusCode::kUnavailable) return s;
+  // Redis Cluster: the node is gone (a failover gave its slots to a
+  // replica). Any node we know of redirects us to whoever serves them now.
+  const Node here{options_.host, options_.port};
+  const std::vector<Node> others = nodes_;  // connect() relearns nodes_
+  for (const auto& [host, port] : others) {
+    if (host == here.first && port == here.second) continue;
+    options_.host = host;
+    options_.port = port;
+    if (connect().ok()) return Status::Ok();
+  }
+  options_.host = here.first;
+  options_.port = here.second;
+  return s;
+}
+
+Status Connection::connect() {
   redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port,
                                             to_timeval(options_.connect_timeout));
   const int connect_errno = errno;  // hiredis leaves connect()'s errno
@@ -84,6 +134,10 @@ Status Connection::ensure() {
   if (options_.db != 0) cmds.push_back({"SELECT", std::to_string(options_.db)});
   cmds.push_back({"CLIENT", "SETNAME", name_});
   cmds.push_back({"SCRIPT", "LOAD", std::string(pressure_script())});
+  // The cluster's nodes, primaries and replicas, for ensure() to fall back
+  // on. Pipelined: no extra round trip. An error reply (not a cluster, or an
+  // ACL without CLUSTER) leaves only the seed.
+  cmds.push_back({"CLUSTER", "SLOTS"});
   for (const auto& cmd : cmds) {
     std::vector<const char*> argv;
     std::vector<std::size_t> lens;
@@ -104,6 +158,14 @@ Status Connection::ensure() {
       return {StatusCode::kUnavailable, msg};
     }
     Reply r(static_cast<redisReply*>(raw));
+    if (cmd[0] == "CLUSTER") {
+      std::vector<Node> learned = slot_nodes(r.get(), options_.host, true);
+      nodes_.resize(1);  // the seed first, then the cluster as it is now
+      for (auto& n : learned) {
+        if (n != nodes_.front()) nodes_.push_back(std::move(n));
+      }
+      continue;
+    }
     if (r->type == REDIS_REPLY_ERROR) {
       // After a refused AUTH (or none) every later command says NOAUTH: the
       // first error is the one to report.
@@ -256,9 +318,13 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
   // migrating: ask the target this once, after ASKING). Neither ran the
   // command. Every key of one call shares a hash tag, so one node serves it.
   constexpr int kMaxRedirects = 5;
+  bool redirected = false;
   for (int hop = 0;; ++hop) {
     err = {};
-    if (Status s = ensure(); !s.ok()) {
+    // Right after a MOVED, no falling back: the node the cluster names is the
+    // one to ask (another would only send us back); if it cannot be reached,
+    // the caller hears so and its next call starts over from any node.
+    if (Status s = ensure(!redirected); !s.ok()) {
       err.status = std::move(s);
       return nullptr;
     }
@@ -275,6 +341,7 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
       options_.host = std::move(host);
       options_.port = port;
       ++redirects_;
+      redirected = true;
       continue;
     }
     RedisOptions there = options_;
@@ -385,25 +452,11 @@ Result<std::vector<std::string>> scan_keys(Connection& conn, std::string_view li
   }
   pattern += tail;
   // On Redis Cluster each primary has its own keys: scan them all.
-  std::vector<std::pair<std::string, int>> primaries;
   const std::string_view slots[] = {"CLUSTER", "SLOTS"};
   CallError err;
   Reply r = conn.call(slots, err);
   if (!r) return err.status;
-  if (r->type == REDIS_REPLY_ARRAY) {  // else an error: not a cluster
-    for (std::size_t i = 0; i < r->elements; ++i) {
-      const redisReply* range = r->element[i];
-      if (range->type != REDIS_REPLY_ARRAY || range->elements < 3) continue;
-      const redisReply* node = range->element[2];
-      if (node->type != REDIS_REPLY_ARRAY || node->elements < 2) continue;
-      std::pair<std::string, int> p{std::string(reply_text(node->element[0])),
-                                    static_cast<int>(node->element[1]->integer)};
-      if (p.first.empty()) p.first = conn.options().host;
-      if (std::find(primaries.begin(), primaries.end(), p) == primaries.end()) {
-        primaries.push_back(std::move(p));
-      }
-    }
-  }
+  const std::vector<Node> primaries = slot_nodes(r.get(), conn.options().host, false);
   std::vector<std::string> keys;
   if (primaries.empty()) {
     if (Status s = scan_node(conn, pattern, keys); !s.ok()) return s;

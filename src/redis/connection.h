@@ -43,6 +43,11 @@ class Connection {
   // On failure the connection is dropped; the next call reconnects. On Redis
   // Cluster it follows MOVED (reconnecting to the slot's node for good) and
   // ASK (this command only): every key of one command must share a slot.
+  // A node that cannot be reached at a reconnect is replaced by the first
+  // other node that can (the seed, then the nodes CLUSTER SLOTS listed at
+  // the last connect, replicas included), which redirects to the slot's
+  // primary: so a handle outlives a failover. Until the cluster has named
+  // the new primary, calls fail with kUnavailable.
   // TRYAGAIN (a multi-key command while its slot migrates) is retried with
   // a short backoff for up to io_timeout.
   Reply call(std::span<const std::string_view> argv, CallError& err);
@@ -67,7 +72,10 @@ class Connection {
   std::uint64_t redirects() const noexcept { return redirects_; }
 
  private:
-  Status ensure();
+  // Connects if not connected; `fall_back`: to another known node if this
+  // one cannot be reached.
+  Status ensure(bool fall_back = true);
+  Status connect();  // to options_'s host and port, with the set-up commands
   void drop() noexcept;
   Reply roundtrip(std::span<const std::string_view> argv, CallError& err);
   // call() without its TRYAGAIN retries.
@@ -80,6 +88,9 @@ class Connection {
   redisContext* ctx_ = nullptr;
   std::string sha_;  // of the pressure script, from SCRIPT LOAD
   std::vector<std::pair<const char*, std::string>> shas_;  // other scripts' text -> SHA
+  // Redis Cluster nodes to fall back on: the seed (the address given), then
+  // those CLUSTER SLOTS listed at the last connect.
+  std::vector<std::pair<std::string, int>> nodes_;
   std::vector<const char*> argv_;
   std::vector<std::size_t> lens_;
   std::uint64_t round_trips_ = 0;

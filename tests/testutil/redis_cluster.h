@@ -1,6 +1,8 @@
-// RedisCluster: a real Redis Cluster of N primaries (no replicas) on free
-// loopback ports, made as an operator would: redis-server --cluster-enabled
-// yes on each, then `redis-cli --cluster create`. Stopped with the test.
+// RedisCluster: a real Redis Cluster of N primaries, each with R replicas
+// (none by default), on free loopback ports, made as an operator would:
+// redis-server --cluster-enabled yes on each, then `redis-cli --cluster
+// create`. Stopped with the test. A node can be killed, and with replicas
+// the cluster fails over to one of them (node timeout: 1 s).
 // Also moves one slot between nodes the way `redis-cli --cluster reshard`
 // does (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE), in steps, so a
 // test can act while the slot is migrating.
@@ -22,15 +24,16 @@ namespace sluice::testutil {
 
 class RedisCluster {
  public:
-  explicit RedisCluster(int primaries = 3) {
-    for (int i = 0; i < primaries; ++i) {
+  explicit RedisCluster(int primaries = 3, int replicas = 0) {
+    const std::string timeout = replicas > 0 ? "1000" : "5000";
+    for (int i = 0; i < primaries * (1 + replicas); ++i) {
       nodes_.push_back(std::make_unique<RedisServer>(
           false, std::vector<std::string>{"cluster-enabled yes", "cluster-config-file nodes.conf",
-                                          "cluster-node-timeout 5000"}));
+                                          "cluster-node-timeout " + timeout}));
     }
     std::vector<std::string> args = {"redis-cli", "--cluster", "create"};
     for (const auto& n : nodes_) args.push_back("127.0.0.1:" + std::to_string(n->port()));
-    args.insert(args.end(), {"--cluster-replicas", "0", "--cluster-yes"});
+    args.insert(args.end(), {"--cluster-replicas", std::to_string(replicas), "--cluster-yes"});
     if (run(args) != 0) throw std::runtime_error("redis-cli --cluster create failed");
     // Every node agrees the cluster is up (an external process's state,
     // polled; no gtest here: benchmarks use this too).
@@ -56,12 +59,41 @@ class RedisCluster {
   // Options that reach the cluster through its first node.
   RedisOptions options() const { return nodes_[0]->options(); }
 
-  // The node serving `key` (an index), asked of the node itself.
+  // SIGKILL one node (a machine that died).
+  void kill(std::size_t i) { nodes_[i]->kill(); }
+  bool running(std::size_t i) const { return nodes_[i]->running(); }
+
+  // True once every replica of primary `i` has acknowledged all it was sent
+  // (its offset in INFO replication equals the primary's).
+  bool replicas_caught_up(std::size_t i) {
+    auto r = RawRedis(port(i)).cmd({"INFO", "replication"});
+    const std::string info(r->str, r->len);
+    const auto field = [&](const std::string& name, std::size_t from = 0) {
+      const auto at = info.find(name, from);
+      return at == std::string::npos ? std::string() : info.substr(at + name.size(), 32);
+    };
+    const long long master = std::stoll(field("master_repl_offset:"));
+    bool any = false;
+    for (std::size_t at = info.find("slave0:"); at != std::string::npos;
+         at = info.find("\nslave", at + 1)) {
+      const std::string line = info.substr(at, info.find('\n', at + 1) - at);
+      const auto off = line.find("offset=");
+      if (line.find("state=online") == std::string::npos || off == std::string::npos) return false;
+      if (std::stoll(line.substr(off + 7)) != master) return false;
+      any = true;
+    }
+    return any;
+  }
+
+  // The node serving `key` (an index), asked of the node itself; killed
+  // nodes are skipped.
   std::size_t node_of(const std::string& key) {
     for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      if (!running(i)) continue;
       RawRedis c(port(i));
       auto r = c.cmd({"EXISTS", key});
-      if (r->type == REDIS_REPLY_INTEGER) return i;  // not MOVED: it serves the slot
+      // Not MOVED: it serves the slot (a replica redirects to its primary).
+      if (r->type == REDIS_REPLY_INTEGER) return i;
     }
     throw std::runtime_error("no node serves " + key);
   }
