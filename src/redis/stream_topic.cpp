@@ -57,7 +57,8 @@ Status unexpected(const redis::Connection& conn, std::string_view what) {
 bool transient(std::string_view t) {
   const std::string_view word = t.substr(0, t.find(' '));
   return word == "LOADING" || word == "OOM" || word == "BUSY" || word == "MASTERDOWN" ||
-         word == "TRYAGAIN" || word == "CLUSTERDOWN" || word == "READONLY";
+         word == "TRYAGAIN" || word == "CLUSTERDOWN" || word == "READONLY" ||
+         word == "MOVED" || word == "ASK";  // redirections still going round: a slot in flux
 }
 
 // Names go inside a hash tag and key names: no braces, no blanks.
