@@ -87,6 +87,15 @@ struct Channel::Impl {
   Status read_one(LogMessage& m, bool& have) {
     have = false;
     for (;;) {
+      if (seg->capped.load(std::memory_order_acquire)) {
+        // Deleted by a cap under us: the rest of it was counted as skipped.
+        auto next = topic->segment_after(seg.get());
+        if (!next) return Status::Ok();  // cannot be: the last segment is never deleted
+        seg = std::move(next);
+        off = kSegmentHeaderSize;
+        next_seq = seg->base_seq;
+        continue;
+      }
       for (const log::Skip& s : seg->skips) {
         if (off == s.from) {  // recovery found this range corrupt: never delivered
           off = s.to;

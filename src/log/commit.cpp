@@ -62,6 +62,7 @@ void Commit::flush_loop() {
 Status Commit::adopt_last() {
   Segment& seg = *segs.back();
   seg.written = seg.end.load(std::memory_order_relaxed);
+  active_since_ = std::chrono::steady_clock::now();
   return make_writable(seg, wopt_);
 }
 
@@ -107,7 +108,16 @@ Status Commit::skip_to(std::uint64_t seq) {
 
 bool Commit::must_roll(std::size_t bytes) const {
   const Segment& seg = *segs.back();
-  return seg.written > kSegmentHeaderSize && seg.written + bytes > opt.segment_bytes;
+  if (seg.written <= kSegmentHeaderSize) return false;
+  return seg.written + bytes > opt.segment_bytes || aged_out();
+}
+
+bool Commit::aged_out() const {
+  if (opt.max_retained_age.count() <= 0 || segs.back()->written <= kSegmentHeaderSize) {
+    return false;
+  }
+  return std::chrono::steady_clock::now() - active_since_ >=
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt.max_retained_age) / 4;
 }
 
 Status Commit::roll() { return roll_to(next_seq, 0); }
@@ -165,6 +175,7 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
   }
   next_seq = first + payloads.size();
   appended_ += payloads.size();
+  if (at == kSegmentHeaderSize) active_since_ = std::chrono::steady_clock::now();
   if (opt.durability == Durability::kGroupCommit) {
     ++unsynced_appends_;
     // Only the arrival that completes the group wakes the gathering leader:

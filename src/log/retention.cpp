@@ -101,6 +101,7 @@ Status Retention::trim_locked() {
     const Segment& seg = *segs[i];
     const std::uint64_t after = segs[i + 1]->base_seq;
     if (pos.empty() || after > min) {  // capped: what the slowest channel had not acknowledged
+      segs[i]->capped.store(true, std::memory_order_release);
       ++stats_.segments_capped;
       stats_.records_dropped += after - std::max(min, seg.base_seq);
       for (auto& [name, c] : open_channels) {  // closed ones count when they reopen
@@ -136,6 +137,8 @@ Status Retention::wait_for_room(std::size_t n, const Context& ctx) {
     // Without channels nobody consumes: look again after `bound` more.
     floor_ = next_seq;
     for (const auto& [name, p] : *pos) floor_ = std::min(floor_, p);
+    // What a cap deleted is not waiting for anyone any more.
+    floor_ = std::max(floor_, first_seq);
     if (next_seq + n <= floor_ + bound) return Status::Ok();
     if (opt.on_bound == BoundPolicy::kFail) {
       return {StatusCode::kRejected, "topic bound of " + std::to_string(bound) +
@@ -147,9 +150,24 @@ Status Retention::wait_for_room(std::size_t n, const Context& ctx) {
     if (!waited) ++bound_waits;
     waited = true;
     const auto t0 = std::chrono::steady_clock::now();
+    // With an age cap, a channel that stopped acknowledging holds appends
+    // back only until the cap deletes what it has not taken: wake to seal
+    // the last segment and apply the cap (a quarter of it at a time).
+    const bool capped = opt.max_retained_age.count() > 0;
+    const Context slice =
+        capped ? ctx.with_timeout(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                      opt.max_retained_age) /
+                                  4)
+               : ctx;
     mu.unlock();
-    futex_wait_shared(&notify.page()->acked_seq, seen, ctx);
+    futex_wait_shared(&notify.page()->acked_seq, seen, slice);
     mu.lock();
+    if (capped && ctx.err() == StatusCode::kOk) {
+      if (aged_out()) {
+        if (Status s = roll(); !s.ok()) return s;
+      }
+      if (Status s = trim_locked(); !s.ok()) return s;
+    }
     bound_wait_ns += static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count());

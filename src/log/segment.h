@@ -23,7 +23,7 @@ struct Skip {
   std::uint64_t lost = 0;
 };
 
-// Thread safety: `end` and `sealed` are atomics any thread may read. The
+// Thread safety: `end`, `sealed` and `capped` are atomics any thread may read. The
 // other mutable fields belong to the writer and are changed under the
 // topic's lock; `skips`, `base_seq`, `path` and `file` are fixed once the
 // segment is in the topic's list.
@@ -39,6 +39,11 @@ struct Segment {
   // A later segment exists: `end` is final (readers check it before taking
   // the topic's lock to look for the next segment).
   std::atomic<bool> sealed{false};
+  // A retention cap deleted this segment before a channel here had
+  // acknowledged all of it: channels still reading it jump to the oldest
+  // retained segment (retention counted what they skip as theirs), rather
+  // than deliver records already counted as lost.
+  std::atomic<bool> capped{false};
   std::vector<Skip> skips;  // fixed after recovery
 
   // Writer only, under the topic's lock. `written`: complete records,

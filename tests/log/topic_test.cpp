@@ -610,6 +610,56 @@ TEST_F(TopicTest, AnAgeCapDropsSegmentsSealedLongerAgo) {
   EXPECT_EQ(slow->skipped_retention(), t->first_seq());
 }
 
+// The age cap works on sealed segments, so a segment that fills slowly is
+// sealed once its first record is a quarter of the cap old: young ones are
+// not (an hour's cap: 100 appends stay in one segment), old ones are at the
+// next append (a 1 s cap: after 300 ms, the clock's own passing under test).
+TEST_F(TopicTest, AnAgeCapSealsASegmentThatFillsSlowly) {
+  {
+    TopicOptions o = small();
+    o.max_retained_age = std::chrono::hours(1);
+    auto t = open(o);
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+    EXPECT_EQ(segments().size(), 1U);  // 20 small records fit one 4 KiB segment
+  }
+  fs::remove_all(dir_);
+  TopicOptions o = small();
+  o.max_retained_age = 1s;
+  auto t = open(o);
+  ASSERT_TRUE(t->append(msg(0)).ok());
+  std::this_thread::sleep_for(300ms);  // past a quarter of the cap
+  ASSERT_TRUE(t->append(msg(1)).ok());
+  EXPECT_EQ(segments().size(), 2U);
+  // A fresh segment starts its own clock at its first record.
+  ASSERT_TRUE(t->append(msg(2)).ok());
+  EXPECT_EQ(segments().size(), 2U);
+}
+
+// With an age cap, a channel that stopped acknowledging holds an append
+// waiting at the bound only until the cap deletes what it has not taken:
+// the waiting append seals the segment, applies the cap as time passes,
+// and what was deleted no longer counts toward the bound.
+TEST_F(TopicTest, AnAgeCapEndsTheWaitBehindAStoppedChannel) {
+  TopicOptions o = small();
+  o.max_unconsumed = 5;
+  o.max_retained_age = 1s;
+  auto t = open(o);
+  auto stopped = std::move(*t->channel("stopped"));
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  const auto t0 = std::chrono::system_clock::now();
+  auto r = t->append(msg(5), with_timeout(20s));
+  ASSERT_TRUE(r.ok()) << r.status();  // without the cap: kDeadlineExceeded after 20 s
+  // The first five went only once sealed longer ago than the cap.
+  EXPECT_GE(std::chrono::system_clock::now() - t0, 1s);
+  EXPECT_EQ(t->first_seq(), 5U);
+  EXPECT_EQ(t->retention().records_dropped, 5U);
+  EXPECT_EQ(t->stats().bound_waits, 1U);
+  EXPECT_EQ(stopped->skipped_retention(), 5U);
+  auto m = stopped->next(with_timeout(5s));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->seq, 5U);
+}
+
 TEST_F(TopicTest, ABoundRefusesAppendsPastTheSlowestChannel) {
   TopicOptions o = small();
   o.max_unconsumed = 10;

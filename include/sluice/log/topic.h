@@ -73,7 +73,14 @@ struct TopicOptions {
   // are checked on each roll and when an acknowledgement crosses a segment.
   // What a cap drops is counted: Topic::retention() and, per channel,
   // Channel::skipped_retention(). The segment being written is never
-  // deleted, so the byte cap is at least one segment.
+  // deleted, so the byte cap is at least one segment. With an age cap, the
+  // segment being written is sealed at the next append once its first
+  // record is older than a quarter of the cap, so records live at most
+  // about 1.5x the cap while appends come (an idle topic deletes nothing
+  // until its next append). Records a cap deleted no longer count toward
+  // max_unconsumed, and an append waiting at the bound applies the age cap
+  // as time passes: a channel that stopped holds appends back for about
+  // 1.5x the age cap at most.
   std::uint64_t max_retained_bytes = 0;
   std::chrono::seconds max_retained_age{0};
   // Topic bound (0: none): at most this many records past the slowest
