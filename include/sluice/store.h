@@ -40,6 +40,7 @@
 //   the message names host:port).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -73,14 +74,34 @@ struct ChannelInfo {
 // already, so it makes its own kind).
 enum class QueueKind : std::uint8_t { kDefault, kStream };
 
+// How a queue is made (QueueStore::create).
+struct QueueSpec {
+  // At most this many unacknowledged messages (0: unbounded; a Redis
+  // pressure queue counts the messages not yet taken by a reader).
+  std::uint64_t bound = 0;
+  QueueKind kind = QueueKind::kDefault;
+  // Retention (0: none): a message older than this is deleted even if a
+  // channel has not acknowledged it (a consumer that stopped loses it, and
+  // stat counts it for that channel no more), and it no longer counts toward
+  // the bound, so a stopped consumer holds producers back for about this
+  // long at most. Not a TTL: deletion is approximate. Embedded: whole log
+  // segments, in whole seconds (rounded up), a message living at most about
+  // 1.5x the age while puts come, nothing deleted while none do
+  // (TopicOptions::max_retained_age). Streams topics: by the server's clock
+  // at each put (StreamTopicOptions::max_retained_age). Pressure queues
+  // keep every message until taken: kInvalidArgument.
+  std::chrono::milliseconds max_age{0};
+};
+
 struct QueueInfo {
   std::string name;
-  std::string kind;            // "log" (embedded), "pressure" or "stream" (Redis)
-  std::uint64_t bound = 0;     // messages put and not acknowledged by the slowest channel
-  bool closed = false;         // no more puts; readers end once drained
-  std::uint64_t length = 0;    // produced - consumed: waiting for the slowest channel
-  std::uint64_t produced = 0;  // messages ever put
-  std::uint64_t consumed = 0;  // acknowledged by the slowest channel
+  std::string kind;                      // "log" (embedded), "pressure" or "stream" (Redis)
+  std::uint64_t bound = 0;               // messages put and not acknowledged by the slowest channel
+  std::chrono::milliseconds max_age{0};  // QueueSpec::max_age (0: none)
+  bool closed = false;                   // no more puts; readers end once drained
+  std::uint64_t length = 0;              // produced - consumed: waiting for the slowest channel
+  std::uint64_t produced = 0;            // messages ever put
+  std::uint64_t consumed = 0;  // acknowledged by the slowest channel (or deleted by max_age)
   std::vector<std::string> channels;
   std::vector<ChannelInfo> channel_info;  // the channels' state, in the same order
 };
@@ -157,13 +178,15 @@ class QueueStore {
   static Result<std::unique_ptr<QueueStore>> open(std::string_view location,
                                                   const StoreOptions& options = {});
 
-  // A new empty queue holding at most `bound` unacknowledged messages (0:
-  // unbounded; a Redis pressure queue counts the messages not yet taken by
-  // a reader). kAlreadyExists if the name is taken (by either kind).
+  // A new empty queue as `spec` says. kAlreadyExists if the name is taken
+  // (by either kind); kInvalidArgument for a spec the backend cannot keep.
   // Atomic: the queue exists whole or not.
-  virtual Status create(std::string_view name, std::uint64_t bound, QueueKind kind) = 0;
+  virtual Status create(std::string_view name, const QueueSpec& spec) = 0;
+  Status create(std::string_view name, std::uint64_t bound, QueueKind kind) {
+    return create(name, QueueSpec{.bound = bound, .kind = kind});
+  }
   Status create(std::string_view name, std::uint64_t bound) {
-    return create(name, bound, QueueKind::kDefault);
+    return create(name, QueueSpec{.bound = bound});
   }
   // The producer role, waiting while another writer (or a close) holds it.
   // kClosed if the queue is closed.

@@ -418,9 +418,10 @@ end
 
 -- stats: { appended, retained, trimmed, dead-letter length, dropped,
 -- {channel, acked, pending, dead-lettered, dropped}..., recorded bound,
--- closed (0/1), exists (0/1) }
+-- closed (0/1), exists (0/1), recorded cap, recorded age (ms) }
 if op == 'stats' then
-  local m = redis.call('HMGET', META, 'appended', 'trimmed', 'dropped', 'bound', 'closed')
+  local m = redis.call('HMGET', META, 'appended', 'trimmed', 'dropped', 'bound', 'closed', 'cap',
+                       'age')
   local chans = {}
   local acked = redis.call('HGETALL', ACKED)
   for i = 1, #acked, 2 do
@@ -437,7 +438,8 @@ if op == 'stats' then
   local c = 0
   if m[5] then c = 1 end
   return { tonumber(m[1] or '0'), redis.call('XLEN', STREAM), tonumber(m[2] or '0'),
-           redis.call('XLEN', DEAD), tonumber(m[3] or '0'), chans, tonumber(m[4] or '0'), c, e }
+           redis.call('XLEN', DEAD), tonumber(m[3] or '0'), chans, tonumber(m[4] or '0'), c, e,
+           tonumber(m[6] or '0'), tonumber(m[7] or '0') }
 end
 
 -- destroy: every key of the topic. Reply: keys removed.

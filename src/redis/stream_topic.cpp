@@ -57,8 +57,8 @@ Status unexpected(const redis::Connection& conn, std::string_view what) {
 bool transient(std::string_view t) {
   const std::string_view word = t.substr(0, t.find(' '));
   return word == "LOADING" || word == "OOM" || word == "BUSY" || word == "MASTERDOWN" ||
-         word == "TRYAGAIN" || word == "CLUSTERDOWN" || word == "READONLY" ||
-         word == "MOVED" || word == "ASK";  // redirections still going round: a slot in flux
+         word == "TRYAGAIN" || word == "CLUSTERDOWN" || word == "READONLY" || word == "MOVED" ||
+         word == "ASK";  // redirections still going round: a slot in flux
 }
 
 // Names go inside a hash tag and key names: no braces, no blanks.
@@ -298,7 +298,7 @@ Result<StreamTopicStats> StreamTopic::stats() {
   const std::string_view args[] = {"stats"};
   CallError err;
   Reply r = run(*conn_, keys_, args, err);
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 9 ||
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 11 ||
       r->element[5]->type != REDIS_REPLY_ARRAY) {
     return failed(*conn_, r, err, "stats");
   }
@@ -311,6 +311,9 @@ Result<StreamTopicStats> StreamTopic::stats() {
   st.bound = integer(r->element[6]);
   st.closed = integer(r->element[7]) != 0;
   st.exists = integer(r->element[8]) != 0;
+  st.max_retained_messages = integer(r->element[9]);
+  st.max_retained_age = std::chrono::milliseconds(static_cast<std::int64_t>(
+      std::min<std::uint64_t>(integer(r->element[10]), static_cast<std::uint64_t>(INT64_MAX))));
   const redisReply* chans = r->element[5];
   for (std::size_t i = 0; i < chans->elements; ++i) {
     const redisReply* c = chans->element[i];

@@ -99,11 +99,13 @@ Result<T> wait_for_role(const Context& ctx, F attempt) {
   }
 }
 
-TopicOptions topic_options(const StoreOptions& o, std::uint64_t bound, bool read_only) {
+TopicOptions topic_options(const StoreOptions& o, std::uint64_t bound,
+                           std::chrono::milliseconds max_age, bool read_only) {
   TopicOptions t;
   t.durability =
       o.durability == StoreDurability::kSync ? Durability::kGroupCommit : Durability::kNone;
   t.max_unconsumed = bound;
+  t.max_retained_age = std::chrono::ceil<std::chrono::seconds>(max_age);
   t.on_bound = BoundPolicy::kBlock;
   t.read_only = read_only;
   return t;
@@ -257,7 +259,7 @@ std::string DirStore::queue_dir(std::string_view name) const {
   return dir_ + "/queues/" + std::string(name);
 }
 
-Result<std::uint64_t> DirStore::read_bound(std::string_view name) const {
+Result<DirStore::Meta> DirStore::read_meta(std::string_view name) const {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   const std::string path = queue_dir(name) + "/queue.meta";
   std::ifstream in(path, std::ios::binary);
@@ -268,19 +270,30 @@ Result<std::uint64_t> DirStore::read_bound(std::string_view name) const {
     return errno_status("open", path);
   }
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::string_view key = "bound=";
-  const auto at = text.find(key);
-  std::uint64_t bound = 0;
-  if (!text.starts_with(kMetaHeader) || at == std::string::npos ||
-      std::from_chars(text.data() + at + key.size(), text.data() + text.size(), bound).ec !=
-          std::errc()) {
+  // "key=N" on a line of its own; false if it is there and not a number.
+  const auto field = [&](std::string_view key, std::uint64_t& v, bool required) {
+    const auto at = text.find("\n" + std::string(key) + "=");
+    if (at == std::string::npos) return !required;
+    const char* from = text.data() + at + key.size() + 2;
+    const auto [end, ec] = std::from_chars(from, text.data() + text.size(), v);
+    return ec == std::errc() && end < text.data() + text.size() && *end == '\n';
+  };
+  Meta m;
+  std::uint64_t age_ms = 0;
+  if (!text.starts_with(kMetaHeader) || !field("bound", m.bound, true) ||
+      !field("max_age_ms", age_ms, false) ||
+      age_ms > static_cast<std::uint64_t>(std::chrono::milliseconds::max().count())) {
     return Status(StatusCode::kCorruption, path + ": not a sluice queue description");
   }
-  return bound;
+  m.max_age = std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(age_ms));
+  return m;
 }
 
-Status DirStore::create(std::string_view name, std::uint64_t bound, QueueKind /*kind*/) {
+Status DirStore::create(std::string_view name, const QueueSpec& spec) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
+  if (spec.max_age.count() < 0) {
+    return {StatusCode::kInvalidArgument, "max_age must not be negative"};
+  }
   const std::string target = queue_dir(name);
   const std::string exists = "queue '" + std::string(name) + "' already exists";
   if (::access(target.c_str(), F_OK) == 0) return {StatusCode::kAlreadyExists, exists};
@@ -298,11 +311,13 @@ Status DirStore::create(std::string_view name, std::uint64_t bound, QueueKind /*
   if (::mkdir((stage + "/readers").c_str(), 0755) != 0) {
     return fail(errno_status("mkdir", stage + "/readers"));
   }
-  const std::string meta = std::string(kMetaHeader) + "bound=" + std::to_string(bound) + "\n";
+  std::string meta = std::string(kMetaHeader) + "bound=" + std::to_string(spec.bound) + "\n";
+  if (spec.max_age.count() > 0) meta += "max_age_ms=" + std::to_string(spec.max_age.count()) + "\n";
   if (Status s = write_file_synced(stage + "/queue.meta", meta); !s.ok()) return fail(s);
   {
     // The topic and its default channel, so the bound holds from the first put.
-    auto topic = Topic::open(stage + "/topic", topic_options(opt_, bound, false));
+    auto topic =
+        Topic::open(stage + "/topic", topic_options(opt_, spec.bound, spec.max_age, false));
     if (!topic.ok()) return fail(topic.status());
     auto ch = (*topic)->channel(kDefaultChannel);
     if (!ch.ok()) return fail(ch.status());
@@ -316,10 +331,10 @@ Status DirStore::create(std::string_view name, std::uint64_t bound, QueueKind /*
   return sync_dir(dir_ + "/queues");
 }
 
-Result<std::unique_ptr<Topic>> DirStore::writer_topic(std::string_view name, std::uint64_t bound,
+Result<std::unique_ptr<Topic>> DirStore::writer_topic(std::string_view name, const Meta& meta,
                                                       const Context& ctx) {
   const std::string dir = queue_dir(name) + "/topic";
-  const TopicOptions o = topic_options(opt_, bound, false);
+  const TopicOptions o = topic_options(opt_, meta.bound, meta.max_age, false);
   auto topic = wait_for_role<std::unique_ptr<Topic>>(ctx, [&] { return Topic::open(dir, o); });
   if (!topic.ok() && topic.code() == StatusCode::kInUse) {
     return Status(StatusCode::kInUse, "queue '" + std::string(name) + "' has a writer: " +
@@ -329,21 +344,21 @@ Result<std::unique_ptr<Topic>> DirStore::writer_topic(std::string_view name, std
 }
 
 Result<std::unique_ptr<QueueWriter>> DirStore::writer(std::string_view name, const Context& ctx) {
-  auto bound = read_bound(name);
-  if (!bound.ok()) return bound.status();
-  auto topic = writer_topic(name, *bound, ctx);
+  auto meta = read_meta(name);
+  if (!meta.ok()) return meta.status();
+  auto topic = writer_topic(name, *meta, ctx);
   if (!topic.ok()) return topic.status();
   if ((*topic)->closed()) {
     return Status(StatusCode::kClosed, "queue '" + std::string(name) + "' is closed");
   }
-  return std::unique_ptr<QueueWriter>(new DirWriter(std::move(*topic), *bound));
+  return std::unique_ptr<QueueWriter>(new DirWriter(std::move(*topic), meta->bound));
 }
 
 Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
                                                       std::string_view channel,
                                                       const Context& ctx) {
-  auto bound = read_bound(name);
-  if (!bound.ok()) return bound.status();
+  auto meta = read_meta(name);
+  if (!meta.ok()) return meta.status();
   if (Status s = validate_queue_name(channel); !s.ok()) return s;
   if (channel.starts_with('.')) {
     return Status(StatusCode::kInvalidArgument,
@@ -353,7 +368,7 @@ Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
   const std::string lock_path = qdir + "/readers/" + std::string(channel) + ".lock";
   auto fd = wait_for_role<int>(ctx, [&] { return lock_channel(lock_path, name, channel); });
   if (!fd.ok()) return fd.status();
-  auto topic = Topic::open(qdir + "/topic", topic_options(opt_, *bound, true));
+  auto topic = Topic::open(qdir + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
   if (!topic.ok()) {
     ::close(*fd);
     return topic.status();
@@ -367,9 +382,9 @@ Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
 }
 
 Status DirStore::close(std::string_view name, const Context& ctx) {
-  auto bound = read_bound(name);
-  if (!bound.ok()) return bound.status();
-  auto topic = writer_topic(name, *bound, ctx);
+  auto meta = read_meta(name);
+  if (!meta.ok()) return meta.status();
+  auto topic = writer_topic(name, *meta, ctx);
   if (!topic.ok()) return topic.status();
   return (*topic)->close();  // idempotent: closing a closed queue is fine
 }
@@ -442,14 +457,15 @@ Result<std::vector<std::string>> DirStore::list() {
 }
 
 Result<QueueInfo> DirStore::stat(std::string_view name) {
-  auto bound = read_bound(name);
-  if (!bound.ok()) return bound.status();
+  auto meta = read_meta(name);
+  if (!meta.ok()) return meta.status();
   QueueInfo info;
   info.name = std::string(name);
   info.kind = "log";
-  info.bound = *bound;
+  info.bound = meta->bound;
+  info.max_age = meta->max_age;
   const std::string tdir = queue_dir(name) + "/topic";
-  auto topic = Topic::open(tdir, topic_options(opt_, *bound, true));
+  auto topic = Topic::open(tdir, topic_options(opt_, meta->bound, meta->max_age, true));
   if (!topic.ok()) return topic.status();
   info.produced = (*topic)->next_seq();
   info.closed = (*topic)->closed();
@@ -458,12 +474,15 @@ Result<QueueInfo> DirStore::stat(std::string_view name) {
   info.channels = *channels;
   // The slowest channel's durable position, read from its file: opening the
   // channel would take it from a reader that has it.
+  // What the age cap deleted is waiting for nobody any more.
+  const std::uint64_t first = (*topic)->first_seq();
   std::uint64_t consumed = info.produced;
   for (const std::string& ch : info.channels) {
     std::ifstream in(tdir + "/channels/" + ch + ".pos", std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const log::PositionRead p = log::decode_positions(bytes);
-    const std::uint64_t at = p.state == log::PositionState::kValid ? p.slot.next_seq : 0;
+    const std::uint64_t at =
+        std::max(p.state == log::PositionState::kValid ? p.slot.next_seq : 0, first);
     consumed = std::min(consumed, at);
     info.channel_info.push_back({.name = ch, .lag = info.produced - std::min(at, info.produced)});
   }

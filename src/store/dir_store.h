@@ -1,6 +1,7 @@
 // The embedded QueueStore: a directory, one Topic per queue. Layout
 // (docs/cli.md, "Store layout"):
-//   <store>/queues/<name>/queue.meta        "sluice-queue 1\nbound=N\n", written once
+//   <store>/queues/<name>/queue.meta        "sluice-queue 1\nbound=N\n[max_age_ms=M\n]",
+//                                           written once
 //   <store>/queues/<name>/topic/            the queue's Topic (its own LOCK, channels/)
 //   <store>/queues/<name>/readers/<ch>.lock flock'd by the channel's reader
 //   <store>/tmp/                            staging for create and delete
@@ -8,6 +9,7 @@
 // owns what is inside (it removes stray *.tmp files, for one). Private.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -24,7 +26,7 @@ class DirStore final : public QueueStore {
   static Status make_dirs(const std::string& dir);
 
   using QueueStore::create;
-  Status create(std::string_view name, std::uint64_t bound, QueueKind kind) override;
+  Status create(std::string_view name, const QueueSpec& spec) override;
   Result<std::unique_ptr<QueueWriter>> writer(std::string_view name, const Context& ctx) override;
   Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
                                               const Context& ctx) override;
@@ -36,11 +38,16 @@ class DirStore final : public QueueStore {
  private:
   DirStore(std::string dir, StoreOptions options) : dir_(std::move(dir)), opt_(options) {}
   std::string queue_dir(std::string_view name) const;
+  // What queue.meta records.
+  struct Meta {
+    std::uint64_t bound = 0;
+    std::chrono::milliseconds max_age{0};
+  };
   // The queue's topic opened as its writer, waiting for the role under ctx.
-  Result<std::unique_ptr<Topic>> writer_topic(std::string_view name, std::uint64_t bound,
+  Result<std::unique_ptr<Topic>> writer_topic(std::string_view name, const Meta& meta,
                                               const Context& ctx);
-  // The queue's bound, from queue.meta; kNotFound "no queue" if it is missing.
-  Result<std::uint64_t> read_bound(std::string_view name) const;
+  // The queue's queue.meta; kNotFound "no queue" if it is missing.
+  Result<Meta> read_meta(std::string_view name) const;
 
   std::string dir_;
   StoreOptions opt_;

@@ -269,8 +269,16 @@ Result<std::unique_ptr<QueueStore>> RedisStore::open(std::string_view url,
       std::move(*o), options.redis_stream_prefix.empty() ? "sluice" : options.redis_stream_prefix));
 }
 
-Status RedisStore::create(std::string_view name, std::uint64_t bound, QueueKind kind) {
+Status RedisStore::create(std::string_view name, const QueueSpec& spec) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
+  if (spec.max_age.count() < 0) {
+    return {StatusCode::kInvalidArgument, "max_age must not be negative"};
+  }
+  if (spec.kind == QueueKind::kDefault && spec.max_age.count() > 0) {
+    return {StatusCode::kInvalidArgument,
+            "a pressure-protocol queue keeps every message until a reader takes it: a maximum "
+            "age needs a Redis Streams topic (sluice create --stream, QueueKind::kStream)"};
+  }
   // The name is taken by a queue of the other kind too.
   auto other = find(name);
   if (other.ok()) {
@@ -279,8 +287,8 @@ Status RedisStore::create(std::string_view name, std::uint64_t bound, QueueKind 
                 (other->kind == Kind::kStream ? "Streams topic" : "pressure queue") + ")"};
   }
   if (other.status().code() != StatusCode::kNotFound) return other.status();
-  if (kind == QueueKind::kDefault) {
-    Status s = PressureQueue(opt_, std::string(name)).create(bound);
+  if (spec.kind == QueueKind::kDefault) {
+    Status s = PressureQueue(opt_, std::string(name)).create(spec.bound);
     if (!cross_slot(s)) return s;
     return {StatusCode::kInvalidArgument,
             "redis at " + opt_.host + ":" + std::to_string(opt_.port) +
@@ -289,7 +297,8 @@ Status RedisStore::create(std::string_view name, std::uint64_t bound, QueueKind 
                 "QueueKind::kStream)"};
   }
   StreamTopicOptions o = stream_options();
-  o.max_unconsumed = bound;
+  o.max_unconsumed = spec.bound;
+  o.max_retained_age = spec.max_age;
   const std::string channels[] = {std::string(kDefaultChannel)};
   return StreamTopic(opt_, std::string(name), o).create(channels);
 }
@@ -412,6 +421,7 @@ Result<QueueInfo> RedisStore::stat(std::string_view name) {
   const StreamTopicStats& st = found->stream;
   info.kind = "stream";
   info.bound = st.bound;
+  info.max_age = st.max_retained_age;
   info.closed = st.closed;
   info.produced = st.appended;
   std::uint64_t behind = 0;

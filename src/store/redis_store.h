@@ -38,7 +38,7 @@ class RedisStore final : public QueueStore {
                                                   const StoreOptions& options);
 
   using QueueStore::create;
-  Status create(std::string_view name, std::uint64_t bound, QueueKind kind) override;
+  Status create(std::string_view name, const QueueSpec& spec) override;
   Result<std::unique_ptr<QueueWriter>> writer(std::string_view name, const Context& ctx) override;
   Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
                                               const Context& ctx) override;

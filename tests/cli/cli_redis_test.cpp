@@ -81,6 +81,18 @@ TEST_F(CliRedisTest, PutTimesOutAtTheBoundSayingHowManyWentIn) {
   }
 }
 
+// create --max-age: recorded by a Streams topic (and applied by every
+// put); refused for a pressure queue, which keeps messages until taken.
+TEST_F(CliRedisTest, MaxAgeNeedsAStreamsTopic) {
+  Outcome r = run({"create", "p", "--max-age", "1h"});
+  EXPECT_NE(r.rc, 0);
+  EXPECT_NE(r.err.find("--stream"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"ls"}).out, "");
+  ASSERT_EQ(run({"create", "s", "--stream", "--max-age", "1h"}).rc, 0);
+  r = run({"stat", "s"});
+  EXPECT_NE(r.out.find("\nmax_age=3600\n"), std::string::npos) << r.out;
+}
+
 TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
   Outcome r = run({"create", "jobs", "--bound", "100"});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -94,7 +106,7 @@ TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out,
             "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-            "channels=default\nkind=pressure\nchannel.default.lag=2\n"
+            "channels=default\nkind=pressure\nmax_age=0\nchannel.default.lag=2\n"
             "channel.default.pending=0\nchannel.default.dead_lettered=0\n");
   EXPECT_NE(run({"stat", "other"}).out.find("\nbound=0\n"), std::string::npos);
   r = run({"ls"});
@@ -137,7 +149,7 @@ TEST_F(CliRedisTest, AStreamsTopicHasNamedChannelsLagAndPending) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out,
             "name=events\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-            "channels=audit,default\nkind=stream\nchannel.audit.lag=0\n"
+            "channels=audit,default\nkind=stream\nmax_age=0\nchannel.audit.lag=0\n"
             "channel.audit.pending=0\nchannel.audit.dead_lettered=0\n"
             "channel.default.lag=2\nchannel.default.pending=0\n"
             "channel.default.dead_lettered=0\n");
@@ -308,7 +320,7 @@ TEST_F(CliRedisTest, InterleavesWithThePressureProtocolsReferenceClient) {
   r = run({"stat", "q"});
   EXPECT_EQ(r.out,
             "name=q\nbound=50\nclosed=false\nlength=0\nproduced=5\nconsumed=5\n"
-            "channels=default\nkind=pressure\nchannel.default.lag=0\n"
+            "channels=default\nkind=pressure\nmax_age=0\nchannel.default.lag=0\n"
             "channel.default.pending=0\nchannel.default.dead_lettered=0\n");
   // A queue the reference client made is a sluice queue; its close ends a get.
   testutil::ReferenceClient ref2(server_.port(), "theirs");

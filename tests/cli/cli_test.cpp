@@ -43,16 +43,18 @@ TEST_F(CliTest, CreatePutGetStat) {
   EXPECT_EQ(r.out, lines(0, 3));
   r = run({"stat", "jobs"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(r.out,
-            "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-            "channels=default\nkind=log\nchannel.default.lag=2\nchannel.default.pending=0\n"
-            "channel.default.dead_lettered=0\n");
+  EXPECT_EQ(
+      r.out,
+      "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
+      "channels=default\nkind=log\nmax_age=0\nchannel.default.lag=2\nchannel.default.pending=0\n"
+      "channel.default.dead_lettered=0\n");
   r = run({"stat", "jobs", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(r.out,
-            "{\"name\":\"jobs\",\"bound\":100,\"closed\":false,\"length\":2,\"produced\":5,"
-            "\"consumed\":3,\"channels\":[\"default\"],\"kind\":\"log\",\"channel_info\":[{"
-            "\"name\":\"default\",\"lag\":2,\"pending\":0,\"dead_lettered\":0}]}\n");
+  EXPECT_EQ(
+      r.out,
+      "{\"name\":\"jobs\",\"bound\":100,\"closed\":false,\"length\":2,\"produced\":5,"
+      "\"consumed\":3,\"channels\":[\"default\"],\"kind\":\"log\",\"max_age\":0,\"channel_info\":[{"
+      "\"name\":\"default\",\"lag\":2,\"pending\":0,\"dead_lettered\":0}]}\n");
   r = run({"get", "jobs", "--count", "2"});
   EXPECT_EQ(r.out, lines(3, 5));
 }
@@ -95,6 +97,25 @@ TEST_F(CliTest, TimeoutsTakeAUnitAndAPutTimesOutAtTheBound) {
                        "unit: 500ms, 2s, 1m, 1h"),
             std::string::npos)
       << r.err;
+}
+
+// create --max-age: a queue nobody reads holds put at the bound only until
+// what it holds is older than the age; stat shows the age and counts only
+// what is still there to read.
+TEST_F(CliTest, MaxAgeLetsAPutPastAReaderThatStopped) {
+  ASSERT_EQ(run({"create", "q", "--bound", "2", "--max-age", "1s"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, lines(0, 2)).rc, 0);
+  Outcome r = run({"put", "q", "--timeout", "30s"}, lines(2, 3));
+  EXPECT_EQ(r.rc, 0) << r.err;  // without --max-age: exit 9 after 30 s
+  r = run({"stat", "q"});
+  EXPECT_NE(r.out.find("\nmax_age=1\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nlength=1\n"), std::string::npos) << r.out;
+  EXPECT_EQ(run({"get", "q", "--count", "1"}).out, lines(2, 3));
+  ASSERT_EQ(run({"create", "q2", "--max-age", "1.5m"}).rc, 0);
+  EXPECT_NE(run({"stat", "q2", "--json"}).out.find("\"max_age\":90,"), std::string::npos);
+  r = run({"create", "q3", "--max-age", "-1s"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("--max-age"), std::string::npos) << r.err;
 }
 
 // Numbers out of range say so in words, not with CLI11's "not in range

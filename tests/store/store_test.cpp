@@ -114,6 +114,40 @@ TEST_P(StoreTest, CreateListStatRemove) {
   EXPECT_EQ(*names, (std::vector<std::string>{"b"}));
 }
 
+// QueueSpec::max_age: a reader that stopped acknowledging holds a put at
+// the bound only until what it holds is older than the age; then it is
+// deleted, counted for that channel no more, and the put goes in. A Redis
+// pressure queue keeps every message until taken: refused, nothing made.
+TEST_P(StoreTest, AMaxAgeDeletesWhatAStoppedReaderHoldsAndFreesTheBound) {
+  const QueueSpec spec{.bound = 3, .kind = GetParam().kind, .max_age = 1s};
+  if (GetParam().kind == QueueKind::kDefault && GetParam().name != "embedded") {
+    Status s = store_->create("aged", spec);
+    EXPECT_EQ(s, StatusCode::kInvalidArgument) << s;
+    EXPECT_NE(s.message().find("--stream"), std::string_view::npos) << s;
+    EXPECT_EQ(store_->stat("aged").code(), StatusCode::kNotFound);
+    return;
+  }
+  ASSERT_EQ(store_->create("aged", spec), StatusCode::kOk);
+  auto info = store_->stat("aged");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->max_age, 1s);
+  auto w = writer("aged");
+  ASSERT_NE(w, nullptr);
+  ASSERT_EQ(put(*w, seq(0, 3)), StatusCode::kOk);
+  auto r = reader("aged");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(get(*r, 3), seq(0, 3));  // and never acknowledged
+  const auto t0 = std::chrono::system_clock::now();
+  Status s = put(*w, seq(3, 4), nullptr, with_timeout(30s));
+  ASSERT_EQ(s, StatusCode::kOk) << s;  // without the age: kDeadlineExceeded
+  EXPECT_GE(std::chrono::system_clock::now() - t0, 1s);
+  info = store_->stat("aged");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->produced, 4U);
+  EXPECT_EQ(info->length, 1U);  // only m3 waits for the reader
+  EXPECT_EQ(get(*r, 1), seq(3, 4));
+}
+
 TEST_P(StoreTest, CreateOfAnExistingNameIsAlreadyExists) {
   ASSERT_EQ(create("q", 10), StatusCode::kOk);
   Status s = create("q", 5);

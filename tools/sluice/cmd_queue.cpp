@@ -1,4 +1,6 @@
 // create, close, delete, ls, stat.
+#include <chrono>
+#include <cstdio>
 #include <iostream>
 
 #include "cli.h"
@@ -10,6 +12,7 @@ namespace {
 struct QueueArgs {
   std::string name;
   std::uint64_t bound = 1000;
+  double max_age = 0;  // seconds; 0: none
   bool json = false;
   bool no_wait = false;
   bool stream = false;
@@ -38,6 +41,11 @@ void add_queue_commands(CLI::App& app, Globals& g) {
                    "most messages put and not yet acknowledged; put waits beyond it; 0: unbounded")
       ->capture_default_str()
       ->check(whole_number());
+  as_duration(create->add_option(
+      "--max-age", a->max_age,
+      "delete messages older than this even if a channel has not acknowledged them (a "
+      "stopped consumer loses them and holds puts back no longer); approximate, see "
+      "docs/cli.md; not on Redis pressure queues; 0: never"));
   create->add_flag("--stream", a->stream,
                    "Redis: a Redis Streams topic (named channels, any number of competing "
                    "readers per channel) instead of a pressure-protocol queue; the embedded "
@@ -45,8 +53,11 @@ void add_queue_commands(CLI::App& app, Globals& g) {
   create->callback([&g, a] {
     auto store = open_store(g, "create", &g.rc);
     if (!store) return;
-    const QueueKind kind = a->stream ? QueueKind::kStream : QueueKind::kDefault;
-    if (Status s = store->create(a->name, a->bound, kind); !s.ok()) {
+    QueueSpec spec{.bound = a->bound, .kind = a->stream ? QueueKind::kStream : QueueKind::kDefault};
+    // Whole milliseconds, rounded up: a positive age never becomes "none".
+    spec.max_age =
+        std::chrono::ceil<std::chrono::milliseconds>(std::chrono::duration<double>(a->max_age));
+    if (Status s = store->create(a->name, spec); !s.ok()) {
       g.rc = fail("create", queue_label(a->name), s);
     }
   });
@@ -101,7 +112,8 @@ void add_queue_commands(CLI::App& app, Globals& g) {
   auto* stat = app.add_subcommand(
       "stat",
       "print a queue's state: name, bound, closed, length, produced, consumed, channels, kind, "
-      "and each channel's lag (not yet delivered), pending (delivered, not acknowledged) and "
+      "max_age (seconds), and each channel's lag (not yet delivered), pending (delivered, not "
+      "acknowledged) and "
       "dead letters");
   stat->add_option("NAME", a->name, "queue name")->required();
   stat->add_flag("--json", a->json, "one JSON object instead of key=value lines");
@@ -115,12 +127,20 @@ void add_queue_commands(CLI::App& app, Globals& g) {
     }
     const std::string channels = joined(info->channels, a->json);
     const char* closed = info->closed ? "true" : "false";
+    // Seconds, as the option takes them: "3600", "0.25".
+    std::string max_age = std::to_string(info->max_age.count() / 1000);
+    if (const auto ms = info->max_age.count() % 1000; ms != 0) {
+      char frac[8];
+      std::snprintf(frac, sizeof frac, ".%03d", static_cast<int>(ms));
+      max_age += frac;
+      while (max_age.back() == '0') max_age.pop_back();
+    }
     if (a->json) {
       std::cout << "{\"name\":\"" << info->name << "\",\"bound\":" << info->bound
                 << ",\"closed\":" << closed << ",\"length\":" << info->length
                 << ",\"produced\":" << info->produced << ",\"consumed\":" << info->consumed
                 << ",\"channels\":[" << channels << "],\"kind\":\"" << info->kind
-                << "\",\"channel_info\":[";
+                << "\",\"max_age\":" << max_age << ",\"channel_info\":[";
       for (std::size_t i = 0; i < info->channel_info.size(); ++i) {
         const ChannelInfo& c = info->channel_info[i];
         std::cout << (i == 0 ? "" : ",") << "{\"name\":\"" << c.name << "\",\"lag\":" << c.lag
@@ -132,7 +152,7 @@ void add_queue_commands(CLI::App& app, Globals& g) {
       std::cout << "name=" << info->name << "\nbound=" << info->bound << "\nclosed=" << closed
                 << "\nlength=" << info->length << "\nproduced=" << info->produced
                 << "\nconsumed=" << info->consumed << "\nchannels=" << channels
-                << "\nkind=" << info->kind << "\n";
+                << "\nkind=" << info->kind << "\nmax_age=" << max_age << "\n";
       for (const ChannelInfo& c : info->channel_info) {
         const std::string k = "channel." + c.name + ".";
         std::cout << k << "lag=" << c.lag << "\n"

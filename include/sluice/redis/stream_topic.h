@@ -140,11 +140,13 @@ struct StreamTopicStats {
   // without channels, every message the cap removed (as
   // RetentionStats::records_dropped).
   std::uint64_t records_dropped = 0;
-  std::uint64_t dead_letters = 0;            // entries in the dead-letter stream
-  std::vector<StreamChannelStats> channels;  // by name
-  std::uint64_t bound = 0;                   // recorded by create() (0: none)
-  bool closed = false;                       // close() was called
-  bool exists = false;                       // made (create, an append, a join) and not destroyed
+  std::uint64_t dead_letters = 0;                 // entries in the dead-letter stream
+  std::vector<StreamChannelStats> channels;       // by name
+  std::uint64_t bound = 0;                        // recorded by create() (0: none)
+  std::uint64_t max_retained_messages = 0;        // likewise
+  std::chrono::milliseconds max_retained_age{0};  // likewise
+  bool closed = false;                            // close() was called
+  bool exists = false;  // made (create, an append, a join) and not destroyed
 };
 
 class StreamChannel;
