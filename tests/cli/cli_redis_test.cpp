@@ -93,6 +93,65 @@ TEST_F(CliRedisTest, MaxAgeNeedsAStreamsTopic) {
   EXPECT_NE(r.out.find("\nmax_age=3600\n"), std::string::npos) << r.out;
 }
 
+// --reconnect (default 60 s): get and put ride through a restart of the
+// Redis server (persistent, so the queue comes back) on both kinds instead
+// of ending, saying so on stderr; every message arrives. --reconnect 0
+// gives up at once with the unavailable status.
+TEST_F(CliRedisTest, GetAndPutRideThroughARestartOfTheServer) {
+  testutil::RedisServer server(/*persistent=*/true);
+  const std::string url = "redis://127.0.0.1:" + std::to_string(server.port()) + "/0";
+  const auto cli = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {SLUICE_CLI, "--redis", url});
+    return Child(std::move(args), base_env());
+  };
+  const auto run_here = [&](std::vector<std::string> args, const std::string& input = "") {
+    Child c = cli(std::move(args));
+    c.write_stdin(input);
+    c.close_stdin();
+    return c.finish();
+  };
+  int n = 0;
+  for (const char* kind : {"", "--stream"}) {
+    for (const bool exec : {false, true}) {  // get, and get --exec (one process per message)
+      SCOPED_TRACE(std::string(*kind ? kind : "pressure") + (exec ? ", --exec" : ""));
+      const std::string q = "q" + std::to_string(n++);
+      std::vector<std::string> create = {"create", q, "--bound", "100"};
+      if (*kind) create.push_back(kind);
+      ASSERT_EQ(run_here(create).rc, 0);
+
+      // A get waiting for more while the server goes away and comes back.
+      // (--exec: each message is one run's stdin, without its newline.)
+      Child get =
+          cli(exec ? std::vector<std::string>{"get", q, "--count", "4", "--exec", "cat; echo"}
+                   : std::vector<std::string>{"get", q, "--count", "4"});
+      get.close_stdin();
+      ASSERT_EQ(run_here({"put", q}, lines(0, 2)).rc, 0);
+      EXPECT_EQ(get.read_lines(2), lines(0, 2));
+      server.stop();
+      EXPECT_NE(get.read_err_until("retrying").find("(--reconnect)"), std::string::npos) << get.err;
+      // A put started while the server is down waits for it too.
+      Child put = cli({"put", q});
+      put.write_stdin(lines(2, 4));
+      put.close_stdin();
+      EXPECT_NE(put.read_err_until("retrying").find("retrying for up to 60 s"), std::string::npos)
+          << put.err;
+      server.restart();
+      Outcome p = put.finish();
+      EXPECT_EQ(p.rc, 0) << p.err;
+      EXPECT_NE(p.err.find("reconnected after"), std::string::npos) << p.err;
+      Outcome g = get.finish();
+      EXPECT_EQ(g.rc, 0) << g.err;
+      EXPECT_EQ(g.out, lines(0, 4));
+      EXPECT_NE(g.err.find("reconnected after"), std::string::npos) << g.err;
+    }
+  }
+  server.stop();
+  Outcome r = run_here({"put", "q0", "--reconnect", "0"}, lines(0, 1));
+  EXPECT_EQ(r.rc, 10) << r.err;
+  EXPECT_EQ(r.err.find("retrying"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("connection refused"), std::string::npos) << r.err;
+}
+
 TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
   Outcome r = run({"create", "jobs", "--bound", "100"});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -285,7 +344,8 @@ TEST_F(CliRedisTest, GetKilledMidStreamLosesNothing) {
 // counts none of them as sent.
 TEST_F(CliRedisTest, APutWhoseReplyIsLostSaysItsMessagesAreInDoubt) {
   ASSERT_EQ(run({"create", "q"}).rc, 0);
-  Child put = start({"put", "q", "--metrics", "127.0.0.1:0"});
+  // --reconnect 0: no retry (which would send the three again, at least once).
+  Child put = start({"put", "q", "--metrics", "127.0.0.1:0", "--reconnect", "0"});
   put.read_err_until("/metrics\n");  // printed once it has the writer
   server_.pause();                   // SIGSTOP: the request is sent, no reply comes
   put.write_stdin("a\nb\nc\n");

@@ -41,6 +41,7 @@
 
 #include "metrics_server.h"
 #include "progress.h"
+#include "reconnect.h"
 #include "sluice/run_pipeline.h"
 
 extern char** environ;
@@ -337,10 +338,26 @@ int run_exec(Globals& g, const ExecArgs& a) {
   const std::stop_token stop = stop_on_signals();
   Context ctx(stop);
   if (a.timeout >= 0) ctx = with_timeout(std::chrono::duration<double>(a.timeout), stop);
-  auto r = take_role(g.quiet, "get", a.no_wait, ctx,
+  Reconnect reconnect("sluice get: " + queue_label(a.name),
+                      std::chrono::duration<double>(a.reconnect));
+  const auto take_the_role = [&] {
+    return take_role(g.quiet, "get", a.no_wait, ctx,
                      [&](const Context& c) { return store->reader(a.name, a.channel, c); });
+  };
+  auto r = take_the_role();
+  while (!r.ok() && reconnect.again(r.status(), ctx)) r = take_the_role();
+  // An outage that outlasted --timeout (or a signal) ends as they do.
+  if (r.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) r = Status(ctx.err());
   if (!r.ok()) return fail("get", queue_label(a.name), r.status());
+  reconnect.ok();
   QueueReader& reader = **r;
+  // Acknowledges what was got so far, through an outage (--reconnect).
+  const auto ack = [&] {
+    Status s = reader.ack();
+    while (!s.ok() && reconnect.again(s, ctx)) s = reader.ack();
+    if (s.ok()) reconnect.ok();
+    return s;
+  };
   const std::size_t batch = a.batch != 0 ? a.batch : std::max<std::size_t>(32, 4 * a.parallel);
   QueueStore& st = *store;
   CommandMetrics metrics;
@@ -453,7 +470,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
     if (next == msgs.size()) {
       if (!tracker.wait_finished(taken)) return std::nullopt;
       if (taken > acked) {
-        if (Status s = reader.ack(); !s.ok()) {
+        if (Status s = ack(); !s.ok()) {
           tracker.fatal(s, exit_code_for(s));
           return std::nullopt;
         }
@@ -465,10 +482,17 @@ int run_exec(Globals& g, const ExecArgs& a) {
       std::size_t want = batch;
       if (a.count != 0)
         want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - taken));
-      if (Status s = reader.get(msgs, want, ctx); !s.ok()) {
+      Status s = reader.get(msgs, want, ctx);
+      while (s.code() == StatusCode::kUnavailable && msgs.empty() && reconnect.again(s, ctx)) {
+        s = reader.get(msgs, want, ctx);
+      }
+      if (!msgs.empty() && s.code() == StatusCode::kUnavailable) s = Status::Ok();  // these first
+      if (s.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) s = ctx.err();
+      if (!s.ok()) {
         end = std::move(s);
         return std::nullopt;
       }
+      reconnect.ok();
       batch_bytes = 0;
       for (const std::string& m : msgs) batch_bytes += m.size();
     }
@@ -487,7 +511,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
   // Every message taken is complete now (the workers are joined): the last
   // batch may be acknowledged if all of it was taken and finished.
   if (next == msgs.size() && !tracker.failed() && taken > acked) {
-    if (Status s = reader.ack(); !s.ok()) return fail("get", queue_label(a.name), s);
+    if (Status s = ack(); !s.ok()) return fail("get", queue_label(a.name), s);
     count_acked();
   }
   if (auto [err, rc] = tracker.fatal_error(); rc != 0) {

@@ -22,6 +22,7 @@ struct ExecArgs {
   std::string dead_letter;  // empty: NAME.dead
   double grace = 10;        // seconds commands may run on after SIGINT/SIGTERM
   std::string metrics;      // --metrics HOST:PORT; empty: none
+  double reconnect = 60;    // seconds an unreachable Redis is retried; 0: not at all
 };
 
 // Returns the exit status (exit_codes.h).

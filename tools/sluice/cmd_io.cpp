@@ -20,6 +20,7 @@
 #include "metrics_server.h"
 #include "options.h"
 #include "progress.h"
+#include "reconnect.h"
 
 namespace sluice::cli {
 namespace {
@@ -38,6 +39,7 @@ struct IoArgs {
   bool no_wait = false;
   std::uint64_t count = 0;  // get: 0 = no limit
   double timeout = -1;      // seconds; < 0 = none
+  double reconnect = 60;    // seconds an unreachable Redis is retried; 0: not at all
   std::string channel = std::string(kDefaultChannel);
   std::size_t batch = 65536;  // put
   std::size_t get_batch = 0;  // get; 0: 8192, with --exec max(32, 4 x parallel)
@@ -63,9 +65,20 @@ int run_put(Globals& g, const IoArgs& a) {
   // --timeout: one deadline for the whole command (the role, the bound, stdin).
   const Context put_ctx =
       a.timeout >= 0 ? with_timeout(std::chrono::duration<double>(a.timeout), stop) : Context(stop);
-  auto w = take_role(g.quiet, "put", a.no_wait, put_ctx,
+  Reconnect reconnect("sluice put: " + queue_label(a.name),
+                      std::chrono::duration<double>(a.reconnect));
+  const auto take_the_role = [&] {
+    return take_role(g.quiet, "put", a.no_wait, put_ctx,
                      [&](const Context& c) { return store->writer(a.name, c); });
+  };
+  auto w = take_the_role();
+  while (!w.ok() && reconnect.again(w.status(), put_ctx)) w = take_the_role();
+  // An outage that outlasted --timeout (or a signal) ends as they do.
+  if (w.code() == StatusCode::kUnavailable && put_ctx.err() != StatusCode::kOk) {
+    w = Status(put_ctx.err());
+  }
   if (!w.ok()) return fail("put", queue_label(a.name), w.status());
+  reconnect.ok();
   QueueStore& st = *store;  // thread-safe: the progress thread samples it
   QueueWriter& writer = **w;
   Progress progress(
@@ -80,7 +93,8 @@ int run_put(Globals& g, const IoArgs& a) {
   if (!a.metrics.empty() && !server) return g.rc;
   const std::size_t limit = (*w)->max_message_bytes();
   std::uint64_t sent = 0;
-  std::size_t doubt = 0;  // after sent: enqueued or not, unknown (Redis, a broken connection)
+  std::size_t doubt = 0;     // after sent: enqueued or not, unknown (Redis, a broken connection)
+  std::uint64_t resent = 0;  // in doubt, then sent again: may be in the queue twice
   auto failed = [&](const Status& s) {
     std::string what = std::to_string(sent) + " messages enqueued; ";
     if (doubt != 0) {
@@ -154,19 +168,28 @@ int run_put(Globals& g, const IoArgs& a) {
     std::string_view m;
     FrameParser::Step step;
     while ((step = parser.next(&m)) == FrameParser::Step::kMessage) batch.push_back(m);
-    for (std::size_t off = 0; off < batch.size(); off += a.batch) {
+    for (std::size_t off = 0; off < batch.size();) {
       const std::size_t take = std::min(a.batch, batch.size() - off);
       std::size_t done = 0;
       Status s = (*w)->put(std::span(batch).subspan(off, take), put_ctx, &done);
+      if (s.ok()) done = take;
       sent += done;
-      if (!s.ok()) doubt = (*w)->in_doubt();
+      doubt = s.ok() ? 0 : (*w)->in_doubt();
       progress.add(done);
       std::uint64_t bytes = 0;
       for (std::size_t i = 0; i < done; ++i) bytes += batch[off + i].size();
       metrics.messages.fetch_add(done, std::memory_order_relaxed);
       metrics.bytes.fetch_add(bytes, std::memory_order_relaxed);
+      off += done;
       if (s.code() == StatusCode::kDeadlineExceeded) return timed_out();
+      if (!s.ok() && reconnect.again(s, put_ctx)) {
+        resent += doubt;  // sent again from the first not known to be in
+        continue;
+      }
+      if (!s.ok() && put_ctx.expired()) return timed_out();
+      if (!s.ok() && stop.stop_requested()) return failed(StatusCode::kCancelled);
       if (!s.ok()) return failed(s);
+      reconnect.ok();
     }
     switch (step) {
       case FrameParser::Step::kTooLarge:
@@ -186,8 +209,15 @@ int run_put(Globals& g, const IoArgs& a) {
         break;
     }
   }
+  if (resent != 0) {
+    std::cerr << "sluice put: " << queue_label(a.name) << ": " << resent
+              << " messages were sent again after a connection broke with them in doubt: they "
+                 "may be in the queue twice\n";
+  }
   if (a.close) {
-    if (Status s = (*w)->close(); !s.ok()) {
+    Status s = (*w)->close();
+    while (!s.ok() && reconnect.again(s, put_ctx)) s = (*w)->close();
+    if (!s.ok()) {
       std::cerr << "sluice put: " << queue_label(a.name) << ": " << sent
                 << " messages enqueued, but the queue was not closed\n";
       return fail("put", queue_label(a.name), s);
@@ -220,6 +250,7 @@ int run_get(Globals& g, const IoArgs& a) {
     e.no_wait = a.no_wait;
     e.batch = a.get_batch;
     e.metrics = a.metrics;
+    e.reconnect = a.reconnect;
     return run_exec(g, e);
   }
   auto store = open_store(g, "get", &g.rc);
@@ -228,9 +259,18 @@ int run_get(Globals& g, const IoArgs& a) {
   const std::stop_token stop = stop_on_signals();
   Context ctx(stop);
   if (a.timeout >= 0) ctx = with_timeout(std::chrono::duration<double>(a.timeout), stop);
-  auto r = take_role(g.quiet, "get", a.no_wait, ctx,
+  Reconnect reconnect("sluice get: " + queue_label(a.name),
+                      std::chrono::duration<double>(a.reconnect));
+  const auto take_the_role = [&] {
+    return take_role(g.quiet, "get", a.no_wait, ctx,
                      [&](const Context& c) { return store->reader(a.name, a.channel, c); });
+  };
+  auto r = take_the_role();
+  while (!r.ok() && reconnect.again(r.status(), ctx)) r = take_the_role();
+  // An outage that outlasted --timeout (or a signal) ends as they do.
+  if (r.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) r = Status(ctx.err());
   if (!r.ok()) return fail("get", queue_label(a.name), r.status());
+  reconnect.ok();
   QueueStore& st = *store;
   Progress progress(Progress::wanted(g.quiet), "get " + a.name,
                     [&st, &a] { return st.stat(a.name); });
@@ -250,6 +290,11 @@ int run_get(Globals& g, const IoArgs& a) {
     if (a.count != 0) want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - got));
     msgs.clear();
     Status s = (*r)->get(msgs, want, ctx);
+    while (s.code() == StatusCode::kUnavailable && msgs.empty() && reconnect.again(s, ctx)) {
+      s = (*r)->get(msgs, want, ctx);
+    }
+    if (!msgs.empty() && s.code() == StatusCode::kUnavailable) s = Status::Ok();  // these first
+    if (s.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) s = ctx.err();
     if (s.code() == StatusCode::kClosed) return kExitOk;  // closed and drained: the normal end
     if (s.code() == StatusCode::kDeadlineExceeded) return kExitTimeout;
     if (s.code() == StatusCode::kCancelled) return kExitInterrupted;
@@ -263,7 +308,10 @@ int run_get(Globals& g, const IoArgs& a) {
                 << " messages were not acknowledged and will be delivered again\n";
       return kExitIO;
     }
-    if (Status as = (*r)->ack(); !as.ok()) return fail("get", queue_label(a.name), as);
+    Status as = (*r)->ack();
+    while (!as.ok() && reconnect.again(as, ctx)) as = (*r)->ack();
+    if (!as.ok()) return fail("get", queue_label(a.name), as);
+    reconnect.ok();
     got += msgs.size();
     progress.add(msgs.size());
     std::uint64_t bytes = 0;
@@ -283,6 +331,13 @@ void add_framing_options(CLI::App* cmd, IoArgs& a, const char* verb) {
                  ->check(CLI::IsMember({"line", "nul", "binary", "netstring"}));
   auto* nul = cmd->add_flag("-0,--null", a.nul, "--framing nul")->excludes(fr);
   cmd->add_flag("-b,--binary", a.binary, "--framing binary")->excludes(fr)->excludes(nul);
+}
+
+void add_reconnect_option(CLI::App* cmd, IoArgs& a) {
+  as_duration(cmd->add_option("--reconnect", a.reconnect,
+                              "Redis: while the server cannot be reached (a restart, a failover), "
+                              "retry for up to DURATION before giving up; 0: give up at once")
+                  ->capture_default_str());
 }
 
 void add_metrics_option(CLI::App* cmd, IoArgs& a) {
@@ -308,6 +363,7 @@ void add_io_commands(CLI::App& app, Globals& g) {
   as_duration(put->add_option("--timeout", a->timeout,
                               "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9, saying how "
                               "many messages were enqueued, unless the input ended first"));
+  add_reconnect_option(put, *a);
   add_metrics_option(put, *a);
   put->callback([&g, a] { g.rc = run_put(g, *a); });
 
@@ -321,6 +377,7 @@ void add_io_commands(CLI::App& app, Globals& g) {
   as_duration(get->add_option("--timeout", a->timeout,
                               "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9 unless "
                               "--count or the end came first"));
+  add_reconnect_option(get, *a);
   get->add_option("--channel", a->channel, "the channel to read (each channel gets every message)")
       ->capture_default_str();
   get->add_flag("--no-wait", a->no_wait, "fail at once if another reader holds the channel");

@@ -1,0 +1,71 @@
+// --reconnect: put and get ride through a Redis server that cannot be
+// reached for a while (a restart, a Cluster failover) instead of ending the
+// command, and with it the pipeline it feeds. Every call they retry is safe
+// to repeat: a reader's get and ack resolve what a broken call left (see
+// src/store/redis_store.cpp), and a put resends from the first message not
+// known to be in, so messages in doubt may go in twice (at least once).
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <mutex>
+#include <string>
+
+#include "sluice/context.h"
+#include "sluice/status.h"
+
+namespace sluice::cli {
+
+class Reconnect {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `limit`: how long one outage may last before the command gives up
+  // (<= 0: not at all). `who`: "sluice get: queue 'q'", for messages.
+  Reconnect(std::string who, std::chrono::duration<double> limit)
+      : who_(std::move(who)), limit_(limit) {}
+
+  // After a failed call: true if it should be made again, once a backoff
+  // step has passed (100 ms, doubling to 2 s; never past ctx's deadline).
+  // Only kUnavailable is retried, for up to the limit since the outage
+  // began; a stop or deadline of ctx ends the wait (false).
+  bool again(const Status& s, const Context& ctx) {
+    if (s.code() != StatusCode::kUnavailable || limit_.count() <= 0) return false;
+    const auto now = Clock::now();
+    if (!down_) {
+      down_ = true;
+      since_ = now;
+      step_ = std::chrono::milliseconds(100);
+      std::fprintf(stderr, "%s: %.*s; retrying for up to %g s (--reconnect)\n", who_.c_str(),
+                   static_cast<int>(s.message().size()), s.message().data(), limit_.count());
+    }
+    if (now - since_ >= limit_) return false;
+    auto until = now + step_;
+    if (ctx.deadline()) until = std::min(until, *ctx.deadline());
+    step_ = std::min(step_ * 2, std::chrono::milliseconds(2000));
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lk(m);
+    cv.wait_until(lk, ctx.token(), until, [] { return false; });  // only the stop wakes it
+    return ctx.err() == StatusCode::kOk;
+  }
+
+  // After a call that worked: ends an outage, saying so.
+  void ok() {
+    if (!down_) return;
+    down_ = false;
+    const std::chrono::duration<double> took = Clock::now() - since_;
+    std::fprintf(stderr, "%s: reconnected after %.1f s\n", who_.c_str(), took.count());
+  }
+
+ private:
+  std::string who_;
+  std::chrono::duration<double> limit_;
+  bool down_ = false;
+  Clock::time_point since_{};
+  std::chrono::milliseconds step_{100};
+};
+
+}  // namespace sluice::cli
