@@ -152,6 +152,28 @@ TEST_F(CliRedisTest, GetAndPutRideThroughARestartOfTheServer) {
   EXPECT_NE(r.err.find("connection refused"), std::string::npos) << r.err;
 }
 
+// get --exec's dead-letter queue is made like its queue: a Streams topic's
+// dead letters go to a Streams topic (a Redis Cluster can hold no pressure
+// queue), with its bound; a pressure queue's to a pressure queue.
+TEST_F(CliRedisTest, ADeadLetterQueueIsOfItsQueuesKind) {
+  for (const char* kind : {"", "--stream"}) {
+    SCOPED_TRACE(*kind ? kind : "pressure");
+    const std::string q = *kind ? "s" : "p";
+    std::vector<std::string> create = {"create", q, "--bound", "7"};
+    if (*kind) create.push_back(kind);
+    ASSERT_EQ(run(create).rc, 0);
+    ASSERT_EQ(run({"put", q}, "bad\n").rc, 0);
+    Outcome r = run({"get", q, "--count", "1", "--exec", "false", "--retries", "0"});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    const std::string st = run({"stat", q + ".dead"}).out;
+    EXPECT_NE(st.find(std::string("\nkind=") + (*kind ? "stream" : "pressure") + "\n"),
+              std::string::npos)
+        << st;
+    EXPECT_NE(st.find("\nbound=7\n"), std::string::npos) << st;
+    EXPECT_EQ(run({"get", q + ".dead", "--count", "1"}).out, "bad\n");
+  }
+}
+
 TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
   Outcome r = run({"create", "jobs", "--bound", "100"});
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -375,14 +375,18 @@ int run_exec(Globals& g, const ExecArgs& a) {
   // Moves a message to the dead-letter queue (created with NAME's bound if
   // missing). The writer role is taken per message and let go at once, so
   // other readers of NAME may dead-letter too.
-  auto dead_letter = [&](std::string_view msg) -> Status {
-    std::lock_guard lk(dlq_mu);
+  // The dead-letter queue is made like NAME: its bound and kind (a Streams
+  // topic's dead letters in a Streams topic: a Redis Cluster holds no other
+  // kind), without NAME's max_age (dead letters wait for someone to look).
+  auto dead_letter_once = [&](std::string_view msg) -> Status {
     auto w = store->writer(dlq, Context(stop));
     if (w.status().code() == StatusCode::kNotFound) {
       auto info = store->stat(a.name);
       if (!info.ok()) return info.status();
-      if (Status s = store->create(dlq, info->bound);
-          !s.ok() && s.code() != StatusCode::kAlreadyExists) {
+      const QueueSpec spec{
+          .bound = info->bound,
+          .kind = info->kind == "stream" ? QueueKind::kStream : QueueKind::kDefault};
+      if (Status s = store->create(dlq, spec); !s.ok() && s.code() != StatusCode::kAlreadyExists) {
         return s;
       }
       w = store->writer(dlq, Context(stop));
@@ -390,6 +394,14 @@ int run_exec(Globals& g, const ExecArgs& a) {
     if (!w.ok()) return w.status();
     const std::string_view one[] = {msg};
     return (*w)->put(one, Context(stop));
+  };
+  auto dead_letter = [&](std::string_view msg) -> Status {
+    std::lock_guard lk(dlq_mu);
+    Reconnect again("sluice get: " + queue_label(dlq), std::chrono::duration<double>(a.reconnect));
+    Status s = dead_letter_once(msg);
+    while (!s.ok() && again.again(s, Context(stop))) s = dead_letter_once(msg);
+    if (s.ok()) again.ok();
+    return s;
   };
 
   // One message: attempts, then the dead-letter queue. Reports to the
