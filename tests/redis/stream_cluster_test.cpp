@@ -278,7 +278,12 @@ TEST(StreamClusterTest, TheStoreReachesStreamsTopicsOnEveryShard) {
 // before the kill (Redis replicates asynchronously: the test waits for the
 // replica to catch up first, as WAIT would). At least once: a call cut
 // off by the kill may run twice.
-class StreamFailoverTest : public ::testing::TestWithParam<bool> {
+struct Failure {
+  bool seed;   // the victim is the one node the handles were given
+  bool hangs;  // SIGSTOP (alive, silent, later back) rather than SIGKILL
+};
+
+class StreamFailoverTest : public ::testing::TestWithParam<Failure> {
  protected:
   static RedisCluster& cluster() {
     static RedisCluster c(3, 1);
@@ -302,9 +307,11 @@ Status through_failover(Op op, int* unavailable = nullptr) {
 }
 
 TEST_P(StreamFailoverTest, AHandleCarriesOnOnThePromotedReplica) {
-  const bool kill_seed = GetParam();  // the only node the handles were given
+  const bool kill_seed = GetParam().seed;
   RedisCluster& c = cluster();
-  const RedisOptions seed = c.options();
+  RedisOptions seed = c.options();
+  // A silent node costs a call io_timeout: keep it short.
+  seed.io_timeout = std::chrono::milliseconds(1000);
   // A topic on the seed's shard, or on another one (reached through MOVED).
   std::string name;
   std::size_t victim = 0;
@@ -326,7 +333,11 @@ TEST_P(StreamFailoverTest, AHandleCarriesOnOnThePromotedReplica) {
   ASSERT_EQ(take(ch, 50), std::vector<std::string>(before.begin(), before.begin() + 50));
   ASSERT_TRUE(testutil::eventually([&] { return c.replicas_caught_up(victim); }));
 
-  c.kill(victim);
+  if (GetParam().hangs) {
+    c.pause(victim);
+  } else {
+    c.kill(victim);
+  }
   int unavailable = 0;
   const auto after = numbered("after", 100);
   const Status put = through_failover([&] { return append(t, after); }, &unavailable);
@@ -354,11 +365,29 @@ TEST_P(StreamFailoverTest, AHandleCarriesOnOnThePromotedReplica) {
   auto st = t.stats();
   ASSERT_TRUE(st.ok()) << st.status();
   EXPECT_EQ(st->channels[0].unacknowledged, 0U);
+  if (GetParam().hangs) {
+    // Back, it learns it was replaced and follows the new primary: what it
+    // may still have run from its socket is gone, and nothing comes twice.
+    c.resume(victim);
+    ASSERT_TRUE(testutil::eventually([&] {
+      auto r = RawRedis(c.port(victim)).cmd({"ROLE"});
+      return r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+             std::string_view(r->element[0]->str, r->element[0]->len) == "slave";
+    }));
+    ASSERT_EQ(append(t, numbered("last", 1)), StatusCode::kOk);
+    std::vector<StreamMessage> got;
+    ASSERT_EQ(ch.next_batch(got, 64, with_timeout(10s)), StatusCode::kOk);
+    ASSERT_EQ(got.size(), 1U);
+    EXPECT_EQ(got[0].payload, "last0");
+  }
 }
 
-INSTANTIATE_TEST_SUITE_P(Seed, StreamFailoverTest, ::testing::Values(false, true),
+INSTANTIATE_TEST_SUITE_P(Victim, StreamFailoverTest,
+                         ::testing::Values(Failure{false, false}, Failure{true, false},
+                                           Failure{false, true}, Failure{true, true}),
                          [](const auto& p) {
-                           return std::string(p.param ? "TheSeedDies" : "AnotherShardDies");
+                           return std::string(p.param.seed ? "TheSeed" : "AnotherShard") +
+                                  (p.param.hangs ? "Hangs" : "Dies");
                          });
 
 }  // namespace

@@ -61,7 +61,21 @@ class RedisCluster {
 
   // SIGKILL one node (a machine that died).
   void kill(std::size_t i) { nodes_[i]->kill(); }
-  bool running(std::size_t i) const { return nodes_[i]->running(); }
+  // SIGSTOP/SIGCONT one node (a machine that hangs, or is cut off, and comes
+  // back): its port still accepts connections, nothing answers on them.
+  void pause(std::size_t i) {
+    nodes_[i]->pause();
+    paused_.resize(nodes_.size());
+    paused_[i] = true;
+  }
+  void resume(std::size_t i) {
+    nodes_[i]->resume();
+    paused_[i] = false;
+  }
+  // Killed and paused nodes are not asked anything.
+  bool running(std::size_t i) const {
+    return nodes_[i]->running() && (i >= paused_.size() || !paused_[i]);
+  }
 
   // True once every replica of primary `i` has acknowledged all it was sent
   // (its offset in INFO replication equals the primary's).
@@ -157,6 +171,7 @@ class RedisCluster {
   }
 
   std::vector<std::unique_ptr<RedisServer>> nodes_;
+  std::vector<bool> paused_;
 };
 
 }  // namespace sluice::testutil
