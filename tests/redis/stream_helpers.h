@@ -1,0 +1,51 @@
+// Helpers of the Streams tests on Redis Cluster (stream_cluster_test.cpp,
+// stream_failover_test.cpp): key names, numbered messages, an append of a
+// vector, and a take that acknowledges.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sluice/redis/stream_topic.h"
+
+namespace sluice::testutil {
+
+// The stream key of a topic with the default prefix.
+inline std::string stream_key(const std::string& topic) { return "sluice:{" + topic + "}:stream"; }
+
+inline std::vector<std::string> numbered(const std::string& tag, int n) {
+  std::vector<std::string> v;
+  for (int i = 0; i < n; ++i) v.push_back(tag + std::to_string(i));
+  return v;
+}
+
+inline Status append(StreamTopic& t, const std::vector<std::string>& msgs,
+                     const Context& ctx = {}) {
+  std::vector<std::string_view> views(msgs.begin(), msgs.end());
+  return t.append_batch(views, ctx);
+}
+
+// Exactly n payloads from c, acknowledged.
+inline std::vector<std::string> take(StreamChannel& c, std::size_t n) {
+  std::vector<std::string> out;
+  const Context ctx = with_timeout(std::chrono::seconds(20));
+  while (out.size() < n) {
+    std::vector<StreamMessage> got;
+    Status s = c.next_batch(got, n - out.size(), ctx);
+    EXPECT_TRUE(s.ok()) << s;
+    if (!s.ok()) break;
+    std::vector<std::string> ids;
+    for (auto& m : got) {
+      ids.push_back(m.id);
+      out.push_back(std::move(m.payload));
+    }
+    EXPECT_EQ(c.ack(ids), StatusCode::kOk);
+  }
+  return out;
+}
+
+}  // namespace sluice::testutil
