@@ -383,6 +383,25 @@ TEST_F(CliRedisTest, APutWhoseReplyIsLostSaysItsMessagesAreInDoubt) {
   EXPECT_TRUE(st.out.find("\nproduced=0\n") != std::string::npos ||
               st.out.find("\nproduced=3\n") != std::string::npos)
       << st.out;
+
+  // With --reconnect (the default), the put sends the three again once the
+  // server answers, and says they may be in twice: at least once.
+  const std::string before = st.out.find("\nproduced=3\n") != std::string::npos ? "3" : "0";
+  Child again = start({"put", "q", "--metrics", "127.0.0.1:0"});
+  again.read_err_until("/metrics\n");
+  server_.pause();
+  again.write_stdin("a\nb\nc\n");
+  again.close_stdin();
+  again.read_err_until("retrying");  // after the 5 s reply timeout
+  server_.resume();
+  r = again.finish();
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("3 messages were sent again after a connection broke with them in doubt"),
+            std::string::npos)
+      << r.err;
+  st = run({"stat", "q"});
+  const int produced = std::stoi(st.out.substr(st.out.find("\nproduced=") + 10));
+  EXPECT_TRUE(produced == std::stoi(before) + 3 || produced == std::stoi(before) + 6) << st.out;
 }
 
 TEST_F(CliRedisTest, InterleavesWithThePressureProtocolsReferenceClient) {

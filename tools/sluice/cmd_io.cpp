@@ -93,8 +93,9 @@ int run_put(Globals& g, const IoArgs& a) {
   if (!a.metrics.empty() && !server) return g.rc;
   const std::size_t limit = (*w)->max_message_bytes();
   std::uint64_t sent = 0;
-  std::size_t doubt = 0;     // after sent: enqueued or not, unknown (Redis, a broken connection)
-  std::uint64_t resent = 0;  // in doubt, then sent again: may be in the queue twice
+  std::size_t doubt = 0;        // after sent: enqueued or not, unknown (Redis, a broken connection)
+  std::uint64_t resent = 0;     // in doubt, then sent again: may be in the queue twice
+  std::uint64_t doubt_end = 0;  // messages before this one were counted in resent
   auto failed = [&](const Status& s) {
     std::string what = std::to_string(sent) + " messages enqueued; ";
     if (doubt != 0) {
@@ -183,7 +184,12 @@ int run_put(Globals& g, const IoArgs& a) {
       off += done;
       if (s.code() == StatusCode::kDeadlineExceeded) return timed_out();
       if (!s.ok() && reconnect.again(s, put_ctx)) {
-        resent += doubt;  // sent again from the first not known to be in
+        // Sent again from the first not known to be in; a message in doubt
+        // after several failures counts once.
+        if (sent + doubt > doubt_end) {
+          resent += sent + doubt - std::max(sent, doubt_end);
+          doubt_end = sent + doubt;
+        }
         continue;
       }
       if (!s.ok() && put_ctx.expired()) return timed_out();
