@@ -62,7 +62,16 @@ void Commit::flush_loop() {
 Status Commit::adopt_last() {
   Segment& seg = *segs.back();
   seg.written = seg.end.load(std::memory_order_relaxed);
-  active_since_ = std::chrono::steady_clock::now();
+  // The segment's age goes on across writers (`sluice put` is often one
+  // process per message): from its birth time where the disk keeps one.
+  const auto now = std::chrono::steady_clock::now();
+  active_since_ = now;
+  if (auto born = seg.file->created(); born.ok()) {
+    const auto age = std::chrono::system_clock::now() - *born;
+    if (age > age.zero()) {
+      active_since_ = now - std::chrono::duration_cast<std::chrono::steady_clock::duration>(age);
+    }
+  }
   return make_writable(seg, wopt_);
 }
 
@@ -85,6 +94,7 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   if (Status s = fs.sync_dir(dir); !s.ok()) return s;
   if (deferred) unsynced_.push_back(old);  // its records: at the next sync()
   segs.push_back(*next);
+  active_since_ = std::chrono::steady_clock::now();
   disk_bytes += kSegmentHeaderSize;
   // Everything in the sealed segment is durable now (kNone: as durable as
   // it will get before sync()), so all of it becomes visible.
@@ -175,7 +185,6 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
   }
   next_seq = first + payloads.size();
   appended_ += payloads.size();
-  if (at == kSegmentHeaderSize) active_since_ = std::chrono::steady_clock::now();
   if (opt.durability == Durability::kGroupCommit) {
     ++unsynced_appends_;
     // Only the arrival that completes the group wakes the gathering leader:

@@ -35,14 +35,15 @@ class Commit : public TopicCore {
 
   // A batch of `bytes` does not fit the last segment: roll() first (a batch
   // never spans segments; a record alone in a segment may be as large as
-  // allowed). With an age cap, also once the last segment's first record
-  // is older than a quarter of it (aged_out()).
+  // allowed). With an age cap, also once the last segment is old enough
+  // (aged_out()).
   bool must_roll(std::size_t bytes) const SLUICE_REQUIRES(mu);
-  // max_retained_age works on sealed segments: the last one is sealed once
-  // its first record (written here, or since this writer opened it) is
-  // older than a quarter of the cap, so a record lives at most about 1.5x
-  // the cap while appends come (sealed within a quarter, deleted by the
-  // check at a roll a quarter after the cap), however slowly it fills.
+  // max_retained_age works on sealed segments: the last one, once it holds
+  // a record, is sealed when it is older than a quarter of the cap (since it
+  // was made: its birth time on disk, or since this writer opened it where
+  // the file system keeps none), so a record lives at most about 1.5x the
+  // cap while appends come (sealed within a quarter, deleted by the check
+  // at a roll a quarter after the cap), however slowly it fills.
   bool aged_out() const SLUICE_REQUIRES(mu);
   // Seals the last segment and starts the next.
   Status roll() SLUICE_REQUIRES(mu);
@@ -93,7 +94,7 @@ class Commit : public TopicCore {
   void flush_loop() SLUICE_EXCLUDES(mu);
 
   std::string buf_ SLUICE_GUARDED_BY(mu);               // the pwrite path's buffer
-  // When the last segment got its first record (or this writer opened it).
+  // When the last segment was made (or this writer opened it).
   std::chrono::steady_clock::time_point active_since_ SLUICE_GUARDED_BY(mu){};
   std::uint64_t synced_seq_ SLUICE_GUARDED_BY(mu) = 0;  // records below are durable
   bool syncing_ SLUICE_GUARDED_BY(mu) = false;          // a leader is in fdatasync

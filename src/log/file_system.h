@@ -41,6 +41,11 @@ class File {
   virtual Status preallocate(std::uint64_t off, std::uint64_t len) = 0;
   virtual Result<std::uint64_t> size() = 0;
   virtual Result<std::chrono::system_clock::time_point> modified() = 0;
+  // When the file was made (statx's birth time); kUnavailable where the
+  // file system does not keep it.
+  virtual Result<std::chrono::system_clock::time_point> created() {
+    return Status(StatusCode::kUnavailable, "no birth time for " + path_);
+  }
   // True where writes through map() into preallocated space cannot fault for
   // lack of space (not on copy-on-write file systems).
   virtual bool map_is_safe() = 0;

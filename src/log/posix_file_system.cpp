@@ -101,6 +101,18 @@ class PosixFile final : public File {
                                                  std::chrono::nanoseconds(st.st_mtim.tv_nsec));
   }
 
+  Result<std::chrono::system_clock::time_point> created() override {
+    struct statx st {};
+    if (::statx(fd_, "", AT_EMPTY_PATH, STATX_BTIME, &st) != 0) {
+      return io_error("statx", path(), errno);
+    }
+    if ((st.stx_mask & STATX_BTIME) == 0) {
+      return Status(StatusCode::kUnavailable, "no birth time for " + path());
+    }
+    return std::chrono::system_clock::time_point(std::chrono::seconds(st.stx_btime.tv_sec) +
+                                                 std::chrono::nanoseconds(st.stx_btime.tv_nsec));
+  }
+
   bool map_is_safe() override {
     struct statfs fs {};
     if (::fstatfs(fd_, &fs) != 0) return false;

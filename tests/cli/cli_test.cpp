@@ -1,10 +1,15 @@
 // The sluice command, run as a child process (fork + exec, pipes for
 // stdin/stdout/stderr): what a shell user sees, exit statuses included.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/cli_child.h"
@@ -116,6 +121,36 @@ TEST_F(CliTest, MaxAgeLetsAPutPastAReaderThatStopped) {
   r = run({"create", "q3", "--max-age", "-1s"});
   EXPECT_EQ(r.rc, 2) << r.err;
   EXPECT_NE(r.err.find("--max-age"), std::string::npos) << r.err;
+}
+
+// Whether files made in `dir` have a birth time (statx), which the age of a
+// segment being written goes by across processes.
+bool birth_times(const std::filesystem::path& dir) {
+  std::filesystem::create_directories(dir);
+  const auto probe = dir / "probe";
+  std::ofstream(probe) << "x";
+  struct statx st {};
+  const bool kept = ::statx(AT_FDCWD, probe.c_str(), 0, STATX_BTIME, &st) == 0 &&
+                    (st.stx_mask & STATX_BTIME) != 0;
+  std::filesystem::remove(probe);
+  return kept;
+}
+
+// One `put` process per message (a shell loop, cron): the segment being
+// written keeps its age across them (its birth time on disk), so --max-age
+// still deletes what nobody read. The wait is the age under test.
+TEST_F(CliTest, MaxAgeHoldsWithOnePutProcessPerMessage) {
+  if (!birth_times(store_)) GTEST_SKIP() << "this file system keeps no birth time (statx)";
+  using namespace std::chrono_literals;
+  ASSERT_EQ(run({"create", "q", "--bound", "0", "--max-age", "1s"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "m0\n").rc, 0);
+  std::this_thread::sleep_for(1100ms);         // m0 is older than the age now
+  ASSERT_EQ(run({"put", "q"}, "m1\n").rc, 0);  // seals m0's segment and deletes it
+  const Outcome got = run({"get", "q", "--count", "1", "--timeout", "10s"});
+  EXPECT_EQ(got.out, "m1\n") << got.err;  // with the age since this put opened it: m0
+  const Outcome st = run({"stat", "q"});
+  EXPECT_NE(st.out.find("\nproduced=2\n"), std::string::npos) << st.out;
+  EXPECT_NE(st.out.find("\nlength=0\n"), std::string::npos) << st.out;
 }
 
 // Numbers out of range say so in words, not with CLI11's "not in range

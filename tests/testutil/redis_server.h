@@ -127,13 +127,19 @@ class RedisServer {
       std::ofstream conf(dir_ / "extra.conf");
       for (const auto& line : config) conf << line << "\n";
     }
+    // A cluster node also listens on port + 10000 (the cluster bus), which
+    // must exist and be free: the kernel's ephemeral ports run past 55535.
+    const bool cluster =
+        std::find(config.begin(), config.end(), "cluster-enabled yes") != config.end();
     for (int attempt = 0; attempt < 5; ++attempt) {
       port_ = free_port();
+      while (cluster && (port_ > 65535 - 10000 || !port_free(port_ + 10000))) port_ = free_port();
       if (start_once()) return;
     }
     throw std::runtime_error(
         "could not start redis-server (is it installed? apt-get install "
-        "redis-server)");
+        "redis-server; see its log in " +
+        (dir_ / "redis.log").string() + ")");
   }
   ~RedisServer() {
     stop();
@@ -164,6 +170,18 @@ class RedisServer {
   void resume() { ::kill(pid_, SIGCONT); }
 
  private:
+  // Whether `port` on loopback can be bound now.
+  static bool port_free(int port) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    ::close(fd);
+    return ok;
+  }
+
   static int free_port() {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in addr{};

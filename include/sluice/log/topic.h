@@ -74,8 +74,10 @@ struct TopicOptions {
   // What a cap drops is counted: Topic::retention() and, per channel,
   // Channel::skipped_retention(). The segment being written is never
   // deleted, so the byte cap is at least one segment. With an age cap, the
-  // segment being written is sealed at the next append once its first
-  // record is older than a quarter of the cap, so records live at most
+  // segment being written is sealed at the next append once it holds a
+  // record and was made more than a quarter of the cap ago (its birth time
+  // on disk, kept across writers; else since this writer opened it), so
+  // records live at most
   // about 1.5x the cap while appends come (an idle topic deletes nothing
   // until its next append). Records a cap deleted no longer count toward
   // max_unconsumed, and an append waiting at the bound applies the age cap
