@@ -1,6 +1,6 @@
-// Helpers of the Streams tests on Redis Cluster (stream_cluster_test.cpp,
+// Helpers of the Streams tests (stream_topic_test.cpp, stream_cluster_test.cpp,
 // stream_failover_test.cpp): key names, numbered messages, an append of a
-// vector, and a take that acknowledges.
+// vector, and reads that acknowledge or not.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -29,9 +29,10 @@ inline Status append(StreamTopic& t, const std::vector<std::string>& msgs,
   return t.append_batch(views, ctx);
 }
 
-// Exactly n payloads from c, acknowledged.
-inline std::vector<std::string> take(StreamChannel& c, std::size_t n) {
-  std::vector<std::string> out;
+// Exactly n messages from c (several reads if need be), acknowledged or
+// not; fewer only after a failure the test reports.
+inline std::vector<StreamMessage> read_messages(StreamChannel& c, std::size_t n, bool ack = true) {
+  std::vector<StreamMessage> out;
   const Context ctx = with_timeout(std::chrono::seconds(20));
   while (out.size() < n) {
     std::vector<StreamMessage> got;
@@ -41,10 +42,19 @@ inline std::vector<std::string> take(StreamChannel& c, std::size_t n) {
     std::vector<std::string> ids;
     for (auto& m : got) {
       ids.push_back(m.id);
-      out.push_back(std::move(m.payload));
+      out.push_back(std::move(m));
     }
-    EXPECT_EQ(c.ack(ids), StatusCode::kOk);
+    if (ack) {
+      EXPECT_EQ(c.ack(ids), StatusCode::kOk);
+    }
   }
+  return out;
+}
+
+// Exactly n payloads from c, acknowledged.
+inline std::vector<std::string> take(StreamChannel& c, std::size_t n) {
+  std::vector<std::string> out;
+  for (StreamMessage& m : read_messages(c, n)) out.push_back(std::move(m.payload));
   return out;
 }
 

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "redis/stream_helpers.h"
 #include "testutil/redis_server.h"
 #include "testutil/wait_for.h"
 
@@ -60,23 +61,7 @@ class StreamTopicTest : public ::testing::Test {
   }
   // Exactly n messages (several reads if need be), acknowledged or not.
   static std::vector<StreamMessage> read(StreamChannel& c, std::size_t n, bool ack = true) {
-    std::vector<StreamMessage> out;
-    const Context ctx = with_timeout(10s);
-    while (out.size() < n) {
-      std::vector<StreamMessage> got;
-      Status s = c.next_batch(got, n - out.size(), ctx);
-      EXPECT_TRUE(s.ok()) << s;
-      if (!s.ok()) break;
-      std::vector<std::string> ids;
-      for (auto& m : got) {
-        ids.push_back(m.id);
-        out.push_back(std::move(m));
-      }
-      if (ack) {
-        EXPECT_EQ(c.ack(ids), StatusCode::kOk);
-      }
-    }
-    return out;
+    return testutil::read_messages(c, n, ack);
   }
   static std::vector<std::string> payloads(const std::vector<StreamMessage>& ms) {
     std::vector<std::string> v;
