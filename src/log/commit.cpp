@@ -126,8 +126,7 @@ bool Commit::aged_out() const {
   if (opt.max_retained_age.count() <= 0 || segs.back()->written <= kSegmentHeaderSize) {
     return false;
   }
-  return std::chrono::steady_clock::now() - active_since_ >=
-         std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt.max_retained_age) / 4;
+  return std::chrono::steady_clock::now() - active_since_ >= age_step();
 }
 
 Status Commit::roll() { return roll_to(next_seq, 0); }

@@ -45,6 +45,12 @@ class Commit : public TopicCore {
   // cap while appends come (sealed within a quarter, deleted by the check
   // at a roll a quarter after the cap), however slowly it fills.
   bool aged_out() const SLUICE_REQUIRES(mu);
+  // A quarter of max_retained_age: how old the last segment may get, and
+  // how often an append waiting at the bound applies the cap.
+  std::chrono::steady_clock::duration age_step() const {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(opt.max_retained_age) /
+           4;
+  }
   // Seals the last segment and starts the next.
   Status roll() SLUICE_REQUIRES(mu);
   // Writes the batch into the last segment (the caller checked sizes, the
@@ -93,7 +99,7 @@ class Commit : public TopicCore {
   Status roll_to(std::uint64_t base, std::uint32_t flags) SLUICE_REQUIRES(mu);
   void flush_loop() SLUICE_EXCLUDES(mu);
 
-  std::string buf_ SLUICE_GUARDED_BY(mu);               // the pwrite path's buffer
+  std::string buf_ SLUICE_GUARDED_BY(mu);  // the pwrite path's buffer
   // When the last segment was made (or this writer opened it).
   std::chrono::steady_clock::time_point active_since_ SLUICE_GUARDED_BY(mu){};
   std::uint64_t synced_seq_ SLUICE_GUARDED_BY(mu) = 0;  // records below are durable

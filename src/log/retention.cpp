@@ -154,11 +154,7 @@ Status Retention::wait_for_room(std::size_t n, const Context& ctx) {
     // back only until the cap deletes what it has not taken: wake to seal
     // the last segment and apply the cap (a quarter of it at a time).
     const bool capped = opt.max_retained_age.count() > 0;
-    const Context slice =
-        capped ? ctx.with_timeout(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                      opt.max_retained_age) /
-                                  4)
-               : ctx;
+    const Context slice = capped ? ctx.with_timeout(age_step()) : ctx;
     mu.unlock();
     futex_wait_shared(&notify.page()->acked_seq, seen, slice);
     mu.lock();

@@ -344,20 +344,13 @@ int run_exec(Globals& g, const ExecArgs& a) {
     return take_role(g.quiet, "get", a.no_wait, ctx,
                      [&](const Context& c) { return store->reader(a.name, a.channel, c); });
   };
-  auto r = take_the_role();
-  while (!r.ok() && reconnect.again(r.status(), ctx)) r = take_the_role();
+  auto r = reconnect.retry(ctx, take_the_role);
   // An outage that outlasted --timeout (or a signal) ends as they do.
   if (r.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) r = Status(ctx.err());
   if (!r.ok()) return fail("get", queue_label(a.name), r.status());
-  reconnect.ok();
   QueueReader& reader = **r;
   // Acknowledges what was got so far, through an outage (--reconnect).
-  const auto ack = [&] {
-    Status s = reader.ack();
-    while (!s.ok() && reconnect.again(s, ctx)) s = reader.ack();
-    if (s.ok()) reconnect.ok();
-    return s;
-  };
+  const auto ack = [&] { return reconnect.retry(ctx, [&] { return reader.ack(); }); };
   const std::size_t batch = a.batch != 0 ? a.batch : std::max<std::size_t>(32, 4 * a.parallel);
   QueueStore& st = *store;
   CommandMetrics metrics;
@@ -397,11 +390,8 @@ int run_exec(Globals& g, const ExecArgs& a) {
   };
   auto dead_letter = [&](std::string_view msg) -> Status {
     std::lock_guard lk(dlq_mu);
-    Reconnect again("sluice get: " + queue_label(dlq), std::chrono::duration<double>(a.reconnect));
-    Status s = dead_letter_once(msg);
-    while (!s.ok() && again.again(s, Context(stop))) s = dead_letter_once(msg);
-    if (s.ok()) again.ok();
-    return s;
+    Reconnect outage("sluice get: " + queue_label(dlq), std::chrono::duration<double>(a.reconnect));
+    return outage.retry(Context(stop), [&] { return dead_letter_once(msg); });
   };
 
   // One message: attempts, then the dead-letter queue. Reports to the
@@ -494,17 +484,10 @@ int run_exec(Globals& g, const ExecArgs& a) {
       std::size_t want = batch;
       if (a.count != 0)
         want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - taken));
-      Status s = reader.get(msgs, want, ctx);
-      while (s.code() == StatusCode::kUnavailable && msgs.empty() && reconnect.again(s, ctx)) {
-        s = reader.get(msgs, want, ctx);
-      }
-      if (!msgs.empty() && s.code() == StatusCode::kUnavailable) s = Status::Ok();  // these first
-      if (s.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) s = ctx.err();
-      if (!s.ok()) {
+      if (Status s = reconnect.get(reader, msgs, want, ctx); !s.ok()) {
         end = std::move(s);
         return std::nullopt;
       }
-      reconnect.ok();
       batch_bytes = 0;
       for (const std::string& m : msgs) batch_bytes += m.size();
     }

@@ -71,14 +71,12 @@ int run_put(Globals& g, const IoArgs& a) {
     return take_role(g.quiet, "put", a.no_wait, put_ctx,
                      [&](const Context& c) { return store->writer(a.name, c); });
   };
-  auto w = take_the_role();
-  while (!w.ok() && reconnect.again(w.status(), put_ctx)) w = take_the_role();
+  auto w = reconnect.retry(put_ctx, take_the_role);
   // An outage that outlasted --timeout (or a signal) ends as they do.
   if (w.code() == StatusCode::kUnavailable && put_ctx.err() != StatusCode::kOk) {
     w = Status(put_ctx.err());
   }
   if (!w.ok()) return fail("put", queue_label(a.name), w.status());
-  reconnect.ok();
   QueueStore& st = *store;  // thread-safe: the progress thread samples it
   QueueWriter& writer = **w;
   Progress progress(
@@ -221,9 +219,7 @@ int run_put(Globals& g, const IoArgs& a) {
                  "may be in the queue twice\n";
   }
   if (a.close) {
-    Status s = (*w)->close();
-    while (!s.ok() && reconnect.again(s, put_ctx)) s = (*w)->close();
-    if (!s.ok()) {
+    if (Status s = reconnect.retry(put_ctx, [&] { return (*w)->close(); }); !s.ok()) {
       std::cerr << "sluice put: " << queue_label(a.name) << ": " << sent
                 << " messages enqueued, but the queue was not closed\n";
       return fail("put", queue_label(a.name), s);
@@ -271,12 +267,10 @@ int run_get(Globals& g, const IoArgs& a) {
     return take_role(g.quiet, "get", a.no_wait, ctx,
                      [&](const Context& c) { return store->reader(a.name, a.channel, c); });
   };
-  auto r = take_the_role();
-  while (!r.ok() && reconnect.again(r.status(), ctx)) r = take_the_role();
+  auto r = reconnect.retry(ctx, take_the_role);
   // An outage that outlasted --timeout (or a signal) ends as they do.
   if (r.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) r = Status(ctx.err());
   if (!r.ok()) return fail("get", queue_label(a.name), r.status());
-  reconnect.ok();
   QueueStore& st = *store;
   Progress progress(Progress::wanted(g.quiet), "get " + a.name,
                     [&st, &a] { return st.stat(a.name); });
@@ -295,12 +289,7 @@ int run_get(Globals& g, const IoArgs& a) {
     std::size_t want = batch;
     if (a.count != 0) want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - got));
     msgs.clear();
-    Status s = (*r)->get(msgs, want, ctx);
-    while (s.code() == StatusCode::kUnavailable && msgs.empty() && reconnect.again(s, ctx)) {
-      s = (*r)->get(msgs, want, ctx);
-    }
-    if (!msgs.empty() && s.code() == StatusCode::kUnavailable) s = Status::Ok();  // these first
-    if (s.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) s = ctx.err();
+    Status s = reconnect.get(**r, msgs, want, ctx);
     if (s.code() == StatusCode::kClosed) return kExitOk;  // closed and drained: the normal end
     if (s.code() == StatusCode::kDeadlineExceeded) return kExitTimeout;
     if (s.code() == StatusCode::kCancelled) return kExitInterrupted;
@@ -314,10 +303,9 @@ int run_get(Globals& g, const IoArgs& a) {
                 << " messages were not acknowledged and will be delivered again\n";
       return kExitIO;
     }
-    Status as = (*r)->ack();
-    while (!as.ok() && reconnect.again(as, ctx)) as = (*r)->ack();
-    if (!as.ok()) return fail("get", queue_label(a.name), as);
-    reconnect.ok();
+    if (Status as = reconnect.retry(ctx, [&] { return (*r)->ack(); }); !as.ok()) {
+      return fail("get", queue_label(a.name), as);
+    }
     got += msgs.size();
     progress.add(msgs.size());
     std::uint64_t bytes = 0;

@@ -12,9 +12,11 @@
 #include <cstdio>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "sluice/context.h"
 #include "sluice/status.h"
+#include "sluice/store.h"
 
 namespace sluice::cli {
 
@@ -52,6 +54,32 @@ class Reconnect {
     return ctx.err() == StatusCode::kOk;
   }
 
+  // call() (a Status or a Result), made again while again() allows; a
+  // success ends the outage.
+  template <class Call>
+  auto retry(const Context& ctx, Call call) {
+    auto r = call();
+    while (!r.ok() && again(status_of(r), ctx)) r = call();
+    if (r.ok()) ok();
+    return r;
+  }
+
+  // A reader's get through an outage: made again while it got nothing.
+  // Messages a failed get did return go out first (the ack after them is
+  // retried); an outage the context ended is its end (kDeadlineExceeded,
+  // kCancelled).
+  Status get(QueueReader& reader, std::vector<std::string>& out, std::size_t max,
+             const Context& ctx) {
+    Status s = reader.get(out, max, ctx);
+    while (s.code() == StatusCode::kUnavailable && out.empty() && again(s, ctx)) {
+      s = reader.get(out, max, ctx);
+    }
+    if (!out.empty() && s.code() == StatusCode::kUnavailable) s = Status::Ok();
+    if (s.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) s = ctx.err();
+    if (s.ok()) ok();
+    return s;
+  }
+
   // After a call that worked: ends an outage, saying so.
   void ok() {
     if (!down_) return;
@@ -61,6 +89,12 @@ class Reconnect {
   }
 
  private:
+  static const Status& status_of(const Status& s) { return s; }
+  template <class T>
+  static const Status& status_of(const Result<T>& r) {
+    return r.status();
+  }
+
   std::string who_;
   std::chrono::duration<double> limit_;
   bool down_ = false;
