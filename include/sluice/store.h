@@ -44,6 +44,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -91,6 +92,11 @@ struct QueueSpec {
   // at each put (StreamTopicOptions::max_retained_age). Pressure queues
   // keep every message until taken: kInvalidArgument.
   std::chrono::milliseconds max_age{0};
+  // Redis Streams topics (0: none): an append is acknowledged only once this
+  // many replicas have it (WAIT after each batch; one more round trip),
+  // else the batch is in doubt. Recorded by create: every writer obeys it.
+  // Other kinds: kInvalidArgument.
+  std::uint32_t replicas = 0;
 };
 
 struct QueueInfo {
@@ -104,6 +110,15 @@ struct QueueInfo {
   std::uint64_t consumed = 0;  // acknowledged by the slowest channel (or deleted by max_age)
   std::vector<std::string> channels;
   std::vector<ChannelInfo> channel_info;  // the channels' state, in the same order
+  // Payload bytes of the messages counted in produced / consumed, where the
+  // backend can know them (empty where it cannot; docs/cli.md says which).
+  std::optional<std::uint64_t> produced_bytes;
+  std::optional<std::uint64_t> consumed_bytes;
+  // Pressure queues, whose length adds both: messages waiting to be taken,
+  // and taken by readers and not acknowledged yet. Empty for other kinds.
+  std::optional<std::uint64_t> waiting;
+  std::optional<std::uint64_t> in_flight;
+  std::uint32_t replicas = 0;  // QueueSpec::replicas (Streams)
 };
 
 // How the embedded backend makes a put durable (Redis ignores it).
@@ -161,9 +176,48 @@ class QueueReader {
   // Appends 1..max messages to out, waiting for at least one. kClosed once
   // the queue is closed and this channel has had every message.
   virtual Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) = 0;
-  // Acknowledges every message get() has returned so far: they are not
-  // delivered again, and free room under the bound. Durable on return.
-  virtual Status ack() = 0;
+
+  // Acknowledgement is of a prefix. Number the messages get() has handed
+  // out 0, 1, 2, ... in the order it returned them (release() takes back
+  // the numbers it gives back). ack_prefix(n) acknowledges messages 0..n-1:
+  // they are not delivered again and free room under the bound. Durable on
+  // return. n <= acked() does nothing; n > delivered() is kInvalidArgument.
+  // Idempotent: after a failure (kUnavailable) the same call may be made
+  // again, and a prefix never acknowledges a message twice.
+  virtual Status ack_prefix(std::uint64_t n) = 0;
+  // Acknowledges every message get() has returned so far.
+  Status ack() { return ack_prefix(delivered()); }
+  // Messages get() has returned (and release() has not taken back), and of
+  // those, the acknowledged prefix. delivered() - acked() are held.
+  virtual std::uint64_t delivered() const = 0;
+  virtual std::uint64_t acked() const = 0;
+  // Gives back every held message: not acknowledged, and not counted as a
+  // delivery (a Streams topic's delivery count, toward its dead letters, is
+  // left as it was). The channel's next read, this reader's included,
+  // delivers them again, before newer messages: embedded, in put order;
+  // pressure queue, at the head of the queue in order; Streams, to any
+  // reader of the channel, in id order, before new ones. delivered()
+  // becomes acked(). A reader destroyed with messages held gives them back
+  // the same way (best effort on Redis: if the server cannot be reached,
+  // they come back after the visibility timeout, or at the next reader's
+  // open on a pressure queue).
+  virtual Status release() = 0;
+
+ protected:
+  // ack_prefix(n) past delivered(): kInvalidArgument saying so.
+  static Status beyond(std::uint64_t n, std::uint64_t delivered);
+};
+
+// How a reader reads (QueueStore::reader).
+struct ReaderOptions {
+  // Redis Streams topics: how long a message may be held unacknowledged
+  // before another reader of the channel may take it. Set for the channel
+  // (recorded in Redis): every reader of it obeys it from its next read.
+  // 0: the channel's recorded timeout (30 s if none was set). While a reader
+  // lives it keeps every message it holds claimed, so only a reader that
+  // died gives messages up this way. The embedded store and pressure queues
+  // never hand a held message to another reader: kInvalidArgument if set.
+  std::chrono::milliseconds visibility{0};
 };
 
 class QueueStore {
@@ -196,7 +250,12 @@ class QueueStore {
   // new), waiting while another reader holds that channel.
   virtual Result<std::unique_ptr<QueueReader>> reader(std::string_view name,
                                                       std::string_view channel,
-                                                      const Context& ctx) = 0;
+                                                      const Context& ctx,
+                                                      const ReaderOptions& options) = 0;
+  Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
+                                              const Context& ctx) {
+    return reader(name, channel, ctx, ReaderOptions{});
+  }
   // Closes the queue (see QueueWriter::close); takes the writer role to do
   // it, so it waits for a writer that holds it. Idempotent. A put blocked
   // at the bound in this process returns kClosed.

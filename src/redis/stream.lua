@@ -301,37 +301,53 @@ if op == 'ack' then
   return n
 end
 
--- release CHANNEL CONSUMER IDLE_MS [ID...]: gives back messages CONSUMER
--- holds (the ids given, or all), unacknowledged, as if it had held them
--- IDLE_MS (the visibility timeout): the next claim by any consumer of the
--- channel takes them, counting one more delivery. Ids it does not hold are
--- ignored (acknowledged, or claimed by another meanwhile). Reply: how many.
+-- release CHANNEL CONSUMER IDLE_MS COUNTED [ID...]: gives back messages
+-- CONSUMER holds (the ids given, or all), unacknowledged, as if it had held
+-- them IDLE_MS (the visibility timeout): the next claim by any consumer of
+-- the channel takes them. COUNTED '1' (nack: a failed delivery): that claim
+-- raises the delivery count, toward the dead letters. '0' (a reader that
+-- gives back what it never handed on): the count is lowered by one first,
+-- so that claim leaves it as it was. Ids it does not hold are ignored
+-- (acknowledged, or claimed by another meanwhile). Reply: how many.
 if op == 'release' then
-  local ch, me, idle = ARGV[2], ARGV[3], ARGV[4]
-  local ids = {}
-  if #ARGV > 4 then
-    for i = 5, #ARGV do
+  local ch, me, idle, counted = ARGV[2], ARGV[3], ARGV[4], ARGV[5] == '1'
+  local ids, counts = {}, {}
+  if #ARGV > 5 then
+    for i = 6, #ARGV do
       local p = redis.call('XPENDING', STREAM, ch, ARGV[i], ARGV[i], 1)
-      if p[1] and p[1][2] == me then ids[#ids + 1] = ARGV[i] end
+      if p[1] and p[1][2] == me then
+        ids[#ids + 1] = ARGV[i]
+        counts[#ids] = p[1][4]
+      end
     end
   else
     local from = '-'
     while true do
       local p = redis.call('XPENDING', STREAM, ch, from, '+', 1000, me)
-      for _, e in ipairs(p) do ids[#ids + 1] = e[1] end
+      for _, e in ipairs(p) do
+        ids[#ids + 1] = e[1]
+        counts[#ids] = e[4]
+      end
       if #p < 1000 then break end
       from = '(' .. p[#p][1]
     end
   end
-  for i = 1, #ids, 1000 do
-    local cmd = { 'XCLAIM', STREAM, ch, me, '0' }
-    for j = i, math.min(i + 999, #ids) do cmd[#cmd + 1] = ids[j] end
-    -- IDLE: claimable at once. JUSTID: the delivery count is not raised
-    -- here (the claim that delivers it again raises it).
-    cmd[#cmd + 1] = 'IDLE'
-    cmd[#cmd + 1] = idle
-    cmd[#cmd + 1] = 'JUSTID'
-    redis.call(unpack(cmd))
+  if counted then
+    for i = 1, #ids, 1000 do
+      local cmd = { 'XCLAIM', STREAM, ch, me, '0' }
+      for j = i, math.min(i + 999, #ids) do cmd[#cmd + 1] = ids[j] end
+      -- IDLE: claimable at once. JUSTID: the delivery count is not raised
+      -- here (the claim that delivers it again raises it).
+      cmd[#cmd + 1] = 'IDLE'
+      cmd[#cmd + 1] = idle
+      cmd[#cmd + 1] = 'JUSTID'
+      redis.call(unpack(cmd))
+    end
+  else
+    for i = 1, #ids do
+      redis.call('XCLAIM', STREAM, ch, me, '0', ids[i], 'IDLE', idle, 'RETRYCOUNT',
+                 math.max(counts[i] - 1, 0), 'JUSTID')
+    end
   end
   return #ids
 end

@@ -547,7 +547,8 @@ Status StreamChannel::ack(std::span<const std::string> ids) {
   return Status::Ok();
 }
 
-Status StreamChannel::release(std::span<const std::string> ids, std::chrono::milliseconds delay) {
+Status StreamChannel::release(std::span<const std::string> ids, std::chrono::milliseconds delay,
+                              bool counted) {
   if (Status s = join(); !s.ok()) return s;
   // Claimable once idle for visibility_timeout: set the idle time that far
   // short of it, and the message waits out the delay first.
@@ -556,7 +557,7 @@ Status StreamChannel::release(std::span<const std::string> ids, std::chrono::mil
   std::size_t at = 0;
   do {
     const std::size_t n = std::min(kChunk, ids.size() - at);
-    args.assign({"release", channel_, consumer_, idle});
+    args.assign({"release", channel_, consumer_, idle, counted ? "1" : "0"});
     args.insert(args.end(), ids.begin() + static_cast<std::ptrdiff_t>(at),
                 ids.begin() + static_cast<std::ptrdiff_t>(at + n));
     CallError err;
@@ -583,6 +584,13 @@ Status StreamChannel::nack(std::span<const std::string> ids) {
 }
 
 Status StreamChannel::nack() { return release({}); }
+
+Status StreamChannel::give_back(std::span<const std::string> ids) {
+  if (ids.empty()) return Status::Ok();
+  return release(ids, {}, false);
+}
+
+Status StreamChannel::give_back() { return release({}, {}, false); }
 
 Status StreamChannel::nack(std::span<const std::string> ids,
                            std::chrono::milliseconds retry_after) {

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <deque>
 #include <iterator>
 #include <mutex>
 #include <sstream>
@@ -180,17 +181,31 @@ class DirReader final : public QueueReader {
     if (!s.ok()) return s;
     for (LogMessage& m : msgs_) {
       out.push_back(std::move(m.payload));
-      last_ = m.seq;
-      pending_ = true;
+      held_.push_back(m.seq);
     }
     return Status::Ok();
   }
 
-  Status ack() override {
-    if (!pending_) return Status::Ok();
-    Status s = channel_->ack(last_);
-    if (s.ok()) pending_ = false;
-    return s;
+  Status ack_prefix(std::uint64_t n) override {
+    if (n > delivered()) return beyond(n, delivered());
+    if (n <= acked_) return Status::Ok();
+    // Seqs need not be consecutive (retention or damage may skip some), so
+    // the position moves to the seq of the prefix's last message.
+    const std::size_t take = static_cast<std::size_t>(n - acked_);
+    if (Status s = channel_->ack(held_[take - 1]); !s.ok()) return s;
+    held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(take));
+    acked_ = n;
+    return Status::Ok();
+  }
+  std::uint64_t delivered() const override { return acked_ + held_.size(); }
+  std::uint64_t acked() const override { return acked_; }
+
+  // The channel starts again at its acknowledged position: held messages
+  // come again, in seq order, and the log counts no deliveries.
+  Status release() override {
+    channel_->nack();
+    held_.clear();
+    return Status::Ok();
   }
 
  private:
@@ -198,8 +213,8 @@ class DirReader final : public QueueReader {
   std::unique_ptr<Topic> topic_;
   std::unique_ptr<Channel> channel_;
   std::vector<LogMessage> msgs_;
-  std::uint64_t last_ = 0;
-  bool pending_ = false;
+  std::deque<std::uint64_t> held_;  // seqs delivered and not acknowledged, oldest first
+  std::uint64_t acked_ = 0;         // the acknowledged prefix's length
 };
 
 // Takes the reader role of a channel: an exclusive flock on its lock file.
@@ -294,6 +309,11 @@ Status DirStore::create(std::string_view name, const QueueSpec& spec) {
   if (spec.max_age.count() < 0) {
     return {StatusCode::kInvalidArgument, "max_age must not be negative"};
   }
+  if (spec.replicas != 0) {
+    return {StatusCode::kInvalidArgument,
+            "replicas need a Redis Streams topic (sluice create --stream): the embedded store "
+            "has no replicas"};
+  }
   const std::string target = queue_dir(name);
   const std::string exists = "queue '" + std::string(name) + "' already exists";
   if (::access(target.c_str(), F_OK) == 0) return {StatusCode::kAlreadyExists, exists};
@@ -356,7 +376,14 @@ Result<std::unique_ptr<QueueWriter>> DirStore::writer(std::string_view name, con
 
 Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
                                                       std::string_view channel,
-                                                      const Context& ctx) {
+                                                      const Context& ctx,
+                                                      const ReaderOptions& options) {
+  if (options.visibility.count() != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "a visibility timeout needs a Redis Streams topic: the embedded store hands a "
+                  "message held by a reader to no other reader (it comes again only once that "
+                  "reader is gone)");
+  }
   auto meta = read_meta(name);
   if (!meta.ok()) return meta.status();
   if (Status s = validate_queue_name(channel); !s.ok()) return s;

@@ -28,8 +28,10 @@ class DirStore final : public QueueStore {
   using QueueStore::create;
   Status create(std::string_view name, const QueueSpec& spec) override;
   Result<std::unique_ptr<QueueWriter>> writer(std::string_view name, const Context& ctx) override;
+  using QueueStore::reader;
   Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
-                                              const Context& ctx) override;
+                                              const Context& ctx,
+                                              const ReaderOptions& options) override;
   Status close(std::string_view name, const Context& ctx) override;
   Status remove(std::string_view name) override;
   Result<std::vector<std::string>> list() override;

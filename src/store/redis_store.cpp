@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <utility>
 
 #include "sluice/redis/pressure_queue.h"
 #include "sluice/redis/stream_topic.h"
@@ -88,14 +89,16 @@ class RedisReader final : public QueueReader {
   // effort: if Redis cannot be reached, the next reader's open recovers it
   // once this process is gone (requeue_orphans).
   ~RedisReader() override {
-    if (pending_ > 0 || unsure_ || !taken_.empty()) (void)q_.requeue_inflight(consumer_);
+    if (pending_ > 0 || unsure_ != Op::kNone || !taken_.empty()) {
+      (void)q_.requeue_inflight(consumer_);
+    }
   }
   RedisReader(const RedisReader&) = delete;
   RedisReader& operator=(const RedisReader&) = delete;
 
   Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) override {
     max = std::max<std::size_t>(max, 1);
-    if (unsure_) {
+    if (unsure_ != Op::kNone) {
       if (Status s = resolve(); !s.ok()) return s;
     }
     if (!taken_.empty()) {  // a failed get's messages, in flight: deliver them first
@@ -108,19 +111,45 @@ class RedisReader final : public QueueReader {
     const std::size_t before = out.size();
     Status s = q_.get_many_reliable(consumer_, out, max, ctx);
     pending_ += out.size() - before;
-    unsure_ = maybe_ran(s);
+    unsure_ = maybe_ran(s) ? Op::kGet : Op::kNone;
     return s;
   }
 
-  Status ack() override {
-    if (unsure_) {
+  // The in-flight list holds this reader's messages oldest first, so the
+  // prefix is its oldest n - acked_.
+  Status ack_prefix(std::uint64_t n) override {
+    if (unsure_ != Op::kNone) {
       if (Status s = resolve(); !s.ok()) return s;
     }
-    if (pending_ == 0) return Status::Ok();
-    Status s = q_.ack(consumer_, pending_);
-    if (s.ok()) pending_ = 0;
-    unsure_ = maybe_ran(s);
+    if (n > delivered()) return beyond(n, delivered());
+    if (n <= acked_) return Status::Ok();
+    const std::size_t take = static_cast<std::size_t>(n - acked_);
+    Status s = q_.ack(consumer_, take);
+    if (s.ok()) {
+      pending_ -= take;
+      acked_ = n;
+    }
+    unsure_ = maybe_ran(s) ? Op::kAck : Op::kNone;
     return s;
+  }
+  std::uint64_t delivered() const override { return acked_ + pending_; }
+  std::uint64_t acked() const override { return acked_; }
+
+  // Back to the head of the queue, in order (requeue_inflight); a pressure
+  // queue counts no deliveries.
+  Status release() override {
+    if (unsure_ != Op::kNone) {
+      if (Status s = resolve(); !s.ok()) return s;
+    }
+    if (pending_ == 0 && taken_.empty()) return Status::Ok();
+    auto r = q_.requeue_inflight(consumer_);
+    if (!r.ok()) {
+      unsure_ = maybe_ran(r.status()) ? Op::kRelease : Op::kNone;
+      return r.status();
+    }
+    pending_ = 0;
+    taken_.clear();
+    return Status::Ok();
   }
 
  private:
@@ -132,14 +161,24 @@ class RedisReader final : public QueueReader {
 
   // After such a failure the in-flight list says what happened: it holds
   // exactly what this reader got and has not acknowledged, oldest first. A
-  // failed ack that ran left fewer than pending_; a failed get that ran left
+  // failed ack that ran left fewer than pending_ (those acknowledged are
+  // the oldest: the prefix moves on by as many); a failed get that ran left
   // more, which no one has seen yet: they go out with the next get (an ack
-  // of pending_ messages would otherwise acknowledge them unseen).
+  // of pending_ messages would otherwise acknowledge them unseen); a failed
+  // release that ran left none (they are back in the queue).
   Status resolve() {
     auto in = q_.inflight(consumer_);
     if (!in.ok()) return in.status();
-    unsure_ = false;
+    const Op op = std::exchange(unsure_, Op::kNone);
+    if (op == Op::kRelease) {
+      if (in->empty()) {
+        pending_ = 0;
+        taken_.clear();
+      }
+      return Status::Ok();
+    }
     if (in->size() <= pending_) {
+      if (op == Op::kAck) acked_ += pending_ - in->size();
       pending_ = in->size();
       taken_.clear();
     } else {
@@ -149,10 +188,14 @@ class RedisReader final : public QueueReader {
     return Status::Ok();
   }
 
+  // The call whose outcome is unknown (it failed with the connection).
+  enum class Op : std::uint8_t { kNone, kGet, kAck, kRelease };
+
   PressureQueue q_;
   std::string consumer_;
+  std::uint64_t acked_ = 0;         // the acknowledged prefix's length
   std::size_t pending_ = 0;         // got, not yet acknowledged (in our in-flight list)
-  bool unsure_ = false;             // the last get or ack may or may not have run
+  Op unsure_ = Op::kNone;           // the last call that may or may not have run
   std::vector<std::string> taken_;  // in flight after pending_, not yet returned by get
 };
 
@@ -185,14 +228,14 @@ class StreamWriter final : public QueueWriter {
 };
 
 // A competing consumer of one channel. What it got and did not acknowledge
-// is given back (nack) when it goes, so the channel's next read gets it at
-// once; if the process dies instead, another reader claims it after the
-// visibility timeout (StreamTopicOptions, 30 s).
+// is given back (without counting a delivery) when it goes, so the
+// channel's next read gets it at once; if the process dies instead, another
+// reader claims it after the visibility timeout (StreamTopicOptions, 30 s).
 class StreamReader final : public QueueReader {
  public:
   explicit StreamReader(StreamChannel c) : c_(std::move(c)) {}
   ~StreamReader() override {
-    if (!held_.empty()) (void)c_.nack(held_);  // best effort: else the timeout does it
+    if (!held_.empty()) (void)c_.give_back(held_);  // best effort: else the timeout does it
   }
   StreamReader(const StreamReader&) = delete;
   StreamReader& operator=(const StreamReader&) = delete;
@@ -206,16 +249,31 @@ class StreamReader final : public QueueReader {
     }
     return s;
   }
-  Status ack() override {
-    Status s = c_.ack(held_);
-    if (s.ok()) held_.clear();  // on failure the next ack sends them again: harmless
-    return s;
+  Status ack_prefix(std::uint64_t n) override {
+    if (n > delivered()) return beyond(n, delivered());
+    if (n <= acked_) return Status::Ok();
+    const auto take = static_cast<std::ptrdiff_t>(n - acked_);
+    // On failure the next call sends them again: acknowledging twice is harmless.
+    if (Status s = c_.ack(std::span(held_).first(static_cast<std::size_t>(take))); !s.ok()) {
+      return s;
+    }
+    held_.erase(held_.begin(), held_.begin() + take);
+    acked_ = n;
+    return Status::Ok();
+  }
+  std::uint64_t delivered() const override { return acked_ + held_.size(); }
+  std::uint64_t acked() const override { return acked_; }
+  Status release() override {
+    if (Status s = c_.give_back(held_); !s.ok()) return s;  // again after a failure: harmless
+    held_.clear();
+    return Status::Ok();
   }
 
  private:
   StreamChannel c_;
   std::vector<StreamMessage> got_;
-  std::vector<std::string> held_;  // ids got and not acknowledged
+  std::vector<std::string> held_;  // ids got and not acknowledged, oldest first
+  std::uint64_t acked_ = 0;        // the acknowledged prefix's length
 };
 
 }  // namespace
@@ -274,6 +332,9 @@ Status RedisStore::create(std::string_view name, const QueueSpec& spec) {
   if (spec.max_age.count() < 0) {
     return {StatusCode::kInvalidArgument, "max_age must not be negative"};
   }
+  if (spec.replicas != 0) {
+    return {StatusCode::kInvalidArgument, "replicas are not supported yet"};
+  }
   if (spec.kind == QueueKind::kDefault && spec.max_age.count() > 0) {
     return {StatusCode::kInvalidArgument,
             "a pressure-protocol queue keeps every message until a reader takes it: a maximum "
@@ -321,8 +382,12 @@ Result<std::unique_ptr<QueueWriter>> RedisStore::writer(std::string_view name, c
 
 Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
                                                         std::string_view channel,
-                                                        const Context& ctx) {
+                                                        const Context& ctx,
+                                                        const ReaderOptions& options) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
+  if (options.visibility.count() != 0) {
+    return Status(StatusCode::kInvalidArgument, "a visibility timeout is not supported yet");
+  }
   if (Status s = validate_queue_name(channel); !s.ok()) return s;
   if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
   auto found = find(name);

@@ -48,4 +48,10 @@ Result<std::unique_ptr<QueueStore>> QueueStore::open(std::string_view location,
   return store::DirStore::open(std::string(path), options);
 }
 
+Status QueueReader::beyond(std::uint64_t n, std::uint64_t delivered) {
+  return {StatusCode::kInvalidArgument, "ack_prefix(" + std::to_string(n) + "): only " +
+                                            std::to_string(delivered) +
+                                            " messages were delivered to this reader"};
+}
+
 }  // namespace sluice

@@ -263,6 +263,13 @@ class StreamChannel {
   Status nack(const StreamMessage& m, std::chrono::milliseconds retry_after) {
     return nack(std::span<const std::string>(&m.id, 1), retry_after);
   }
+  // Gives messages back as nack does, but not as a failed delivery: their
+  // delivery count is left as it was (the next delivery does not raise it),
+  // so they come no closer to the dead letters. For messages this consumer
+  // never handed on (a reader that stops before its program took them).
+  // give_back() gives back everything it holds.
+  Status give_back(std::span<const std::string> ids);
+  Status give_back();
   // Loop: read up to `batch` messages, run handler on each in order, then
   // acknowledge the batch's successes in one call and give its failures
   // back (nack): a failed message comes again (to this consumer or another)
@@ -287,7 +294,8 @@ class StreamChannel {
 
  private:
   Status claim(std::vector<StreamMessage>& out, std::size_t max);
-  Status release(std::span<const std::string> ids, std::chrono::milliseconds delay = {});
+  Status release(std::span<const std::string> ids, std::chrono::milliseconds delay = {},
+                 bool counted = true);
   // OK while this consumer may get more; kClosed once the topic is closed
   // and it has had everything.
   Status drained();
