@@ -235,6 +235,49 @@ TEST_P(StoreTest, UnacknowledgedMessagesAreDeliveredAgainAfterAReopen) {
   EXPECT_EQ(get(*r, 4), seq(2, 6));
 }
 
+// ack_prefix acknowledges the first n messages handed out, no more; it is
+// idempotent; release() gives the rest back, in order, to this reader's
+// next get (and, after it goes, to the next reader's).
+TEST_P(StoreTest, APrefixIsAcknowledgedAndReleaseGivesTheRestBackInOrder) {
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
+  auto w = writer("q");
+  ASSERT_EQ(put(*w, seq(0, 10)), StatusCode::kOk);
+  {
+    auto r = reader("q");
+    EXPECT_EQ(get(*r, 6), seq(0, 6));
+    EXPECT_EQ(r->delivered(), 6U);
+    EXPECT_EQ(r->acked(), 0U);
+    ASSERT_EQ(r->ack_prefix(2), StatusCode::kOk);
+    ASSERT_EQ(r->ack_prefix(2), StatusCode::kOk);  // again: nothing more
+    ASSERT_EQ(r->ack_prefix(1), StatusCode::kOk);  // behind the prefix: nothing
+    EXPECT_EQ(r->ack_prefix(7), StatusCode::kInvalidArgument);  // only 6 delivered
+    EXPECT_EQ(r->acked(), 2U);
+    auto info = store_->stat("q");
+    ASSERT_TRUE(info.ok());
+    EXPECT_EQ(info->consumed, 2U);
+    EXPECT_EQ(info->length, 8U);
+
+    ASSERT_EQ(r->release(), StatusCode::kOk);
+    EXPECT_EQ(r->delivered(), 2U);
+    EXPECT_EQ(get(*r, 8), seq(2, 10));  // what was given back comes first, in order
+    EXPECT_EQ(r->delivered(), 10U);
+    ASSERT_EQ(r->ack_prefix(5), StatusCode::kOk);  // m2, m3, m4
+    ASSERT_EQ(r->release(), StatusCode::kOk);
+  }
+  auto info = store_->stat("q");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->consumed, 5U);
+  EXPECT_EQ(info->length, 5U);
+  auto r = reader("q");
+  EXPECT_EQ(get(*r, 5), seq(5, 10));
+  ASSERT_EQ(r->ack(), StatusCode::kOk);
+  EXPECT_EQ(r->acked(), 5U);
+  info = store_->stat("q");
+  ASSERT_TRUE(info.ok());
+  EXPECT_EQ(info->consumed, 10U);
+  EXPECT_EQ(info->length, 0U);
+}
+
 TEST_P(StoreTest, EveryChannelGetsEveryMessage) {
   if (!GetParam().named_channels) {
     GTEST_SKIP() << "a Redis pressure queue has one channel, 'default' (named channels: "
@@ -591,6 +634,35 @@ TEST(RedisStoreTest, StreamsTopicReadersCompeteAndStatShowsLagAndPending) {
     ASSERT_EQ((*r3)->get(got3, 3, with_timeout(10s)), StatusCode::kOk);
   }
   EXPECT_EQ(got3, (std::vector<std::string>{"a", "b", "e"}));
+}
+
+// A message a reader gives back (release(), or the reader going) was never
+// handed on: it does not count as a delivery, so giving it back more often
+// than max_deliveries (5) brings it no closer to the dead-letter stream.
+TEST(RedisStoreTest, AStreamsGiveBackDoesNotCountTowardTheDeadLetters) {
+  auto s = open_redis("give-back");
+  ASSERT_TRUE(s.ok()) << s.status();
+  QueueStore& store = **s;
+  ASSERT_EQ(store.create("q", 100, QueueKind::kStream), StatusCode::kOk);
+  auto w = store.writer("q", {});
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::vector<std::string_view> views{"a", "b"};
+  ASSERT_EQ((*w)->put(views, {}), StatusCode::kOk);
+  for (int i = 0; i < 12; ++i) {
+    auto r = store.reader("q", kDefaultChannel, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<std::string> got;
+    while (got.size() < 2) ASSERT_EQ((*r)->get(got, 2, with_timeout(10s)), StatusCode::kOk);
+    ASSERT_EQ(got, (std::vector<std::string>{"a", "b"})) << "round " << i;
+    if (i % 2 == 0) {
+      ASSERT_EQ((*r)->release(), StatusCode::kOk);
+    }  // else the reader's end gives them back
+  }
+  auto info = store.stat("q");
+  ASSERT_TRUE(info.ok()) << info.status();
+  ASSERT_EQ(info->channel_info.size(), 1U);
+  EXPECT_EQ(info->channel_info[0].dead_lettered, 0U);
+  EXPECT_EQ(info->length, 2U);
 }
 
 TEST(RedisStoreTest, ReadersOfOneQueueShareItsMessages) {

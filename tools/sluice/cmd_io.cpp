@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <iostream>
 #include <limits>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "framing.h"
 #include "metrics_server.h"
 #include "options.h"
+#include "pipe_out.h"
 #include "progress.h"
 #include "reconnect.h"
 
@@ -40,6 +43,7 @@ struct IoArgs {
   std::uint64_t count = 0;  // get: 0 = no limit
   double timeout = -1;      // seconds; < 0 = none
   double reconnect = 60;    // seconds an unreachable Redis is retried; 0: not at all
+  double linger = 2;        // get: seconds its end waits for the reader to empty the pipe
   std::string channel = std::string(kDefaultChannel);
   std::size_t batch = 65536;  // put
   std::size_t get_batch = 0;  // get; 0: 8192, with --exec max(32, 4 x parallel)
@@ -228,20 +232,19 @@ int run_put(Globals& g, const IoArgs& a) {
   return kExitOk;
 }
 
-bool write_all(int fd, const std::string& bytes) {
-  std::size_t off = 0;
-  while (off < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    off += static_cast<std::size_t>(n);
-  }
-  return true;
-}
+// While messages it wrote sit in the pipe, get waits for new ones in slices
+// that double from the first to the last, acknowledging what the reader has
+// taken at each: those messages hold room under the bound, so a producer
+// waiting for it and a get waiting for that producer would otherwise wait
+// for each other.
+constexpr std::chrono::microseconds kFirstSlice{200};
+constexpr std::chrono::microseconds kLastSlice{50'000};
 
-// Writes messages to stdout; acknowledges each batch only once it is written
-// (write(2) on fd 1: no stdio buffer in between), so a reader that dies or a
-// pipe that closes loses nothing: the unacknowledged batch comes again.
+// Writes messages to stdout (write(2) on fd 1: no stdio buffer in between)
+// and acknowledges them once the reader has taken them: on a pipe, once the
+// reader has read a message's last byte (PipeOut); elsewhere once written.
+// What the reader did not take is given back at the end, so a reader that
+// stops early, dies, or closes the pipe loses nothing it did not read.
 int run_get(Globals& g, const IoArgs& a) {
   if (!a.exec.command.empty()) {
     ExecArgs e = a.exec;
@@ -257,12 +260,15 @@ int run_get(Globals& g, const IoArgs& a) {
   }
   auto store = open_store(g, "get", &g.rc);
   if (!store) return g.rc;
-  std::signal(SIGPIPE, SIG_IGN);  // a closed stdout is an EPIPE to report, not a silent death
-  const std::stop_token stop = stop_on_signals();
-  Context ctx(stop);
-  if (a.timeout >= 0) ctx = with_timeout(std::chrono::duration<double>(a.timeout), stop);
-  Reconnect reconnect("sluice get: " + queue_label(a.name),
-                      std::chrono::duration<double>(a.reconnect));
+  std::signal(SIGPIPE, SIG_IGN);  // a closed stdout is an EPIPE to handle, not a silent death
+  const std::stop_token signals = stop_on_signals();
+  // One stop for every wait: a signal, or the reader of stdout gone.
+  std::stop_source stop;
+  std::stop_callback on_signal(signals, [&stop] { stop.request_stop(); });
+  Context ctx(stop.get_token());
+  if (a.timeout >= 0) ctx = with_timeout(std::chrono::duration<double>(a.timeout), stop.get_token());
+  const std::string label = queue_label(a.name);
+  Reconnect reconnect("sluice get: " + label, std::chrono::duration<double>(a.reconnect));
   const auto take_the_role = [&] {
     return take_role(g.quiet, "get", a.no_wait, ctx,
                      [&](const Context& c) { return store->reader(a.name, a.channel, c); });
@@ -270,7 +276,8 @@ int run_get(Globals& g, const IoArgs& a) {
   auto r = reconnect.retry(ctx, take_the_role);
   // An outage that outlasted --timeout (or a signal) ends as they do.
   if (r.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) r = Status(ctx.err());
-  if (!r.ok()) return fail("get", queue_label(a.name), r.status());
+  if (!r.ok()) return fail("get", label, r.status());
+  QueueReader& reader = **r;
   QueueStore& st = *store;
   Progress progress(Progress::wanted(g.quiet), "get " + a.name,
                     [&st, &a] { return st.stat(a.name); });
@@ -280,40 +287,145 @@ int run_get(Globals& g, const IoArgs& a) {
   metrics.stat = [&st, &a] { return st.stat(a.name); };
   auto server = serve_metrics(a.metrics, "get", metrics, &g.rc);
   if (!a.metrics.empty() && !server) return g.rc;
+
+  PipeOut out(STDOUT_FILENO);
+  std::atomic<bool> gone{false};  // the reader of stdout closed it
+  ReaderWatch watch(STDOUT_FILENO, out.is_pipe(), [&] {
+    gone = true;
+    stop.request_stop();
+  });
+  // The stop also wakes a write waiting for room in the pipe.
+  const int wake = ::eventfd(0, EFD_CLOEXEC);
+  std::stop_callback on_stop(stop.get_token(), [wake] {
+    const std::uint64_t one = 1;
+    if (::write(wake, &one, sizeof one) < 0) {
+      // Nothing to do: the fd is ours and a counter write does not fail.
+    }
+  });
+  struct CloseFd {
+    int fd;
+    ~CloseFd() { ::close(fd); }
+  } close_wake{wake};
+
+  std::deque<std::size_t> sizes;  // payload bytes of messages written, not yet acknowledged
+  // Acknowledges what the reader has taken (after a stop too: the ack
+  // itself does not wait, only the retries of an outage do).
+  const auto ack_taken = [&]() -> Status {
+    const std::uint64_t before = reader.acked();
+    const std::uint64_t n = std::min(out.taken(), reader.delivered());
+    if (n <= before) return Status::Ok();
+    if (Status s = reconnect.retry(ctx, [&] { return reader.ack_prefix(n); }); !s.ok()) return s;
+    std::uint64_t bytes = 0;
+    for (std::uint64_t i = before; i < n && !sizes.empty(); ++i) {
+      bytes += sizes.front();
+      sizes.pop_front();
+    }
+    progress.add(n - before);
+    metrics.messages.fetch_add(n - before, std::memory_order_relaxed);
+    metrics.bytes.fetch_add(bytes, std::memory_order_relaxed);
+    return Status::Ok();
+  };
+
   const Framing framing = a.framing();
   const std::size_t batch = a.get_batch != 0 ? a.get_batch : 8192;
-  std::uint64_t got = 0;
   std::vector<std::string> msgs;
-  std::string out;
-  while (a.count == 0 || got < a.count) {
+  std::string bytes;
+  std::vector<std::size_t> ends;
+  std::chrono::microseconds slice = kFirstSlice;
+  int rc = kExitOk;
+  Status error;  // what ended the loop, when it is a failure to report
+  while (a.count == 0 || out.written() < a.count) {
+    if (Status s = ack_taken(); !s.ok()) {
+      error = s;
+      break;
+    }
     std::size_t want = batch;
-    if (a.count != 0) want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - got));
+    if (a.count != 0) {
+      want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - out.written()));
+    }
+    // Not out.in_pipe(): the reader may have taken more since ack_taken()
+    // looked, and those are not acknowledged yet either.
+    const bool held = reader.delivered() > reader.acked();
+    const Context wait = held ? ctx.with_deadline(Context::Clock::now() + slice) : ctx;
     msgs.clear();
-    Status s = reconnect.get(**r, msgs, want, ctx);
-    if (s.code() == StatusCode::kClosed) return kExitOk;  // closed and drained: the normal end
-    if (s.code() == StatusCode::kDeadlineExceeded) return kExitTimeout;
-    if (s.code() == StatusCode::kCancelled) return kExitInterrupted;
-    if (!s.ok()) return fail("get", queue_label(a.name), s);
-    out.clear();
-    for (const std::string& m : msgs) append_frame(framing, m, out);
-    if (!write_all(STDOUT_FILENO, out)) {
-      const int err = errno;
-      std::cerr << "sluice get: " << queue_label(a.name) << ": write stdout: " << std::strerror(err)
-                << "; the last " << msgs.size()
-                << " messages were not acknowledged and will be delivered again\n";
-      return kExitIO;
+    Status s = reconnect.get(reader, msgs, want, wait);
+    if (held && s.code() == StatusCode::kDeadlineExceeded && !ctx.expired()) {
+      slice = std::min(slice * 2, kLastSlice);
+      continue;
     }
-    if (Status as = reconnect.retry(ctx, [&] { return (*r)->ack(); }); !as.ok()) {
-      return fail("get", queue_label(a.name), as);
+    slice = kFirstSlice;
+    if (s.code() == StatusCode::kClosed) break;  // closed and drained: the normal end
+    if (s.code() == StatusCode::kDeadlineExceeded) {
+      rc = kExitTimeout;
+      break;
     }
-    got += msgs.size();
-    progress.add(msgs.size());
-    std::uint64_t bytes = 0;
-    for (const std::string& m : msgs) bytes += m.size();
-    metrics.messages.fetch_add(msgs.size(), std::memory_order_relaxed);
-    metrics.bytes.fetch_add(bytes, std::memory_order_relaxed);
+    if (s.code() == StatusCode::kCancelled) {
+      rc = kExitInterrupted;
+      break;
+    }
+    if (!s.ok()) {
+      error = s;
+      break;
+    }
+    bytes.clear();
+    ends.clear();
+    for (const std::string& m : msgs) {
+      append_frame(framing, m, bytes);
+      ends.push_back(bytes.size());
+      sizes.push_back(m.size());
+    }
+    if (Status ws = out.write(bytes, ends.data(), ends.size(), ctx, wake); !ws.ok()) {
+      if (ws.code() == StatusCode::kDeadlineExceeded) {
+        rc = kExitTimeout;
+      } else if (ws.code() == StatusCode::kCancelled) {
+        rc = kExitInterrupted;
+      } else if (!out.reader_gone()) {
+        error = ws;
+      }
+      break;
+    }
   }
-  return kExitOk;
+  if (gone || out.reader_gone()) {
+    rc = kExitIO;
+  } else if (out.is_pipe() && out.in_pipe() > 0 && error.ok()) {
+    // Our own end: give the reader a moment to take what is in the pipe.
+    const auto until = Context::Clock::now() + std::chrono::duration_cast<Context::Clock::duration>(
+                                                   std::chrono::duration<double>(a.linger));
+    for (auto step = kFirstSlice; out.in_pipe() > 0 && Context::Clock::now() < until;
+         step = std::min(step * 2, kLastSlice)) {
+      if (Status s = ack_taken(); !s.ok()) break;  // reported below, by the last try
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Context::Clock::now());
+      pollfd p{STDOUT_FILENO, 0, 0};  // POLLERR ends it early: the reader has gone
+      const auto ms = std::min<std::int64_t>(
+          left.count(), std::chrono::ceil<std::chrono::milliseconds>(step).count());
+      if (::poll(&p, 1, static_cast<int>(ms)) == 1 && (p.revents & POLLERR) != 0) break;
+    }
+    if (out.reader_gone()) rc = kExitIO;
+  }
+  const std::uint64_t written = out.written();
+  if (Status s = ack_taken(); !s.ok() && error.ok()) error = s;
+  const std::uint64_t held = reader.delivered() - reader.acked();
+  Status given = Status::Ok();
+  if (held != 0) given = reconnect.retry(Context(), [&] { return reader.release(); });
+  if (rc == kExitIO) {
+    std::cerr << "sluice get: " << label << ": the reader of stdout has gone; it took "
+              << reader.acked() << " of the " << written << " messages written";
+  } else if (held != 0) {
+    std::cerr << "sluice get: " << label << ": the reader of stdout had not taken the last "
+              << held << " messages " << (out.is_pipe() && error.ok() ? "after --linger" : "");
+  }
+  if (held != 0) {
+    if (given.ok()) {
+      std::cerr << "; " << held << " given back (they will be delivered again)\n";
+    } else {
+      std::cerr << "; " << held << " not given back (" << given.message()
+                << "): they will be delivered again once this reader is gone\n";
+    }
+  } else if (rc == kExitIO) {
+    std::cerr << "\n";
+  }
+  if (!error.ok()) return fail("get", label, error);
+  return rc;
 }
 
 // --framing, -0 and -b on `cmd` (one of them at most).
@@ -363,8 +475,9 @@ void add_io_commands(CLI::App& app, Globals& g) {
 
   auto* get = app.add_subcommand(
       "get",
-      "write messages to stdout, one per line, until the queue is closed and drained; each batch "
-      "is acknowledged once written (or, with --exec, once processed)");
+      "write messages to stdout, one per line, until the queue is closed and drained; a message "
+      "is acknowledged once the reader has taken it from the pipe (once written, if stdout is "
+      "not a pipe; with --exec, once processed); the rest is given back at the end");
   get->add_option("NAME", a->name, "queue name")->required();
   add_framing_options(get, *a, "written to stdout");
   get->add_option("--count", a->count, "stop after N messages")->check(whole_number(1));
@@ -372,6 +485,11 @@ void add_io_commands(CLI::App& app, Globals& g) {
                               "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9 unless "
                               "--count or the end came first"));
   add_reconnect_option(get, *a);
+  as_duration(get->add_option("--linger", a->linger,
+                              "stdout a pipe: at the end (the queue drained, --count, --timeout, a "
+                              "signal), how long to wait for the reader to take what is still in "
+                              "the pipe; the rest is given back, to be delivered again")
+                  ->capture_default_str());
   get->add_option("--channel", a->channel, "the channel to read (each channel gets every message)")
       ->capture_default_str();
   get->add_flag("--no-wait", a->no_wait, "fail at once if another reader holds the channel");
