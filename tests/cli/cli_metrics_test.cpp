@@ -79,9 +79,11 @@ TEST_F(CliMetricsTest, AWaitingGetServesItsCountsAndTheQueue) {
   EXPECT_EQ(before.at("sluice_cli_messages_total{command=\"get\",queue=\"q\"}"), 0);
   EXPECT_EQ(before.at("sluice_queue_bound{command=\"get\",queue=\"q\"}"), 100);
 
-  // Five messages of 3 bytes: get writes and acknowledges them, then waits.
+  // Five messages of 3 bytes: get writes them, and acknowledges them once
+  // they are read out of the pipe; then it waits.
   ASSERT_EQ(run({"put", "q"}, "aaa\nbbb\nccc\nddd\neee\n").rc, 0);
-  // The counters move just after the write that read_lines saw.
+  get.read_lines(5);
+  // The counters move once get has seen the pipe empty.
   auto e = scrape_until(port, "sluice_cli_messages_total{command=\"get\",queue=\"q\"}", 5);
   ASSERT_EQ(e.error, "");
   EXPECT_EQ(e.at("sluice_cli_messages_total{command=\"get\",queue=\"q\"}"), 5);
