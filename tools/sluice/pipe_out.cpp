@@ -1,6 +1,7 @@
 // See pipe_out.h.
 #include "pipe_out.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
@@ -16,11 +17,11 @@
 namespace sluice::cli {
 namespace {
 
-// Most bytes written after one poll() said there is room. A pipe reports
-// room (POLLOUT) once one of its page-sized slots is free, and a write of at
-// most a page then always fits, so it never blocks (as the only writer):
-// a stop or the deadline is seen within one poll.
-constexpr std::size_t kChunk = 4096;
+// A pipe holds its bytes in page-sized slots (F_GETPIPE_SZ / 4096 of them).
+// It reports room (POLLOUT) once one slot is free, and a write of at most a
+// page then always fits, so it never blocks (as the only writer): a stop or
+// the deadline is seen within one poll.
+constexpr std::size_t kPage = 4096;
 
 int poll_ms(const Context& ctx) {
   if (!ctx.deadline()) return -1;
@@ -40,7 +41,35 @@ std::uint64_t unread_bytes(int fd) {
 PipeOut::PipeOut(int fd) : fd_(fd) {
   struct stat st {};
   pipe_ = ::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode);
-  if (pipe_) before_ = unread_bytes(fd);
+  if (pipe_) {
+    before_ = unread_bytes(fd);
+    const int cap = ::fcntl(fd, F_GETPIPE_SZ);
+    capacity_ = cap > 0 ? static_cast<std::uint64_t>(cap) : 0;  // 0: a page per poll
+  }
+}
+
+std::size_t PipeOut::room() const {
+  // Unread bytes fill at most unread / page slots and two part-filled ones
+  // (the one the reader is in and the last one written).
+  const std::uint64_t unread = unread_bytes(fd_);
+  return capacity_ > unread + 2 * kPage ? static_cast<std::size_t>(capacity_ - unread - 2 * kPage)
+                                        : 0;
+}
+
+Status PipeOut::wait_for_room(const Context& ctx, int wake) {
+  for (;;) {
+    pollfd fds[2] = {{fd_, POLLOUT, 0}, {wake, POLLIN, 0}};
+    const int r = ::poll(fds, wake >= 0 ? 2 : 1, poll_ms(ctx));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return {StatusCode::kIOError, std::string("poll stdout: ") + std::strerror(errno)};
+    if ((fds[0].revents & POLLERR) != 0) {
+      gone_ = true;
+      return {StatusCode::kIOError, "write stdout: its reader has closed it"};
+    }
+    if (fds[1].revents != 0) return StatusCode::kCancelled;
+    if ((fds[0].revents & POLLOUT) != 0) return Status::Ok();
+    if (ctx.expired()) return StatusCode::kDeadlineExceeded;
+  }
 }
 
 Status PipeOut::write(std::string_view bytes, const std::size_t* ends, std::size_t n,
@@ -58,30 +87,15 @@ Status PipeOut::write(std::string_view bytes, const std::size_t* ends, std::size
   while (off < bytes.size()) {
     std::size_t len = bytes.size() - off;
     if (pipe_) {
-      pollfd fds[2] = {{fd_, POLLOUT, 0}, {wake, POLLIN, 0}};
-      const int r = ::poll(fds, wake >= 0 ? 2 : 1, poll_ms(ctx));
-      if (r < 0 && errno == EINTR) continue;
-      if (r < 0) {
-        result = {StatusCode::kIOError, std::string("poll stdout: ") + std::strerror(errno)};
-        break;
+      // What surely fits goes without a poll; else a page once there is room.
+      const std::size_t fits = room();
+      if (fits >= kPage) {
+        len = std::min(len, fits);
+      } else {
+        result = wait_for_room(ctx, wake);
+        if (!result.ok()) break;
+        len = std::min(len, kPage);
       }
-      if ((fds[0].revents & POLLERR) != 0) {
-        gone_ = true;
-        result = {StatusCode::kIOError, "write stdout: its reader has closed it"};
-        break;
-      }
-      if (fds[1].revents != 0) {
-        result = StatusCode::kCancelled;
-        break;
-      }
-      if ((fds[0].revents & POLLOUT) == 0) {
-        if (ctx.expired()) {
-          result = StatusCode::kDeadlineExceeded;
-          break;
-        }
-        continue;
-      }
-      len = std::min(len, kChunk);
     }
     const ssize_t w = ::write(fd_, bytes.data() + off, len);
     if (w < 0 && errno == EINTR) continue;
@@ -94,7 +108,6 @@ Status PipeOut::write(std::string_view bytes, const std::size_t* ends, std::size
     bytes_ += static_cast<std::size_t>(w);
     count_whole();
   }
-  count_whole();
   if (!pipe_) {
     taken_ = written_;
     ends_.clear();

@@ -60,8 +60,15 @@ class PipeOut {
   bool reader_gone();
 
  private:
+  // Bytes a write surely fits without blocking (0: not even a page).
+  std::size_t room() const;
+  // Waits until the pipe has room for a page (OK), `wake` is readable
+  // (kCancelled), ctx's deadline (kDeadlineExceeded), or the reader has gone.
+  Status wait_for_room(const Context& ctx, int wake);
+
   int fd_;
   bool pipe_ = false;
+  std::uint64_t capacity_ = 0;  // F_GETPIPE_SZ
   bool gone_ = false;
   std::uint64_t before_ = 0;  // bytes in the pipe when we started: read before ours
   std::uint64_t bytes_ = 0;   // bytes we wrote
