@@ -146,13 +146,24 @@ class DirWriter final : public QueueWriter {
   }
 
   // A topic batch may not exceed the bound, so a larger put goes in chunks,
-  // each all-or-none.
+  // each all-or-none. A chunk the disk has no room for (kIOError, nothing of
+  // it written) is split in halves, down to one message, so a nearly full
+  // disk takes what fits and *done says how much.
   Status put_chunks(std::span<const std::string_view> batch, const Context& ctx, std::size_t& n) {
+    std::size_t most = bound_ == 0 ? batch.size() : static_cast<std::size_t>(bound_);
     while (n < batch.size()) {
-      const std::size_t left = batch.size() - n;
-      const std::size_t take = bound_ == 0 ? left : std::min<std::uint64_t>(left, bound_);
+      const std::size_t take = std::min(batch.size() - n, most);
+      const std::uint64_t before = topic_->next_seq();
       auto r = topic_->append_batch(batch.subspan(n, take), ctx);
-      if (!r.ok()) return r.status();
+      if (!r.ok()) {
+        // Only when none of it went in (a failed sync leaves records
+        // written: sending them again would put them in twice).
+        if (r.code() == StatusCode::kIOError && take > 1 && topic_->next_seq() == before) {
+          most = take / 2;
+          continue;
+        }
+        return r.status();
+      }
       n += take;
     }
     return Status::Ok();

@@ -1,19 +1,26 @@
 // The sluice command, run as a child process (fork + exec, pipes for
 // stdin/stdout/stderr): what a shell user sees, exit statuses included.
 #include <fcntl.h>
+#include <signal.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/cli_child.h"
 #include "testutil/temp_dir.h"
+#include "testutil/wait_for.h"
 
 namespace sluice {
 namespace {
@@ -341,6 +348,83 @@ TEST_F(CliTest, GetKilledMidStreamLosesNothing) {
   EXPECT_LE(at, first.size());
   EXPECT_TRUE(at == 0 || all[at - 1] == '\n');
   EXPECT_EQ(at + second.out.size(), all.size());
+}
+
+// A nearly full disk (a 4 MiB tmpfs; needs root, as CI runs): put enqueues
+// what fits, then exits 7 saying how many messages went in and at which
+// input byte the unsent rest begins; exactly those are in the queue, and
+// nothing more fits. Before, --bound 0 made the whole read one all-or-none
+// put ("0 messages enqueued"), and the default bound's 1000-message chunks
+// left up to a chunk of room unused. With the bound, a get reads alongside
+// (the log keeps what it acknowledged until the segment goes, so the disk
+// fills all the same).
+TEST_F(CliTest, ANearlyFullDiskTakesWhatFitsAndSaysWhereTheRestBegins) {
+  const std::filesystem::path mnt = testutil::test_dir("cli_full");
+  std::filesystem::create_directories(mnt);
+  if (::mount("tmpfs", mnt.c_str(), "tmpfs", 0, "size=4m") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here (" << std::strerror(errno)
+                 << "); CI runs this as root";
+  }
+  struct Unmount {
+    std::filesystem::path p;
+    ~Unmount() { ::umount2(p.c_str(), MNT_DETACH); }
+  } unmount{mnt};
+  std::string input;  // 6,000 lines of 1,001 bytes: more than the disk holds
+  for (int i = 0; i < 6000; ++i) {
+    std::string l = std::to_string(100000 + i);
+    l.resize(1000, 'x');
+    input += l + "\n";
+  }
+  for (const char* bound : {"0", "1000"}) {
+    SCOPED_TRACE(std::string("--bound ") + bound);
+    store_ = (mnt / (std::string("store") + bound)).string();
+    ASSERT_EQ(run({"create", "q", "--bound", bound}).rc, 0);
+    // The reader writes to a file (off the full disk): a pipe this test
+    // does not read while put runs would fill and hold the bound.
+    const std::string out_file = testutil::test_dir("cli_full_out").string() + bound;
+    std::optional<testutil::Child> reader;
+    if (std::string(bound) != "0") {
+      reader.emplace(std::vector<std::string>{
+          "/bin/sh", "-c",
+          "exec '" + std::string(SLUICE_CLI) + "' --store '" + store_ + "' get q > '" + out_file + "'"});
+    }
+    Outcome p = run({"put", "q"}, input);
+    EXPECT_EQ(p.rc, 7) << p.err;
+    EXPECT_NE(p.err.find("No space left on device"), std::string::npos) << p.err;
+    unsigned long long n = 0, at = 0;
+    const auto m = p.err.find("sluice put: queue 'q': ");
+    ASSERT_NE(m, std::string::npos) << p.err;
+    ASSERT_EQ(std::sscanf(p.err.c_str() + m,
+                          "sluice put: queue 'q': %llu messages enqueued; the rest of the input, "
+                          "from byte %llu, was not",
+                          &n, &at),
+              2)
+        << p.err;
+    EXPECT_GT(n, 1000U);
+    EXPECT_EQ(at, n * 1001);
+    Outcome more = run({"put", "q"}, input.substr(at, 1001));
+    EXPECT_EQ(more.rc, 7) << "a line still fits: the first put left room unused\n" << more.err;
+    std::string got;
+    if (reader) {
+      // It has them all once the file does (it acknowledges as it writes).
+      EXPECT_TRUE(testutil::eventually([&] {
+        std::error_code ec;
+        return std::filesystem::file_size(out_file, ec) >= at;
+      }));
+      reader->signal(SIGTERM);
+      const Outcome r = reader->finish();
+      EXPECT_EQ(r.rc, 130) << r.err;
+      std::ifstream f(out_file, std::ios::binary);
+      got.assign(std::istreambuf_iterator<char>(f), {});
+    } else {
+      const Outcome r = run({"get", "q", "--count", std::to_string(n), "--timeout", "10"});
+      EXPECT_EQ(r.rc, 0) << r.err;
+      got = r.out;
+    }
+    EXPECT_TRUE(got == input.substr(0, at)) << "the first " << n << " lines, in order";
+    reader.reset();
+    std::filesystem::remove_all(store_);  // room for the next store
+  }
 }
 
 }  // namespace

@@ -98,6 +98,7 @@ int run_put(Globals& g, const IoArgs& a) {
   std::size_t doubt = 0;        // after sent: enqueued or not, unknown (Redis, a broken connection)
   std::uint64_t resent = 0;     // in doubt, then sent again: may be in the queue twice
   std::uint64_t doubt_end = 0;  // messages before this one were counted in resent
+  std::uint64_t unsent_at = 0;  // input byte offset of the first message not known to be in
   auto failed = [&](const Status& s) {
     std::string what = std::to_string(sent) + " messages enqueued; ";
     if (doubt != 0) {
@@ -107,7 +108,7 @@ int run_put(Globals& g, const IoArgs& a) {
               a.name + "` shows the count); ";
     }
     std::cerr << "sluice put: " << queue_label(a.name) << ": " << what
-              << "the rest of the input was not\n";
+              << "the rest of the input, from byte " << unsent_at << ", was not\n";
     return fail("put", queue_label(a.name), s);
   };
   const auto timed_out = [&] {
@@ -133,6 +134,7 @@ int run_put(Globals& g, const IoArgs& a) {
 
   FrameParser parser(a.framing(), limit);
   std::vector<std::string_view> batch;
+  std::vector<std::uint64_t> input_end;  // input offset after each message of batch
   std::vector<char> chunk(1 << 16);
   // A deeper pipe lets the producer run ahead while a put syncs (best effort:
   // not a pipe, or over /proc/sys/fs/pipe-max-size, keeps the default).
@@ -168,9 +170,13 @@ int run_put(Globals& g, const IoArgs& a) {
     }
     // This read's complete messages, then whatever stopped the parse.
     batch.clear();
+    input_end.clear();
     std::string_view m;
     FrameParser::Step step;
-    while ((step = parser.next(&m)) == FrameParser::Step::kMessage) batch.push_back(m);
+    while ((step = parser.next(&m)) == FrameParser::Step::kMessage) {
+      batch.push_back(m);
+      input_end.push_back(parser.consumed());
+    }
     for (std::size_t off = 0; off < batch.size();) {
       const std::size_t take = std::min(a.batch, batch.size() - off);
       std::size_t done = 0;
@@ -184,6 +190,7 @@ int run_put(Globals& g, const IoArgs& a) {
       metrics.messages.fetch_add(done, std::memory_order_relaxed);
       metrics.bytes.fetch_add(bytes, std::memory_order_relaxed);
       off += done;
+      if (off > 0) unsent_at = input_end[off - 1];
       if (s.code() == StatusCode::kDeadlineExceeded) return timed_out();
       if (!s.ok() && reconnect.again(s, put_ctx)) {
         // Sent again from the first not known to be in; a message in doubt
