@@ -187,7 +187,7 @@ TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out,
             "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-            "channels=default\nkind=pressure\nmax_age=0\nchannel.default.lag=2\n"
+            "channels=default\nkind=pressure\nmax_age=0\nreplicas=0\nchannel.default.lag=2\n"
             "channel.default.pending=0\nchannel.default.dead_lettered=0\n");
   EXPECT_NE(run({"stat", "other"}).out.find("\nbound=0\n"), std::string::npos);
   r = run({"ls"});
@@ -230,7 +230,7 @@ TEST_F(CliRedisTest, AStreamsTopicHasNamedChannelsLagAndPending) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out,
             "name=events\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-            "channels=audit,default\nkind=stream\nmax_age=0\nchannel.audit.lag=0\n"
+            "channels=audit,default\nkind=stream\nmax_age=0\nreplicas=0\nchannel.audit.lag=0\n"
             "channel.audit.pending=0\nchannel.audit.dead_lettered=0\n"
             "channel.default.lag=2\nchannel.default.pending=0\n"
             "channel.default.dead_lettered=0\n");
@@ -421,7 +421,7 @@ TEST_F(CliRedisTest, InterleavesWithThePressureProtocolsReferenceClient) {
   r = run({"stat", "q"});
   EXPECT_EQ(r.out,
             "name=q\nbound=50\nclosed=false\nlength=0\nproduced=5\nconsumed=5\n"
-            "channels=default\nkind=pressure\nmax_age=0\nchannel.default.lag=0\n"
+            "channels=default\nkind=pressure\nmax_age=0\nreplicas=0\nchannel.default.lag=0\n"
             "channel.default.pending=0\nchannel.default.dead_lettered=0\n");
   // A queue the reference client made is a sluice queue; its close ends a get.
   testutil::ReferenceClient ref2(server_.port(), "theirs");
