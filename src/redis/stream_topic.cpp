@@ -158,7 +158,7 @@ Status replicated(const redis::Connection& conn, const Reply& w, const CallError
   if (w->type == REDIS_REPLY_INTEGER) {
     return {StatusCode::kUnavailable,
             "redis at " + conn.address() + ": only " + std::to_string(w->integer) + " of the " +
-                std::to_string(want) + " replicas the topic asks for (replicas) acknowledged the " +
+                std::to_string(want) + " replicas the topic asks for acknowledged the " +
                 "append within " + std::to_string(wait_ms) + " ms"};
   }
   return {StatusCode::kUnavailable,
