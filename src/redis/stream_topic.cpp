@@ -13,6 +13,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "redis/connection.h"
@@ -593,7 +594,7 @@ class StreamChannel::KeepAlive {
     }
     std::sort(ids.begin(), ids.end(),
               [](const auto& a, const auto& b) { return id_parts(a.first) < id_parts(b.first); });
-    std::unordered_map<std::string, std::uint64_t> lost;
+    std::unordered_set<std::string> lost;
     std::chrono::milliseconds learned{0};
     std::vector<std::string_view> args;
     for (std::size_t at = 0; at < ids.size(); at += kChunk) {
@@ -609,7 +610,7 @@ class StreamChannel::KeepAlive {
       }
       learned = millis(r->element[0]);
       const redisReply* gone = r->element[1];
-      for (std::size_t i = 0; i < gone->elements; ++i) lost.emplace(text(gone->element[i]), 0);
+      for (std::size_t i = 0; i < gone->elements; ++i) lost.emplace(text(gone->element[i]));
     }
     std::lock_guard lk(mu_);
     // An id no longer ours (acknowledged by a retried ack, claimed by
