@@ -526,7 +526,7 @@ class StreamChannel::KeepAlive {
   void add(const std::vector<StreamMessage>& out, std::size_t from) {
     {
       std::lock_guard lk(mu_);
-      if (held_.empty()) due_ = Clock::now() + visibility_ / 3;
+      if (held_.empty()) due_ = Clock::now() + period(visibility_);
       for (std::size_t i = from; i < out.size(); ++i) held_[out[i].id] = ++generation_;
     }
     cv_.notify_all();
@@ -556,12 +556,18 @@ class StreamChannel::KeepAlive {
       std::lock_guard lk(mu_);
       if (v == visibility_) return;
       visibility_ = v;
-      due_ = std::min(due_, last_ + v / 3);
+      due_ = std::min(due_, last_ + period(v));
     }
     cv_.notify_all();
   }
 
  private:
+  // A third of the timeout: two rounds may fail and the third still comes
+  // in time. At least 10 ms, so a tiny timeout does not spin.
+  static std::chrono::milliseconds period(std::chrono::milliseconds visibility) {
+    return std::max(visibility / 3, std::chrono::milliseconds(10));
+  }
+
   void run() noexcept {
     for (;;) {
       {
@@ -590,7 +596,7 @@ class StreamChannel::KeepAlive {
       if (stop_) return;
       ids.assign(held_.begin(), held_.end());
       last_ = Clock::now();
-      due_ = last_ + visibility_ / 3;
+      due_ = last_ + period(visibility_);
     }
     std::sort(ids.begin(), ids.end(),
               [](const auto& a, const auto& b) { return id_parts(a.first) < id_parts(b.first); });
@@ -622,7 +628,7 @@ class StreamChannel::KeepAlive {
     }
     if (learned.count() > 0 && learned != visibility_) {
       visibility_ = learned;
-      due_ = last_ + learned / 3;
+      due_ = last_ + period(learned);
     }
   }
 
