@@ -125,10 +125,10 @@ struct StreamTopicOptions {
   // (read, and not yet acknowledged, nacked or given back) claimed, so that
   // a handler that runs longer than the visibility timeout, or messages
   // still waiting in a batch, are not delivered to another consumer too.
-  // Every third of the channel's timeout (at least 10 ms), a thread of the handle's own, on
-  // a connection of its own, resets their idle time (XCLAIM ... JUSTID:
-  // the delivery count stays). Only a consumer that died (or cannot reach
-  // the server for a whole timeout) lets them go.
+  // Every third of the channel's timeout (at least 10 ms), a thread of the
+  // handle's own, on a connection of its own, resets their idle time
+  // (XCLAIM ... JUSTID: the delivery count stays). Only a consumer that
+  // died (or cannot reach the server for a whole timeout) lets them go.
   bool keep_alive = false;
   // Replicas (0: none) that must have an append before it is acknowledged:
   // after each append script, WAIT N up to three quarters of io_timeout
