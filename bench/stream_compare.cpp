@@ -9,6 +9,10 @@
 //   sluice consume + ack, batch 64, one consumer (of a pre-filled topic)
 //   sluice consume + ack with a 200 us handler per message: 1 and 4 consumers
 //     of one channel (threads, a handle each)
+//   sluice append, batch 1 and batch 64, on a primary with one replica
+//     attached: without and with StreamTopicOptions::replicas = 1 (WAIT 1
+//     after each append script, pipelined with it): the cost of waiting for
+//     the replica
 //   on a 3-primary Redis Cluster (made here with redis-cli --cluster create):
 //     append, batch 1 and batch 64, one producer per topic: 4 topics spread
 //     over the 3 shards against 1 topic (handles given the first node only)
@@ -68,8 +72,11 @@ void fail(const char* what, const sluice::Status& s) {
   std::exit(1);
 }
 
-double run_append(const sluice::RedisOptions& o, long n, std::size_t batch) {
-  sluice::StreamTopic t(o, "append");
+double run_append(const sluice::RedisOptions& o, long n, std::size_t batch,
+                  std::uint32_t replicas = 0) {
+  sluice::StreamTopicOptions to;
+  to.replicas = replicas;
+  sluice::StreamTopic t(o, "append", to);
   (void)t.destroy();
   const std::string payload(kSize, 'x');
   std::vector<std::string_view> b(batch, payload);
@@ -219,6 +226,32 @@ int main(int argc, char** argv) {
   }
   sluice::testutil::RedisServer server;
   const sluice::RedisOptions o = server.options();
+  // A primary with one replica, for the replicas rows.
+  sluice::testutil::RedisServer primary;
+  sluice::testutil::RedisServer replica;
+  const sluice::RedisOptions po = primary.options();
+  {
+    sluice::testutil::RawRedis p(primary.port());
+    p.cmd({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});
+    sluice::testutil::RawRedis(replica.port())
+        .cmd({"REPLICAOF", "127.0.0.1", std::to_string(primary.port())});
+    // Streaming once a write is acknowledged with the replica's offset past
+    // 0 (Redis 7 starts at the replica's first ACK).
+    for (const auto give_up = Clock::now() + std::chrono::seconds(30);;) {
+      p.cmd({"SET", "probe", "1"});
+      auto r = sluice::testutil::RawRedis(replica.port()).cmd({"INFO", "replication"});
+      const std::string info(r->str, r->len);
+      const auto at = info.find("slave_repl_offset:");
+      if (p.integer({"WAIT", "1", "100"}) == 1 && at != std::string::npos &&
+          std::atoll(info.c_str() + at + 18) > 0) {
+        break;
+      }
+      if (Clock::now() > give_up) {
+        std::fprintf(stderr, "stream_compare: the replica did not sync\n");
+        return 1;
+      }
+    }
+  }
   // The slow-handler rows move fewer messages: 200 us each bounds one consumer
   // to ~5,000/s.
   const long slow = std::max<long>(200, messages / 50);
@@ -232,6 +265,10 @@ int main(int argc, char** argv) {
     rate["consume64"].push_back(run_consume(o, messages, 1, microseconds(0)));
     rate["slow1"].push_back(run_consume(o, slow, 1, microseconds(200)));
     rate["slow4"].push_back(run_consume(o, slow, 4, microseconds(200)));
+    rate["rep0x1"].push_back(run_append(po, messages / 4, 1, 0));
+    rate["rep1x1"].push_back(run_append(po, messages / 4, 1, 1));
+    rate["rep0x64"].push_back(run_append(po, messages, 64, 0));
+    rate["rep1x64"].push_back(run_append(po, messages, 64, 1));
     std::fprintf(stderr, "run %d/%d done\n", r + 1, runs);
   }
   if (with_cluster) {
@@ -273,6 +310,14 @@ int main(int argc, char** argv) {
       "| sluice read + ack, 200 us handler, 4 consumers of one channel | %.0f | %.2fx 1 "
       "consumer |\n",
       s4, s4 / s1);
+  const double r01 = median(rate["rep0x1"]), r11 = median(rate["rep1x1"]);
+  const double r064 = median(rate["rep0x64"]), r164 = median(rate["rep1x64"]);
+  std::printf("| with a replica: append, batch 1 | %.0f | |\n", r01);
+  std::printf("| with a replica: append, batch 1, replicas 1 (WAIT) | %.0f | %.2fx without |\n",
+              r11, r11 / r01);
+  std::printf("| with a replica: append_batch, 64 | %.0f | |\n", r064);
+  std::printf("| with a replica: append_batch, 64, replicas 1 (WAIT) | %.0f | %.2fx without |\n",
+              r164, r164 / r064);
   const double k11 = median(rate["cl1x1"]), k41 = median(rate["cl4x1"]);
   const double k164 = median(rate["cl1x64"]), k464 = median(rate["cl4x64"]);
   if (with_cluster) {

@@ -187,41 +187,52 @@ Status Connection::connect() {
   return Status::Ok();
 }
 
-Reply Connection::roundtrip(std::span<const std::string_view> argv, CallError& err) {
+bool Connection::queue(std::span<const std::string_view> argv, CallError& err) {
   argv_.clear();
   lens_.clear();
   for (std::string_view a : argv) {
     argv_.push_back(a.data());
     lens_.push_back(a.size());
   }
-  err.maybe_ran = false;
   if (redisAppendCommandArgv(ctx_, static_cast<int>(argv_.size()), argv_.data(), lens_.data()) !=
       REDIS_OK) {
     err.status = {StatusCode::kInternal, "redis: cannot format the command (out of memory)"};
     drop();
-    return nullptr;
+    return false;
   }
+  return true;
+}
+
+bool Connection::flush(std::string_view what, CallError& err) {
   ++round_trips_;
   // Write by hand so a failure can be told apart: Redis runs a command only
   // once it has all of it, so a request not fully written never ran.
   int done = 0;
   while (done == 0) {
     if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
-      err.status = {StatusCode::kUnavailable,
-                    io_failure("sending " + std::string(argv.front()), errno)};
+      err.status = {StatusCode::kUnavailable, io_failure("sending " + std::string(what), errno)};
       drop();
-      return nullptr;
+      return false;
     }
   }
+  return true;
+}
+
+Reply Connection::read_reply(std::string_view what, CallError& err) {
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK) {
     err.maybe_ran = true;
-    err.status = {StatusCode::kUnavailable,
-                  io_failure("no reply to " + std::string(argv.front()), errno)};
+    err.status = {StatusCode::kUnavailable, io_failure("no reply to " + std::string(what), errno)};
     drop();
     return nullptr;
   }
   return Reply(static_cast<redisReply*>(raw));
+}
+
+Reply Connection::roundtrip(std::span<const std::string_view> argv, CallError& err) {
+  err.maybe_ran = false;
+  if (!queue(argv, err) || !flush(argv.front(), err)) return nullptr;
+  return read_reply(argv.front(), err);
 }
 
 std::string Connection::address() const {
@@ -383,13 +394,51 @@ Reply Connection::eval_script(std::span<const std::string_view> keys,
   return r;
 }
 
+const std::string* Connection::loaded(std::string_view script) const {
+  for (const auto& [text, s] : shas_) {
+    if (text == script.data()) return &s;
+  }
+  return nullptr;
+}
+
+Reply Connection::eval_then(std::string_view script, std::span<const std::string_view> keys,
+                            std::span<const std::string_view> args,
+                            std::span<const std::string_view> then, Reply& then_reply,
+                            CallError& err, CallError& then_err) {
+  then_reply.reset();
+  err = {};
+  then_err = {};
+  const std::string* sha = loaded(script);
+  if (sha == nullptr || ctx_ == nullptr) return eval(script, keys, args, err);
+  const std::string nkeys = std::to_string(keys.size());
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(*sha);
+  argv.push_back(nkeys);
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  if (!queue(argv, err) || !queue(then, err) || !flush("EVALSHA", err)) return nullptr;
+  Reply r = read_reply("EVALSHA", err);
+  if (!r) return r;
+  then_reply = read_reply(then.front(), then_err);
+  if (!then_reply) return r;  // the script ran; what `then` did is unknown
+  const std::string_view t =
+      r->type == REDIS_REPLY_ERROR ? reply_text(r.get()) : std::string_view();
+  if (t.starts_with("MOVED ") || t.starts_with("ASK ") || t.starts_with("TRYAGAIN") ||
+      t.starts_with("NOSCRIPT")) {
+    // The script did not run: eval() follows, retries or loads it. `then`
+    // ran on its own here, for nothing.
+    then_reply.reset();
+    return eval(script, keys, args, err);
+  }
+  return r;
+}
+
 Reply Connection::eval(std::string_view script, std::span<const std::string_view> keys,
                        std::span<const std::string_view> args, CallError& err) {
   err = {};
-  const std::string* sha = nullptr;
-  for (const auto& [text, s] : shas_) {
-    if (text == script.data()) sha = &s;
-  }
+  const std::string* sha = loaded(script);
   if (sha == nullptr) {
     const std::string_view load[] = {"SCRIPT", "LOAD", script};
     Reply r = call(load, err);

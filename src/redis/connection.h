@@ -59,6 +59,18 @@ class Connection {
   Reply eval(std::string_view script, std::span<const std::string_view> keys,
              std::span<const std::string_view> args, CallError& err);
 
+  // eval(), with `then` (a command on no key, e.g. WAIT) sent right behind
+  // the script in the same round trip when it can be: the script already
+  // loaded on this connection, and the connection up. *then_reply is then
+  // its reply; if that reply was lost (the connection broke after the
+  // script's), *then_reply is null and then_err says why. Otherwise (and
+  // when the script did not run: a redirection, TRYAGAIN or NOSCRIPT, which
+  // eval() then handles) *then_reply is null with then_err OK: `then` was
+  // not run, and the caller sends it itself if it still wants it.
+  Reply eval_then(std::string_view script, std::span<const std::string_view> keys,
+                  std::span<const std::string_view> args, std::span<const std::string_view> then,
+                  Reply& then_reply, CallError& err, CallError& then_err);
+
   // The Status for a Redis error reply: authentication and permission
   // errors name the server and say what to fix (kInvalidArgument); any
   // other is kInternal.
@@ -78,6 +90,13 @@ class Connection {
   Status connect();  // to options_'s host and port, with the set-up commands
   void drop() noexcept;
   Reply roundtrip(std::span<const std::string_view> argv, CallError& err);
+  // The pieces of roundtrip(): queue a command, write everything queued (a
+  // failure means Redis ran none of it), read the next reply.
+  bool queue(std::span<const std::string_view> argv, CallError& err);
+  bool flush(std::string_view what, CallError& err);
+  Reply read_reply(std::string_view what, CallError& err);
+  // The SHA of a script this connection loaded, or null.
+  const std::string* loaded(std::string_view script) const;
   // call() without its TRYAGAIN retries.
   Reply call_redirected(std::span<const std::string_view> argv, CallError& err);
   // Why a read or write failed; `err_no` is errno right after it.

@@ -6,7 +6,9 @@
 --   1 the stream            <prefix>:{<topic>}:stream
 --   2 the meta hash         <prefix>:{<topic>}:meta    appended, trimmed, dropped,
 --                                                       dead:<channel>, dropped:<channel>,
---                                                       bound and created (create), closed
+--                                                       visibility:<channel> (ms),
+--                                                       created, bound, cap, age and
+--                                                       replicas (create), closed
 --   3 the acked hash        <prefix>:{<topic>}:acked   channel -> messages acknowledged
 --                                                       (or dead-lettered, or dropped) by it
 --   4 the wake list         <prefix>:{<topic>}:wake    a token per ack, for a waiting append
@@ -147,6 +149,12 @@ local function tighter(mine, recorded)
   return mine
 end
 
+-- The channel's visibility timeout (ms): its own, recorded by the
+-- visibility op (sluice get --visibility), else the caller's.
+local function visibility(ch, mine)
+  return tonumber(redis.call('HGET', META, 'visibility:' .. ch) or mine)
+end
+
 -- Whether the topic exists: made by create, an append or a join, and not
 -- destroyed since.
 local function exists()
@@ -167,12 +175,14 @@ end
 -- caller was woken at the bound) passes the wake token on while room is
 -- left, so every waiting append gets its turn. MUST_EXIST (1): NOTOPIC
 -- rather than making the topic. A closed topic: CLOSED. Reply { added,
--- appended after, first id, dropped by the cap }: added < count means the
--- bound stopped it; the caller waits and appends the rest.
+-- appended after, first id, dropped by the cap, replicas create recorded }:
+-- added < count means the bound stopped it; the caller waits and appends
+-- the rest. (WAIT for the replicas cannot run in a script: the caller sends
+-- it after.)
 if op == 'append' then
   local bound, cap, age = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local waited = ARGV[5] == '1'
-  local m = redis.call('HMGET', META, 'appended', 'bound', 'closed', 'cap', 'age')
+  local m = redis.call('HMGET', META, 'appended', 'bound', 'closed', 'cap', 'age', 'replicas')
   if m[3] then return closed_topic() end
   if ARGV[6] == '1' and not exists() then return no_topic() end
   bound = tighter(bound, m[2])
@@ -195,18 +205,19 @@ if op == 'append' then
   if cap > 0 then dropped = cap_to(cap) end
   if age > 0 then dropped = dropped + cap_age(age) end
   if waited and room > 0 and bound > 0 and behind(appended) < bound then wake() end
-  return { room, appended, first, dropped }
+  return { room, appended, first, dropped, tonumber(m[6] or '0') }
 end
 
--- create BOUND CAP AGE_MS CHANNEL...: makes the topic with these channels
--- (each sees every message), recording BOUND and the caps (0: none) for
--- every append and trim, which keep the tighter of these and their own.
--- Reply 1, or 0 if the topic exists.
+-- create BOUND CAP AGE_MS REPLICAS CHANNEL...: makes the topic with these
+-- channels (each sees every message), recording BOUND and the caps (0:
+-- none) for every append and trim, which keep the tighter of these and
+-- their own, and REPLICAS (0: none), which every append waits for (the
+-- larger of it and the handle's). Reply 1, or 0 if the topic exists.
 if op == 'create' then
   if exists() then return 0 end
   redis.call('HSET', META, 'created', '1', 'bound', ARGV[2], 'cap', ARGV[3], 'age', ARGV[4],
-             'appended', '0')
-  for i = 5, #ARGV do
+             'replicas', ARGV[5], 'appended', '0')
+  for i = 6, #ARGV do
     redis.call('XGROUP', 'CREATE', STREAM, ARGV[i], '0', 'MKSTREAM')
     redis.call('HSET', ACKED, ARGV[i], '0')
   end
@@ -278,7 +289,7 @@ if op == 'leave' then
   local ch = ARGV[2]
   local g = redis.pcall('XGROUP', 'DESTROY', STREAM, ch)
   local had = redis.call('HDEL', ACKED, ch)
-  redis.call('HDEL', META, 'dead:' .. ch, 'dropped:' .. ch)
+  redis.call('HDEL', META, 'dead:' .. ch, 'dropped:' .. ch, 'visibility:' .. ch)
   if had > 0 then wake() end
   if had > 0 or g == 1 then return 1 end
   return 0
@@ -301,19 +312,21 @@ if op == 'ack' then
   return n
 end
 
--- release CHANNEL CONSUMER IDLE_MS COUNTED [ID...]: gives back messages
--- CONSUMER holds (the ids given, or all), unacknowledged, as if it had held
--- them IDLE_MS (the visibility timeout): the next claim by any consumer of
--- the channel takes them. COUNTED '1' (nack: a failed delivery): that claim
+-- release CHANNEL CONSUMER VIS_MS DELAY_MS COUNTED [ID...]: gives back
+-- messages CONSUMER holds (the ids given, or all), unacknowledged, as if it
+-- had held them for the channel's visibility timeout (VIS_MS if it has none
+-- of its own) less DELAY_MS: the next claim by any consumer of the channel
+-- once DELAY_MS has passed takes them. COUNTED '1' (nack: a failed delivery): that claim
 -- raises the delivery count, toward the dead letters. '0' (a reader that
 -- gives back what it never handed on): the count is lowered by one first,
 -- so that claim leaves it as it was. Ids it does not hold are ignored
 -- (acknowledged, or claimed by another meanwhile). Reply: how many.
 if op == 'release' then
-  local ch, me, idle, counted = ARGV[2], ARGV[3], ARGV[4], ARGV[5] == '1'
+  local ch, me, counted = ARGV[2], ARGV[3], ARGV[6] == '1'
+  local idle = string.format('%d', math.max(visibility(ch, ARGV[4]) - tonumber(ARGV[5]), 0))
   local ids, counts = {}, {}
-  if #ARGV > 5 then
-    for i = 6, #ARGV do
+  if #ARGV > 6 then
+    for i = 7, #ARGV do
       local p = redis.call('XPENDING', STREAM, ch, ARGV[i], ARGV[i], 1)
       if p[1] and p[1][2] == me then
         ids[#ids + 1] = ARGV[i]
@@ -352,20 +365,22 @@ if op == 'release' then
   return #ids
 end
 
--- claim CHANNEL CONSUMER IDLE_MS CURSOR COUNT MAX_DELIVERIES: takes over
--- messages another consumer has held unacknowledged for IDLE_MS. Those
+-- claim CHANNEL CONSUMER VIS_MS CURSOR COUNT MAX_DELIVERIES: takes over
+-- messages another consumer has held unacknowledged for the channel's
+-- visibility timeout (VIS_MS if it has none of its own). Those
 -- delivered more than MAX_DELIVERIES times (counting this one) go to the
 -- dead-letter stream (fields d, topic id, channel, deliveries) and count as
 -- acknowledged by the channel. Entries deleted from the stream by hand
 -- while pending (XAUTOCLAIM drops them) count as dropped. Once a scan is
 -- complete (next cursor 0-0), consumers that hold nothing and did nothing
--- for IDLE_MS are forgotten (a consumer is made again by its next read), so
--- handles that come and go do not pile up. Reply { next cursor, {id,
--- payload, deliveries}..., dead-lettered count }.
+-- for that timeout are forgotten (a consumer is made again by its next
+-- read), so handles that come and go do not pile up. Reply { next cursor,
+-- {id, payload, deliveries}..., dead-lettered count, the timeout (ms) }.
 if op == 'claim' then
   local ch, me = ARGV[2], ARGV[3]
   local max = tonumber(ARGV[7])
-  local r = redis.call('XAUTOCLAIM', STREAM, ch, me, ARGV[4], ARGV[5], 'COUNT', ARGV[6])
+  local vis = visibility(ch, ARGV[4])
+  local r = redis.call('XAUTOCLAIM', STREAM, ch, me, vis, ARGV[5], 'COUNT', ARGV[6])
   local out, dead = {}, 0
   for _, e in ipairs(r[2]) do
     local id, fields = e[1], e[2]
@@ -388,15 +403,80 @@ if op == 'claim' then
     wake()
   end
   if r[1] == '0-0' then
-    local idle = tonumber(ARGV[4])
     for _, c in ipairs(redis.call('XINFO', 'CONSUMERS', STREAM, ch)) do
       local name = field(c, 'name')
-      if name ~= me and field(c, 'pending') == 0 and field(c, 'idle') > idle then
+      if name ~= me and field(c, 'pending') == 0 and field(c, 'idle') > vis then
         redis.call('XGROUP', 'DELCONSUMER', STREAM, ch, name)
       end
     end
   end
-  return { r[1], out, dead }
+  return { r[1], out, dead, vis }
+end
+
+-- touch CHANNEL CONSUMER VIS_MS ID...: the keep-alive of a consumer that
+-- lives: of these ids, those CONSUMER still holds get their idle time reset
+-- (XCLAIM to itself, JUSTID: the delivery count is not raised), so no other
+-- consumer claims them while it works on them. Ownership is checked first,
+-- in this script: an XCLAIM with min-idle 0 would take another consumer's
+-- message (one claimed from us after a missed keep-alive, or acknowledged
+-- and delivered to no one). An id held but deleted from the stream by hand
+-- (XCLAIM drops it from the pending list) counts as dropped, as in claim.
+-- Reply { the channel's visibility timeout (VIS_MS if it has none), {ids
+-- CONSUMER no longer holds} }.
+if op == 'touch' then
+  local ch, me = ARGV[2], ARGV[3]
+  local vis = visibility(ch, ARGV[4])
+  if #ARGV < 5 then return { vis, {} } end
+  local lo, hi = ARGV[5], ARGV[5]
+  for i = 6, #ARGV do
+    if less(ARGV[i], lo) then lo = ARGV[i] end
+    if less(hi, ARGV[i]) then hi = ARGV[i] end
+  end
+  -- What CONSUMER holds from the smallest id to the largest (its pending
+  -- list, a page at a time; the caller sends ids in order, so ranges are short).
+  local mine, from = {}, lo
+  while true do
+    local p = redis.pcall('XPENDING', STREAM, ch, from, hi, 1000, me)
+    if type(p) == 'table' and p.err then return p end
+    for _, e in ipairs(p) do mine[e[1]] = true end
+    if #p < 1000 then break end
+    from = '(' .. p[#p][1]
+  end
+  local lost, held = {}, {}
+  for i = 5, #ARGV do
+    if mine[ARGV[i]] then held[#held + 1] = ARGV[i] else lost[#lost + 1] = ARGV[i] end
+  end
+  local gone = 0
+  for i = 1, #held, 1000 do
+    local cmd = { 'XCLAIM', STREAM, ch, me, '0' }
+    for j = i, math.min(i + 999, #held) do cmd[#cmd + 1] = held[j] end
+    cmd[#cmd + 1] = 'JUSTID'
+    local claimed = {}
+    for _, id in ipairs(redis.call(unpack(cmd))) do claimed[id] = true end
+    for j = i, math.min(i + 999, #held) do
+      if not claimed[held[j]] then
+        lost[#lost + 1] = held[j]
+        gone = gone + 1
+      end
+    end
+  end
+  if gone > 0 then
+    redis.call('HINCRBY', ACKED, ch, gone)
+    redis.call('HINCRBY', META, 'dropped:' .. ch, gone)
+    wake()
+  end
+  return { vis, lost }
+end
+
+-- visibility CHANNEL MS: records the channel's visibility timeout, which
+-- every consumer's claim, release and touch use from then on. NOGROUP if
+-- the channel does not exist. Reply 1.
+if op == 'visibility' then
+  local ch = ARGV[2]
+  local p = redis.pcall('XPENDING', STREAM, ch)
+  if type(p) == 'table' and p.err then return p end
+  redis.call('HSET', META, 'visibility:' .. ch, ARGV[3])
+  return 1
 end
 
 -- trim AGE_MS: applies the age cap (0: none), then removes the entries
@@ -433,11 +513,12 @@ if op == 'trim' then
 end
 
 -- stats: { appended, retained, trimmed, dead-letter length, dropped,
--- {channel, acked, pending, dead-lettered, dropped}..., recorded bound,
--- closed (0/1), exists (0/1), recorded cap, recorded age (ms) }
+-- {channel, acked, pending, dead-lettered, dropped, visibility (ms; 0:
+-- none of its own)}..., recorded bound, closed (0/1), exists (0/1),
+-- recorded cap, recorded age (ms), recorded replicas }
 if op == 'stats' then
   local m = redis.call('HMGET', META, 'appended', 'trimmed', 'dropped', 'bound', 'closed', 'cap',
-                       'age')
+                       'age', 'replicas')
   local chans = {}
   local acked = redis.call('HGETALL', ACKED)
   for i = 1, #acked, 2 do
@@ -445,9 +526,9 @@ if op == 'stats' then
     local p = redis.pcall('XPENDING', STREAM, ch)
     local pending = 0
     if type(p) == 'table' and not p.err then pending = tonumber(p[1]) end
-    local c = redis.call('HMGET', META, 'dead:' .. ch, 'dropped:' .. ch)
+    local c = redis.call('HMGET', META, 'dead:' .. ch, 'dropped:' .. ch, 'visibility:' .. ch)
     chans[#chans + 1] = { ch, tonumber(acked[i + 1]), pending, tonumber(c[1] or '0'),
-                          tonumber(c[2] or '0') }
+                          tonumber(c[2] or '0'), tonumber(c[3] or '0') }
   end
   local e = 0
   if exists() then e = 1 end
@@ -455,7 +536,7 @@ if op == 'stats' then
   if m[5] then c = 1 end
   return { tonumber(m[1] or '0'), redis.call('XLEN', STREAM), tonumber(m[2] or '0'),
            redis.call('XLEN', DEAD), tonumber(m[3] or '0'), chans, tonumber(m[4] or '0'), c, e,
-           tonumber(m[6] or '0'), tonumber(m[7] or '0') }
+           tonumber(m[6] or '0'), tonumber(m[7] or '0'), tonumber(m[8] or '0') }
 end
 
 -- destroy: every key of the topic. Reply: keys removed.

@@ -7,8 +7,13 @@
 #include <array>
 #include <atomic>
 #include <charconv>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "redis/connection.h"
@@ -59,6 +64,21 @@ bool transient(std::string_view t) {
   return word == "LOADING" || word == "OOM" || word == "BUSY" || word == "MASTERDOWN" ||
          word == "TRYAGAIN" || word == "CLUSTERDOWN" || word == "READONLY" || word == "MOVED" ||
          word == "ASK";  // redirections still going round: a slot in flux
+}
+
+std::chrono::milliseconds millis(const redisReply* r) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(
+      std::min<std::uint64_t>(integer(r), static_cast<std::uint64_t>(INT64_MAX))));
+}
+
+// "ms-seq" as two numbers, for putting ids in stream order.
+std::pair<std::uint64_t, std::uint64_t> id_parts(std::string_view id) {
+  std::uint64_t ms = 0, seq = 0;
+  const auto dash = id.find('-');
+  std::from_chars(id.data(), id.data() + std::min(dash, id.size()), ms);
+  if (dash != std::string_view::npos)
+    std::from_chars(id.data() + dash + 1, id.data() + id.size(), seq);
+  return {ms, seq};
 }
 
 // Names go inside a hash tag and key names: no braces, no blanks.
@@ -117,6 +137,34 @@ Reply run(redis::Connection& conn, const std::vector<std::string>& keys,
   const std::array<std::string_view, kSuffix.size()> k = {keys[0], keys[1], keys[2], keys[3],
                                                           keys[4]};
   return conn.eval(redis::stream_script(), k, args, err);
+}
+
+// run(), with `then` pipelined behind the script (Connection::eval_then).
+Reply run_then(redis::Connection& conn, const std::vector<std::string>& keys,
+               std::span<const std::string_view> args, std::span<const std::string_view> then,
+               Reply& then_reply, CallError& err, CallError& then_err) {
+  const std::array<std::string_view, kSuffix.size()> k = {keys[0], keys[1], keys[2], keys[3],
+                                                          keys[4]};
+  return conn.eval_then(redis::stream_script(), k, args, then, then_reply, err, then_err);
+}
+
+// Why an append's WAIT did not confirm `want` replicas (OK if it did):
+// its reply, an error reply, or the connection breaking before it came.
+Status replicated(const redis::Connection& conn, const Reply& w, const CallError& werr,
+                  std::uint32_t want, std::int64_t wait_ms) {
+  if (!w) return werr.status;
+  if (w->type == REDIS_REPLY_INTEGER && w->integer >= static_cast<long long>(want)) {
+    return Status::Ok();
+  }
+  if (w->type == REDIS_REPLY_INTEGER) {
+    return {StatusCode::kUnavailable,
+            "redis at " + conn.address() + ": only " + std::to_string(w->integer) + " of the " +
+                std::to_string(want) + " replicas the topic asks for acknowledged the " +
+                "append within " + std::to_string(wait_ms) + " ms"};
+  }
+  return {StatusCode::kUnavailable,
+          "redis at " + conn.address() +
+              ": WAIT for the replicas failed: " + std::string(text(w.get()))};
 }
 
 // One wait slice: the smaller of wait_slice, io_timeout / 2 (a quiet wait
@@ -198,6 +246,11 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
   const std::string bound = std::to_string(opt_.max_unconsumed);
   const std::string cap = std::to_string(opt_.max_retained_messages);
   const std::string age = std::to_string(opt_.max_retained_age.count());
+  // WAIT's own timeout, inside the connection's (io_timeout), so its reply
+  // comes before the socket gives up on it.
+  const std::int64_t wait_ms =
+      std::max<std::int64_t>(conn_->options().io_timeout.count() * 3 / 4, 1);
+  const std::string wait_timeout = std::to_string(wait_ms);
   std::vector<std::string_view> args;
   bool waited = false;
   while (*done < batch.size()) {
@@ -207,8 +260,19 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
     args.insert(args.end(), batch.begin() + static_cast<std::ptrdiff_t>(*done),
                 batch.begin() + static_cast<std::ptrdiff_t>(*done + take));
     CallError err;
-    Reply r = run(*conn_, keys_, args, err);
-    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 4) {
+    CallError wait_err;
+    Reply waited_for;
+    // The replicas to wait for, as far as this handle knows (the topic's
+    // recorded value came with the last append's reply): WAIT goes in the
+    // script's round trip. Not after a wait at the bound, when the script
+    // may add nothing and a WAIT would wait for nothing.
+    const std::uint32_t asked = std::max(opt_.replicas, recorded_replicas_);
+    const std::string asked_text = std::to_string(asked);
+    const std::string_view wait_asked[] = {"WAIT", asked_text, wait_timeout};
+    Reply r = asked > 0 && !waited
+                  ? run_then(*conn_, keys_, args, wait_asked, waited_for, err, wait_err)
+                  : run(*conn_, keys_, args, err);
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 5) {
       Status s = failed(*conn_, r, err, "append");
       if (!r && err.maybe_ran) {
         in_doubt_ = take;
@@ -219,6 +283,26 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
       return s;
     }
     const std::size_t added = integer(r->element[0]);
+    recorded_replicas_ =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(integer(r->element[4]), UINT32_MAX));
+    if (const std::uint32_t want = std::max(opt_.replicas, recorded_replicas_);
+        added > 0 && want > 0) {
+      // Not pipelined (or for too few): WAIT now, one more round trip.
+      if ((!waited_for && wait_err.status.ok()) || (waited_for && want > asked)) {
+        const std::string want_text = std::to_string(want);
+        const std::string_view wait_want[] = {"WAIT", want_text, wait_timeout};
+        waited_for = conn_->call(wait_want, wait_err);
+      }
+      if (Status rs = replicated(*conn_, waited_for, wait_err, want, wait_ms); !rs.ok()) {
+        // On the primary, not (known to be) on enough replicas: a failover
+        // now could lose them, so they are not acknowledged.
+        in_doubt_ = added;
+        return {StatusCode::kUnavailable,
+                std::string(rs.message()) + "; " + std::to_string(added) +
+                    " messages after the first " + std::to_string(*done) +
+                    " were appended on the primary and may or may not survive its failover"};
+      }
+    }
     if (added > 0 && first_id != nullptr && first_id->empty()) {
       *first_id = std::string(text(r->element[2]));
     }
@@ -258,7 +342,8 @@ Status StreamTopic::create(std::span<const std::string> channels) {
   const std::string bound = std::to_string(opt_.max_unconsumed);
   const std::string cap = std::to_string(opt_.max_retained_messages);
   const std::string age = std::to_string(opt_.max_retained_age.count());
-  std::vector<std::string_view> args = {"create", bound, cap, age};
+  const std::string replicas = std::to_string(opt_.replicas);
+  std::vector<std::string_view> args = {"create", bound, cap, age, replicas};
   args.insert(args.end(), channels.begin(), channels.end());
   CallError err;
   Reply r = run(*conn_, keys_, args, err);
@@ -298,7 +383,7 @@ Result<StreamTopicStats> StreamTopic::stats() {
   const std::string_view args[] = {"stats"};
   CallError err;
   Reply r = run(*conn_, keys_, args, err);
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 11 ||
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 12 ||
       r->element[5]->type != REDIS_REPLY_ARRAY) {
     return failed(*conn_, r, err, "stats");
   }
@@ -312,12 +397,13 @@ Result<StreamTopicStats> StreamTopic::stats() {
   st.closed = integer(r->element[7]) != 0;
   st.exists = integer(r->element[8]) != 0;
   st.max_retained_messages = integer(r->element[9]);
-  st.max_retained_age = std::chrono::milliseconds(static_cast<std::int64_t>(
-      std::min<std::uint64_t>(integer(r->element[10]), static_cast<std::uint64_t>(INT64_MAX))));
+  st.max_retained_age = millis(r->element[10]);
+  st.replicas =
+      static_cast<std::uint32_t>(std::min<std::uint64_t>(integer(r->element[11]), UINT32_MAX));
   const redisReply* chans = r->element[5];
   for (std::size_t i = 0; i < chans->elements; ++i) {
     const redisReply* c = chans->element[i];
-    if (c->type != REDIS_REPLY_ARRAY || c->elements != 5) return unexpected(*conn_, "stats");
+    if (c->type != REDIS_REPLY_ARRAY || c->elements != 6) return unexpected(*conn_, "stats");
     StreamChannelStats cs;
     cs.name = std::string(text(c->element[0]));
     const std::uint64_t acked = integer(c->element[1]);
@@ -325,6 +411,7 @@ Result<StreamTopicStats> StreamTopic::stats() {
     cs.pending = integer(c->element[2]);
     cs.dead_lettered = integer(c->element[3]);
     cs.skipped_retention = integer(c->element[4]);
+    cs.visibility_timeout = millis(c->element[5]);
     st.channels.push_back(std::move(cs));
   }
   std::sort(st.channels.begin(), st.channels.end(),
@@ -394,13 +481,191 @@ Result<std::vector<std::string>> StreamTopic::list(const RedisOptions& redis,
   return names;
 }
 
+// ---- StreamChannel::KeepAlive ----
+
+// The ids a keep_alive handle holds, and the thread that keeps them claimed:
+// every third of the channel's visibility timeout, a touch script per 1024
+// ids (in stream order, so each script's range of the pending list is
+// short) on a connection of its own (a hiredis connection is not
+// thread-safe). The handle's thread adds ids (next_batch) and removes them
+// (ack, nack, give_back).
+//
+// Locks: mu_ guards the set, the timeout and the schedule; round_mu_ is
+// held by a round from before it copies the set until its last reply, and
+// a remove() that gives messages back takes it after removing them, so no
+// round that still had them runs after the give-back (it would claim them
+// back from the channel). Order: round_mu_, then mu_. The thread holds no
+// lock while it waits for its next round.
+class StreamChannel::KeepAlive {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  KeepAlive(RedisOptions redis, std::vector<std::string> keys, std::string channel,
+            std::string consumer, std::chrono::milliseconds fallback,
+            std::chrono::milliseconds visibility)
+      : conn_(std::move(redis), consumer + "_keepalive"),
+        keys_(std::move(keys)),
+        channel_(std::move(channel)),
+        consumer_(std::move(consumer)),
+        fallback_(std::to_string(fallback.count())),
+        visibility_(visibility) {}
+
+  ~KeepAlive() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();  // at most one round in flight: io_timeout
+  }
+  KeepAlive(const KeepAlive&) = delete;
+  KeepAlive& operator=(const KeepAlive&) = delete;
+
+  // Holds out[from...] (just delivered: idle 0). Starts the thread the
+  // first time.
+  void add(const std::vector<StreamMessage>& out, std::size_t from) {
+    {
+      std::lock_guard lk(mu_);
+      if (held_.empty()) due_ = Clock::now() + period(visibility_);
+      for (std::size_t i = from; i < out.size(); ++i) held_[out[i].id] = ++generation_;
+    }
+    cv_.notify_all();
+    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  }
+
+  // Stops keeping `ids` (all with `all`). `giving_back`: they are about to
+  // be given back, so wait for a round in flight, which may still touch
+  // them, to end.
+  void remove(std::span<const std::string> ids, bool all, bool giving_back) {
+    {
+      std::lock_guard lk(mu_);
+      if (all) {
+        held_.clear();
+      } else {
+        for (const std::string& id : ids) held_.erase(id);
+      }
+    }
+    if (giving_back) {
+      std::lock_guard in_flight(round_mu_);  // taken once the round ends, and let go
+    }
+  }
+
+  // The channel's timeout, as a read (claim) learned it.
+  void set_visibility(std::chrono::milliseconds v) {
+    {
+      std::lock_guard lk(mu_);
+      if (v == visibility_) return;
+      visibility_ = v;
+      due_ = std::min(due_, last_ + period(v));
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  // A third of the timeout: two rounds may fail and the third still comes
+  // in time. At least 10 ms, so a tiny timeout does not spin.
+  static std::chrono::milliseconds period(std::chrono::milliseconds visibility) {
+    return std::max(visibility / 3, std::chrono::milliseconds(10));
+  }
+
+  void run() noexcept {
+    for (;;) {
+      {
+        std::unique_lock lk(mu_);
+        // Nothing held: sleep until something is. Else until the round is
+        // due (add and set_visibility move it earlier, never later).
+        cv_.wait(lk, [&] { return stop_ || !held_.empty(); });
+        while (!stop_ && !held_.empty() && Clock::now() < due_) {
+          cv_.wait_until(lk, due_);
+        }
+        if (stop_) return;
+        if (held_.empty()) continue;
+      }
+      round();
+    }
+  }
+
+  // One touch of everything held; best effort: after a failure (the server
+  // cannot be reached) the next round tries again, a third of the timeout
+  // later; only a whole timeout without a round lets the messages go.
+  void round() {
+    std::lock_guard in_flight(round_mu_);
+    std::vector<std::pair<std::string, std::uint64_t>> ids;
+    {
+      std::lock_guard lk(mu_);
+      if (stop_) return;
+      ids.assign(held_.begin(), held_.end());
+      last_ = Clock::now();
+      due_ = last_ + period(visibility_);
+    }
+    std::sort(ids.begin(), ids.end(),
+              [](const auto& a, const auto& b) { return id_parts(a.first) < id_parts(b.first); });
+    std::unordered_set<std::string> lost;
+    std::chrono::milliseconds learned{0};
+    std::vector<std::string_view> args;
+    for (std::size_t at = 0; at < ids.size(); at += kChunk) {
+      args.assign({"touch", channel_, consumer_, fallback_});
+      for (std::size_t i = at; i < std::min(ids.size(), at + kChunk); ++i) {
+        args.push_back(ids[i].first);
+      }
+      CallError err;
+      Reply r = run_script(args, err);
+      if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+          r->element[1]->type != REDIS_REPLY_ARRAY) {
+        break;  // NOGROUP (channel deleted), unreachable: the next round tries again
+      }
+      learned = millis(r->element[0]);
+      const redisReply* gone = r->element[1];
+      for (std::size_t i = 0; i < gone->elements; ++i) lost.emplace(text(gone->element[i]));
+    }
+    std::lock_guard lk(mu_);
+    // An id no longer ours (acknowledged by a retried ack, claimed by
+    // another after a missed round, dropped) is not kept again, unless it
+    // came back to this handle meanwhile (a newer generation).
+    for (const auto& [id, gen] : ids) {
+      auto it = held_.find(id);
+      if (it != held_.end() && it->second == gen && lost.contains(id)) held_.erase(it);
+    }
+    if (learned.count() > 0 && learned != visibility_) {
+      visibility_ = learned;
+      due_ = last_ + period(learned);
+    }
+  }
+
+  Reply run_script(std::span<const std::string_view> args, CallError& err) {
+    const std::array<std::string_view, kSuffix.size()> k = {keys_[0], keys_[1], keys_[2], keys_[3],
+                                                            keys_[4]};
+    return conn_.eval(redis::stream_script(), k, args, err);
+  }
+
+  redis::Connection conn_;  // the thread's own
+  const std::vector<std::string> keys_;
+  const std::string channel_;
+  const std::string consumer_;
+  const std::string fallback_;  // the handle's timeout, for a channel without one (ms)
+
+  std::mutex round_mu_;  // held by a round in flight
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unordered_map<std::string, std::uint64_t> held_;  // id -> generation of its add
+  std::uint64_t generation_ = 0;
+  std::chrono::milliseconds visibility_;
+  Clock::time_point last_{};  // the last round's start
+  Clock::time_point due_{};   // the next round's
+  bool stop_ = false;
+  std::thread thread_;  // started by the first add(); joined by the destructor
+};
+
+void StreamChannel::KeepAliveDeleter::operator()(KeepAlive* k) const noexcept { delete k; }
+
 // ---- StreamChannel ----
 
 StreamChannel::StreamChannel(RedisOptions redis, std::string topic, std::string channel,
                              StreamTopicOptions options)
     : topic_(std::move(redis), std::move(topic), std::move(options)),
       channel_(std::move(channel)),
-      consumer_(consumer_name()) {}
+      consumer_(consumer_name()),
+      visibility_(topic_.opt_.visibility_timeout) {}
 
 StreamChannel::~StreamChannel() = default;
 StreamChannel::StreamChannel(StreamChannel&&) noexcept = default;
@@ -430,7 +695,7 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   const std::string_view args[] = {"claim", channel_, consumer_, idle, cursor_, count, deliveries};
   CallError err;
   Reply r = run(*topic_.conn_, topic_.keys_, args, err);
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 4 ||
       r->element[1]->type != REDIS_REPLY_ARRAY) {
     Status s = failed(*topic_.conn_, r, err, "claim");
     if (s.code() == StatusCode::kNotFound) joined_ = false;
@@ -438,6 +703,11 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   }
   cursor_ = std::string(text(r->element[0]));
   dead_lettered_ += integer(r->element[2]);
+  // The channel's own timeout, if it has one, rules every handle.
+  if (const auto v = millis(r->element[3]); v.count() > 0) {
+    visibility_ = v;
+    if (keep_alive_) keep_alive_->set_visibility(v);
+  }
   const redisReply* got = r->element[1];
   for (std::size_t i = 0; i < got->elements; ++i) {
     const redisReply* e = got->element[i];
@@ -450,8 +720,7 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   // A message given back with a delay is due at retry_at_: look then too.
   const auto now = std::chrono::steady_clock::now();
   if (now >= retry_at_) retry_at_ = (std::chrono::steady_clock::time_point::max)();
-  next_claim_ =
-      cursor_ == "0-0" ? std::min(now + topic_.opt_.visibility_timeout / 2, retry_at_) : now;
+  next_claim_ = cursor_ == "0-0" ? std::min(now + visibility_ / 2, retry_at_) : now;
   return Status::Ok();
 }
 
@@ -462,6 +731,20 @@ Result<StreamMessage> StreamChannel::next(const Context& ctx) {
 }
 
 Status StreamChannel::next_batch(std::vector<StreamMessage>& out, std::size_t max,
+                                 const Context& ctx) {
+  const std::size_t before = out.size();
+  Status s = read_batch(out, max, ctx);
+  if (topic_.opt_.keep_alive && out.size() > before) {
+    if (!keep_alive_) {
+      keep_alive_.reset(new KeepAlive(topic_.conn_->options(), topic_.keys_, channel_, consumer_,
+                                      topic_.opt_.visibility_timeout, visibility_));
+    }
+    keep_alive_->add(out, before);
+  }
+  return s;
+}
+
+Status StreamChannel::read_batch(std::vector<StreamMessage>& out, std::size_t max,
                                  const Context& ctx) {
   if (max == 0) return {StatusCode::kInvalidArgument, "StreamChannel::next_batch: max is 0"};
   if (Status s = join(); !s.ok()) return s;
@@ -544,20 +827,25 @@ Status StreamChannel::ack(std::span<const std::string> ids) {
     // Acknowledging twice is harmless: a caller may retry after any error.
     if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "ack");
   }
+  if (keep_alive_) keep_alive_->remove(ids, false, false);
   return Status::Ok();
 }
 
 Status StreamChannel::release(std::span<const std::string> ids, std::chrono::milliseconds delay,
                               bool counted) {
   if (Status s = join(); !s.ok()) return s;
-  // Claimable once idle for visibility_timeout: set the idle time that far
-  // short of it, and the message waits out the delay first.
-  const std::string idle = std::to_string((topic_.opt_.visibility_timeout - delay).count());
+  // No longer kept claimed, before the script gives them back (empty ids:
+  // everything this consumer holds).
+  if (keep_alive_) keep_alive_->remove(ids, ids.empty(), true);
+  // Claimable once idle for the visibility timeout: the script sets the
+  // idle time that far short of it, and the message waits out the delay first.
+  const std::string vis = std::to_string(visibility_.count());
+  const std::string wait = std::to_string(delay.count());
   std::vector<std::string_view> args;
   std::size_t at = 0;
   do {
     const std::size_t n = std::min(kChunk, ids.size() - at);
-    args.assign({"release", channel_, consumer_, idle, counted ? "1" : "0"});
+    args.assign({"release", channel_, consumer_, vis, wait, counted ? "1" : "0"});
     args.insert(args.end(), ids.begin() + static_cast<std::ptrdiff_t>(at),
                 ids.begin() + static_cast<std::ptrdiff_t>(at + n));
     CallError err;
@@ -594,14 +882,35 @@ Status StreamChannel::give_back() { return release({}, {}, false); }
 
 Status StreamChannel::nack(std::span<const std::string> ids,
                            std::chrono::milliseconds retry_after) {
-  if (retry_after.count() < 0 || retry_after > topic_.opt_.visibility_timeout) {
-    return {StatusCode::kInvalidArgument,
-            "nack: retry_after " + std::to_string(retry_after.count()) +
-                " ms must be from 0 to the visibility timeout (" +
-                std::to_string(topic_.opt_.visibility_timeout.count()) + " ms)"};
+  if (retry_after.count() < 0 || retry_after > visibility_) {
+    return {StatusCode::kInvalidArgument, "nack: retry_after " +
+                                              std::to_string(retry_after.count()) +
+                                              " ms must be from 0 to the visibility timeout (" +
+                                              std::to_string(visibility_.count()) + " ms)"};
   }
   if (ids.empty()) return Status::Ok();
   return release(ids, retry_after);
+}
+
+Status StreamChannel::set_visibility_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() <= 0) {
+    return {StatusCode::kInvalidArgument,
+            "a visibility timeout must be > 0 (it was " + std::to_string(timeout.count()) + " ms)"};
+  }
+  if (Status s = join(); !s.ok()) return s;
+  const std::string ms = std::to_string(timeout.count());
+  const std::string_view args[] = {"visibility", channel_, ms};
+  CallError err;
+  Reply r = run(*topic_.conn_, topic_.keys_, args, err);
+  if (!r || r->type != REDIS_REPLY_INTEGER) {
+    Status s = failed(*topic_.conn_, r, err, "set_visibility_timeout");
+    if (s.code() == StatusCode::kNotFound) joined_ = false;
+    return s;
+  }
+  visibility_ = timeout;
+  if (keep_alive_) keep_alive_->set_visibility(timeout);
+  next_claim_ = std::min(next_claim_, std::chrono::steady_clock::now() + timeout / 2);
+  return Status::Ok();
 }
 
 Status StreamChannel::consume(const std::function<Status(const StreamMessage&)>& handler,

@@ -227,10 +227,12 @@ class StreamWriter final : public QueueWriter {
   StreamTopic t_;
 };
 
-// A competing consumer of one channel. What it got and did not acknowledge
-// is given back (without counting a delivery) when it goes, so the
-// channel's next read gets it at once; if the process dies instead, another
-// reader claims it after the visibility timeout (StreamTopicOptions, 30 s).
+// A competing consumer of one channel. While it lives, its channel handle
+// keeps what it holds claimed (StreamTopicOptions::keep_alive), however long
+// the program takes. What it got and did not acknowledge is given back
+// (without counting a delivery) when it goes, so the channel's next read
+// gets it at once; if the process dies instead, another reader claims it
+// after the channel's visibility timeout (30 s unless set).
 class StreamReader final : public QueueReader {
  public:
   explicit StreamReader(StreamChannel c) : c_(std::move(c)) {}
@@ -332,8 +334,11 @@ Status RedisStore::create(std::string_view name, const QueueSpec& spec) {
   if (spec.max_age.count() < 0) {
     return {StatusCode::kInvalidArgument, "max_age must not be negative"};
   }
-  if (spec.replicas != 0) {
-    return {StatusCode::kInvalidArgument, "replicas are not supported yet"};
+  if (spec.kind == QueueKind::kDefault && spec.replicas != 0) {
+    return {StatusCode::kInvalidArgument,
+            "waiting for replicas needs a Redis Streams topic (sluice create --stream, "
+            "QueueKind::kStream): a pressure-protocol queue's puts are the protocol's scripts, "
+            "acknowledged by the primary alone"};
   }
   if (spec.kind == QueueKind::kDefault && spec.max_age.count() > 0) {
     return {StatusCode::kInvalidArgument,
@@ -360,6 +365,7 @@ Status RedisStore::create(std::string_view name, const QueueSpec& spec) {
   StreamTopicOptions o = stream_options();
   o.max_unconsumed = spec.bound;
   o.max_retained_age = spec.max_age;
+  o.replicas = spec.replicas;
   const std::string channels[] = {std::string(kDefaultChannel)};
   return StreamTopic(opt_, std::string(name), o).create(channels);
 }
@@ -385,17 +391,30 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
                                                         const Context& ctx,
                                                         const ReaderOptions& options) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
-  if (options.visibility.count() != 0) {
-    return Status(StatusCode::kInvalidArgument, "a visibility timeout is not supported yet");
+  if (options.visibility.count() < 0) {
+    return Status(StatusCode::kInvalidArgument, "a visibility timeout must not be negative");
   }
   if (Status s = validate_queue_name(channel); !s.ok()) return s;
   if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
   auto found = find(name);
   if (!found.ok()) return found.status();
   if (found->kind == Kind::kStream) {
-    StreamChannel c(opt_, std::string(name), std::string(channel), stream_options());
+    StreamTopicOptions o = stream_options();
+    o.keep_alive = true;  // a job or a slow pipe may hold a message for longer than the timeout
+    StreamChannel c(opt_, std::string(name), std::string(channel), o);
     if (Status s = c.join(); !s.ok()) return s;
+    if (options.visibility.count() > 0) {
+      if (Status s = c.set_visibility_timeout(options.visibility); !s.ok()) return s;
+    }
     return std::unique_ptr<QueueReader>(new StreamReader(std::move(c)));
+  }
+  if (options.visibility.count() != 0) {
+    return Status(StatusCode::kInvalidArgument,
+                  "a visibility timeout needs a Redis Streams topic (sluice create --stream): "
+                  "queue '" +
+                      std::string(name) +
+                      "' is a pressure queue, which gives a reader's messages to another only "
+                      "once that reader is gone");
   }
   if (channel != kDefaultChannel) {
     return Status(StatusCode::kInvalidArgument,
@@ -487,6 +506,7 @@ Result<QueueInfo> RedisStore::stat(std::string_view name) {
   info.kind = "stream";
   info.bound = st.bound;
   info.max_age = st.max_retained_age;
+  info.replicas = st.replicas;
   info.closed = st.closed;
   info.produced = st.appended;
   std::uint64_t behind = 0;

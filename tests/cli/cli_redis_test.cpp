@@ -2,9 +2,15 @@
 // pressure protocol's REDIS_* variables): what a shell user sees, and that
 // its queues are the protocol's, read and written by the reference client.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/cli_child.h"
@@ -51,6 +57,13 @@ class CliRedisTest : public ::testing::Test {
   Child start(std::vector<std::string> args) {
     args.insert(args.begin(), {SLUICE_CLI, "--redis", url_});
     return Child(std::move(args), base_env());
+  }
+  // A file's contents ("" if it does not exist).
+  static std::string slurp(const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
   }
   static std::string lines(int from, int to) {
     std::string s;
@@ -174,6 +187,77 @@ TEST_F(CliRedisTest, ADeadLetterQueueIsOfItsQueuesKind) {
   }
 }
 
+// get --exec on a Streams topic: a job several visibility timeouts long
+// (--visibility 1s, a job of 4 s) runs once while a second get waits on the
+// channel all along: the first get keeps its message claimed while the job
+// runs (without that, the second takes it after a second and runs it too).
+TEST_F(CliRedisTest, AJobLongerThanTheVisibilityTimeoutRunsOnce) {
+  ASSERT_EQ(run({"create", "q", "--stream"}).rc, 0);
+  ASSERT_EQ(run({"put", "q", "--close"}, "job\n").rc, 0);
+  std::filesystem::create_directories(home_);
+  const std::string runs = home_ + "/runs";
+  Child first = start({"get", "q", "--visibility", "1s", "--exec",
+                       "echo first >> '" + runs + "'; echo started; sleep 4"});
+  ASSERT_EQ(first.read_lines(1), "started\n");
+  Child second = start({"get", "q", "--exec", "echo second >> '" + runs + "'"});
+  const Outcome a = first.finish();
+  const Outcome b = second.finish();
+  EXPECT_EQ(a.rc, 0) << a.err;
+  EXPECT_EQ(b.rc, 0) << b.err;  // the topic is closed: both end once the job is acknowledged
+  EXPECT_EQ(slurp(runs), "first\n");
+}
+
+// A get SIGKILLed while its job runs gives the message up after the
+// channel's visibility timeout (set by the first get, 1 s; the second gets
+// no --visibility): the second get, waiting for three timeouts while the
+// first lived, runs it only after the kill.
+TEST_F(CliRedisTest, AGetKilledWhileItsJobRunsGivesItsMessageUpAfterTheTimeout) {
+  ASSERT_EQ(run({"create", "q", "--stream"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "job\n").rc, 0);
+  std::filesystem::create_directories(home_);
+  const std::string runs = home_ + "/runs";
+  Child first = start({"get", "q", "--visibility", "1s", "--exec", "echo $$; exec sleep 60"});
+  const pid_t job = std::stoi(first.read_lines(1));
+  struct Reap {  // the job has its own process group: it outlives a SIGKILLed get
+    pid_t pid;
+    ~Reap() { kill(pid, SIGKILL); }
+  } reap{job};
+  Child second = start(
+      {"get", "q", "--count", "1", "--timeout", "20", "--exec", "echo second >> '" + runs + "'"});
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // three timeouts pass
+  EXPECT_EQ(slurp(runs), "") << "taken from a get that lives";
+  first.kill_now();
+  const Outcome b = second.finish();
+  EXPECT_EQ(b.rc, 0) << b.err;
+  EXPECT_EQ(slurp(runs), "second\n");
+}
+
+// --visibility and --replicas need a Streams topic: exit 2 saying so, for a
+// pressure queue and on the embedded store. stat shows a topic's replicas.
+TEST_F(CliRedisTest, VisibilityAndReplicasNeedAStreamsTopic) {
+  ASSERT_EQ(run({"create", "p"}).rc, 0);
+  Outcome r = run({"get", "p", "--visibility", "1s", "--timeout", "5"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("needs a Redis Streams topic"), std::string::npos) << r.err;
+  r = run({"create", "p2", "--replicas", "1"});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("--stream"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"ls"}).out, "p\n");
+  ASSERT_EQ(run({"create", "s", "--stream", "--replicas", "1"}).rc, 0);
+  r = run({"stat", "s"});
+  EXPECT_NE(r.out.find("\nreplicas=1\n"), std::string::npos) << r.out;
+  EXPECT_NE(run({"stat", "s", "--json"}).out.find("\"replicas\":1,"), std::string::npos);
+
+  const std::string dir = home_ + "/store";
+  r = run_with({"--store", dir, "create", "e", "--replicas", "1"}, {});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("Redis Streams"), std::string::npos) << r.err;
+  ASSERT_EQ(run_with({"--store", dir, "create", "e"}, {}).rc, 0);
+  r = run_with({"--store", dir, "get", "e", "--visibility", "1s", "--timeout", "5"}, {});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("Redis Streams"), std::string::npos) << r.err;
+}
+
 TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
   Outcome r = run({"create", "jobs", "--bound", "100"});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -187,7 +271,7 @@ TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out,
             "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-            "channels=default\nkind=pressure\nmax_age=0\nchannel.default.lag=2\n"
+            "channels=default\nkind=pressure\nmax_age=0\nreplicas=0\nchannel.default.lag=2\n"
             "channel.default.pending=0\nchannel.default.dead_lettered=0\n");
   EXPECT_NE(run({"stat", "other"}).out.find("\nbound=0\n"), std::string::npos);
   r = run({"ls"});
@@ -230,7 +314,7 @@ TEST_F(CliRedisTest, AStreamsTopicHasNamedChannelsLagAndPending) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out,
             "name=events\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-            "channels=audit,default\nkind=stream\nmax_age=0\nchannel.audit.lag=0\n"
+            "channels=audit,default\nkind=stream\nmax_age=0\nreplicas=0\nchannel.audit.lag=0\n"
             "channel.audit.pending=0\nchannel.audit.dead_lettered=0\n"
             "channel.default.lag=2\nchannel.default.pending=0\n"
             "channel.default.dead_lettered=0\n");
@@ -421,7 +505,7 @@ TEST_F(CliRedisTest, InterleavesWithThePressureProtocolsReferenceClient) {
   r = run({"stat", "q"});
   EXPECT_EQ(r.out,
             "name=q\nbound=50\nclosed=false\nlength=0\nproduced=5\nconsumed=5\n"
-            "channels=default\nkind=pressure\nmax_age=0\nchannel.default.lag=0\n"
+            "channels=default\nkind=pressure\nmax_age=0\nreplicas=0\nchannel.default.lag=0\n"
             "channel.default.pending=0\nchannel.default.dead_lettered=0\n");
   // A queue the reference client made is a sluice queue; its close ends a get.
   testutil::ReferenceClient ref2(server_.port(), "theirs");

@@ -4,6 +4,7 @@
 // drives both handles (label single_thread: ThreadSanitizer skips it).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ostream>
 #include <set>
@@ -139,6 +140,70 @@ TEST_P(StreamFailoverTest, AHandleCarriesOnOnThePromotedReplica) {
     ASSERT_EQ(got.size(), 1U);
     EXPECT_EQ(got[0].payload, "last0");
   }
+}
+
+// StreamTopicOptions::replicas = 1: an append is acknowledged only once the
+// primary's replica has it, so no acknowledged message is lost when the
+// primary dies right after acknowledging. The replica is first cut off
+// (SIGSTOPped, and its link closed by the primary, so that nothing more
+// reaches it, not even its socket buffer), then a batch is appended and the
+// primary killed at once; the replica is resumed and promoted. What it
+// shows: without the option, the primary acknowledges that batch and the
+// failover loses it (every time: the replica never got it), as Redis
+// replication is asynchronous. With it, WAIT finds no replica within its
+// timeout, so the batch is reported in doubt (kUnavailable, in_doubt())
+// instead of acknowledged, and every batch that was acknowledged is on the
+// promoted replica.
+TEST(StreamFailoverReplicasTest, NoAcknowledgedAppendIsLostWhenItsPrimaryDies) {
+  RedisCluster c(3, 1);
+  RedisOptions seed = c.options();
+  seed.io_timeout = std::chrono::milliseconds(1000);  // WAIT waits 750 ms
+  std::string name;
+  std::size_t victim = 0;
+  for (int i = 0; name.empty(); ++i) {  // a shard the seed is not on: the handles fall back on it
+    ASSERT_LT(i, 10000);
+    const std::string n = "replicated." + std::to_string(i);
+    victim = c.node_of(stream_key(n));
+    if (victim != 0) name = n;
+  }
+  // The replica streams (polled; see replica_acknowledges).
+  ASSERT_TRUE(
+      testutil::eventually([&] { return c.replica_acknowledges(victim, "probe:{" + name + "}"); }));
+  StreamTopicOptions o;
+  o.replicas = 1;
+  StreamTopic t(seed, name, o);
+  const std::string chans[] = {"c"};
+  ASSERT_EQ(t.create(chans), StatusCode::kOk);
+  std::vector<std::string> acknowledged;  // every message of every append that returned OK
+  const auto put = [&](const std::vector<std::string>& batch) {
+    const Status s = append(t, batch);
+    if (s.ok()) acknowledged.insert(acknowledged.end(), batch.begin(), batch.end());
+    return s;
+  };
+  ASSERT_EQ(put(numbered("first", 100)), StatusCode::kOk);
+
+  const std::size_t replica = c.replica_of(victim);
+  c.pause(replica);
+  ASSERT_GE(RawRedis(c.port(victim)).integer({"CLIENT", "KILL", "TYPE", "replica"}), 1);
+  const Status cut = put(numbered("cut", 100));
+  c.kill(victim);
+  c.resume(replica);
+  EXPECT_EQ(cut, StatusCode::kUnavailable);
+  EXPECT_NE(cut.message().find("only 0 of the 1 replicas"), std::string_view::npos) << cut;
+  EXPECT_EQ(t.in_doubt(), 100U);
+
+  // After the failover: every acknowledged message, read from the promoted replica.
+  StreamChannel ch(seed, name, "c");
+  std::set<std::string> seen;
+  const std::set<std::string> want(acknowledged.begin(), acknowledged.end());
+  while (!std::includes(seen.begin(), seen.end(), want.begin(), want.end())) {
+    std::vector<StreamMessage> got;
+    const Status s = through_failover([&] { return ch.next_batch(got, 256, with_timeout(10s)); });
+    ASSERT_EQ(s, StatusCode::kOk) << s
+                                  << "; acknowledged and missing: " << want.size() - seen.size();
+    for (auto& m : got) seen.insert(std::move(m.payload));
+  }
+  EXPECT_NE(c.node_of(stream_key(name)), victim);
 }
 
 INSTANTIATE_TEST_SUITE_P(Victim, StreamFailoverTest,

@@ -21,6 +21,7 @@
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "redis/stream_helpers.h"
@@ -36,6 +37,60 @@ using namespace std::chrono_literals;
 using testutil::eventually;
 using testutil::RawRedis;
 using testutil::RedisServer;
+
+// A consumer process (stream_consumer_child) of channel `channel` of topic
+// "t": it reads `batch` messages, acknowledges the first `ack`, says which
+// (acked, held), and waits to be killed, holding the rest (kept claimed
+// with keep_alive). Killed and reaped when it goes out of scope.
+struct ConsumerChild {
+  ConsumerChild(int port, const std::string& channel, int batch, int ack, bool keep_alive = false) {
+    int out[2];
+    if (pipe(out) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    std::vector<std::string> args = {SLUICE_STREAM_CHILD,   std::to_string(port), "t", channel,
+                                     std::to_string(batch), std::to_string(ack)};
+    if (keep_alive) args.emplace_back("1");
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int rc = posix_spawn(&pid, SLUICE_STREAM_CHILD, &fa, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    if (rc != 0) {
+      pid = 0;
+      close(out[0]);
+      return;
+    }
+    FILE* from = fdopen(out[0], "r");
+    char line[256];
+    while (!ready && std::fgets(line, sizeof line, from) != nullptr) {
+      std::string l(line);
+      if (!l.empty() && l.back() == '\n') l.pop_back();
+      if (l == "ready") ready = true;
+      if (l.starts_with("acked ")) acked.push_back(l.substr(6));
+      if (l.starts_with("held ")) held.push_back(l.substr(5));
+    }
+    std::fclose(from);
+  }
+  ~ConsumerChild() { kill_now(); }
+  ConsumerChild(const ConsumerChild&) = delete;
+  ConsumerChild& operator=(const ConsumerChild&) = delete;
+  void kill_now() {
+    if (pid <= 0) return;
+    kill(pid, SIGKILL);
+    int st = 0;
+    waitpid(pid, &st, 0);
+    pid = 0;
+  }
+
+  pid_t pid = 0;
+  bool ready = false;  // it got its batch
+  std::vector<std::string> acked;
+  std::vector<std::string> held;
+};
 
 class StreamTopicTest : public ::testing::Test {
  protected:
@@ -224,37 +279,11 @@ TEST_F(StreamTopicTest, AConsumerProcessKilledMidBatchLosesNothing) {
   auto survivor = joined("work", o);
   ASSERT_EQ(append(t, numbered(0, 10)), StatusCode::kOk);
 
-  int out[2];
-  ASSERT_EQ(pipe(out), 0);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
-  posix_spawn_file_actions_addclose(&fa, out[0]);
-  std::vector<std::string> args = {
-      SLUICE_STREAM_CHILD, std::to_string(server_.port()), "t", "work", "6", "3"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  ASSERT_EQ(posix_spawn(&pid, SLUICE_STREAM_CHILD, &fa, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  close(out[1]);
-  FILE* from = fdopen(out[0], "r");
-  std::vector<std::string> acked;
-  std::vector<std::string> held;
-  char line[256];
-  bool ready = false;
-  while (!ready && std::fgets(line, sizeof line, from) != nullptr) {
-    std::string l(line);
-    if (!l.empty() && l.back() == '\n') l.pop_back();
-    if (l == "ready") ready = true;
-    if (l.starts_with("acked ")) acked.push_back(l.substr(6));
-    if (l.starts_with("held ")) held.push_back(l.substr(5));
-  }
-  kill(pid, SIGKILL);
-  int st = 0;
-  waitpid(pid, &st, 0);
-  std::fclose(from);
+  ConsumerChild child(server_.port(), "work", 6, 3);
+  child.kill_now();
+  const bool ready = child.ready;
+  const auto& acked = child.acked;
+  const auto& held = child.held;
   ASSERT_TRUE(ready) << "the child did not get its batch";
   EXPECT_EQ(acked, numbered(0, 3));
   EXPECT_EQ(held, numbered(3, 6));
@@ -272,6 +301,163 @@ TEST_F(StreamTopicTest, AConsumerProcessKilledMidBatchLosesNothing) {
   auto cs = channel_stats(t, "work");
   EXPECT_EQ(cs.unacknowledged, 0U);
   EXPECT_EQ(cs.pending, 0U);
+}
+
+// keep_alive: a consumer that lives keeps what it holds, however long it
+// takes, while another waits through several timeouts; one it gives back
+// (nack) is no longer kept by its next round. A consumer process that dies
+// (SIGKILL) holding messages, kept claimed until then, gives them up after
+// the timeout. The
+// timeout is the channel's (1 s, set_visibility_timeout): the waiter and
+// the child go by it though their options say 30 s. Without the keep-alive
+// the waiter takes everything after a second.
+TEST_F(StreamTopicTest, ALiveConsumerKeepsWhatItHoldsPastTheTimeoutADeadOneGivesItUp) {
+  auto t = topic();
+  StreamTopicOptions keep;
+  keep.keep_alive = true;
+  auto live = joined("work", keep);
+  ASSERT_EQ(live.set_visibility_timeout(1s), StatusCode::kOk);
+  EXPECT_EQ(channel_stats(t, "work").visibility_timeout, 1s);
+  auto waiter = joined("work");  // 30 s by its options, no keep-alive
+  ASSERT_EQ(append(t, numbered(0, 6)), StatusCode::kOk);
+  auto mine = read(live, 3, /*ack=*/false);
+  ASSERT_EQ(payloads(mine), numbered(0, 3));
+  ConsumerChild child(server_.port(), "work", 3, 0, /*keep_alive=*/true);
+  ASSERT_TRUE(child.ready) << "the child did not get its batch";
+  ASSERT_EQ(child.held, numbered(3, 6));
+  ASSERT_EQ(live.nack(mine[0]), StatusCode::kOk);  // given back: not kept any more
+  // A keep-alive round of `live` after the nack: m1's idle time goes back
+  // (the server's state, sampled). A round that still kept m0 would make
+  // it look busy again.
+  const auto idle = [&](const std::string& id) {
+    auto p = raw_.cmd({"XPENDING", "sluice:{t}:stream", "work", id, id, "1"});
+    return p->elements == 1 ? p->element[0]->element[2]->integer : -1;
+  };
+  long long before = idle(mine[1].id);
+  ASSERT_TRUE(eventually([&] {
+    std::this_thread::sleep_for(20ms);
+    const long long now = idle(mine[1].id);
+    return now < std::exchange(before, now);
+  }));
+
+  // Three timeouts: the waiter gets only what was given back.
+  std::vector<std::string> got;
+  const auto until = std::chrono::steady_clock::now() + 3s;
+  while (std::chrono::steady_clock::now() < until) {
+    std::vector<StreamMessage> batch;
+    const Status s = waiter.next_batch(batch, 10, with_timeout(200ms));
+    if (s.code() == StatusCode::kDeadlineExceeded) continue;
+    ASSERT_EQ(s, StatusCode::kOk);
+    for (const auto& m : batch) {
+      got.push_back(m.payload);
+      EXPECT_EQ(m.deliveries, 2U) << m.payload;
+      EXPECT_EQ(waiter.ack(m), StatusCode::kOk);
+    }
+  }
+  EXPECT_EQ(got, numbered(0, 1));
+  EXPECT_EQ(waiter.visibility_timeout(), 1s);  // learned from the channel
+  EXPECT_EQ(channel_stats(t, "work").pending, 5U);
+
+  child.kill_now();
+  auto theirs = read(waiter, 3);
+  EXPECT_EQ(sorted(payloads(theirs)), child.held);
+  for (const auto& m : theirs) EXPECT_EQ(m.deliveries, 2U) << m.payload;
+  // The live consumer still holds its own, delivered once.
+  const std::vector<std::string> ids = {mine[1].id, mine[2].id};
+  auto pending = raw_.cmd({"XPENDING", "sluice:{t}:stream", "work", "-", "+", "10"});
+  ASSERT_EQ(pending->elements, 2U);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const redisReply* e = pending->element[i];
+    EXPECT_EQ(std::string(e->element[0]->str), ids[i]);
+    EXPECT_EQ(std::string(e->element[1]->str), live.consumer());
+    EXPECT_EQ(e->element[3]->integer, 1);  // JUSTID: the keep-alive counts no delivery
+  }
+  ASSERT_EQ(live.ack(ids), StatusCode::kOk);
+  auto cs = channel_stats(t, "work");
+  EXPECT_EQ(cs.unacknowledged, 0U);
+  EXPECT_EQ(cs.pending, 0U);
+}
+
+// The keep-alive touches only what its consumer still holds: a message
+// another consumer claimed from it (after its keep-alive missed a whole
+// timeout: a process stopped in a debugger, a network outage) stays with
+// the other one. (An XCLAIM with min-idle 0 would take it back.)
+TEST_F(StreamTopicTest, TheKeepAliveNeverTakesBackAMessageAnotherConsumerClaimed) {
+  auto t = topic();
+  StreamTopicOptions keep;
+  keep.keep_alive = true;
+  keep.visibility_timeout = 300ms;
+  auto first = joined("work", keep);
+  ASSERT_EQ(append(t, numbered(0, 1)), StatusCode::kOk);
+  auto held = read(first, 1, /*ack=*/false);
+  auto claimed = raw_.cmd({"XCLAIM", "sluice:{t}:stream", "work", "other", "0", held[0].id});
+  ASSERT_EQ(claimed->elements, 1U);
+  // Three timeouts: nine rounds of the first's keep-alive.
+  std::this_thread::sleep_for(900ms);
+  auto p = raw_.cmd({"XPENDING", "sluice:{t}:stream", "work", "-", "+", "10"});
+  ASSERT_EQ(p->elements, 1U);
+  EXPECT_EQ(std::string(p->element[0]->element[1]->str), "other");
+  EXPECT_GE(p->element[0]->element[2]->integer, 900);  // idle: nobody touched it
+  // Its ack still works (XACK does not ask who holds it).
+  ASSERT_EQ(first.ack(held[0]), StatusCode::kOk);
+  EXPECT_EQ(channel_stats(t, "work").pending, 0U);
+}
+
+// replicas: an append waits for that many replicas (WAIT); a server without
+// them cannot confirm it, so the append is in doubt, saying so, and *done
+// does not count it. create() records the number: a handle that asks for
+// none waits for it too. With a replica attached, appends succeed.
+TEST_F(StreamTopicTest, AnAppendFewerReplicasHaveIsInDoubt) {
+  StreamTopicOptions o;
+  o.replicas = 1;
+  RedisOptions quick = server_.options();
+  quick.io_timeout = 400ms;  // WAIT waits three quarters of it
+  StreamTopic made(quick, "t", o);
+  const std::string chans[] = {"work"};
+  ASSERT_EQ(made.create(chans), StatusCode::kOk);
+  auto st = made.stats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->replicas, 1U);
+
+  for (const bool recorded : {false, true}) {
+    SCOPED_TRACE(recorded ? "a handle that asks for none" : "the handle that made it");
+    StreamTopic t(quick, "t", recorded ? StreamTopicOptions{} : o);
+    for (int round = 0; round < 2;
+         ++round) {  // the first learns the recorded value; then pipelined
+      std::size_t done = 7;
+      const Status s = append(t, numbered(0, 3), &done);
+      EXPECT_EQ(s, StatusCode::kUnavailable);
+      EXPECT_NE(s.message().find("only 0 of the 1 replicas"), std::string_view::npos) << s;
+      EXPECT_NE(s.message().find("3 messages after the first 0"), std::string_view::npos) << s;
+      EXPECT_EQ(done, 0U);
+      EXPECT_EQ(t.in_doubt(), 3U);
+    }
+  }
+
+  raw_.cmd({"CONFIG", "SET", "repl-diskless-sync-delay", "0"});  // 5 s by default
+  RedisServer replica;
+  ASSERT_EQ(RawRedis(replica.port())
+                .cmd({"REPLICAOF", "127.0.0.1", std::to_string(server_.port())})
+                ->type,
+            REDIS_REPLY_STATUS);
+  // Until the replica has synced and the primary streams to it (Redis 7
+  // starts at the replica's first ACK, up to a second after the sync), WAIT
+  // says 0: wait until it has acknowledged a write (offset > 0; a write
+  // before the sync left the offset at 0, which WAIT would take as done).
+  ASSERT_TRUE(eventually([&] {
+    raw_.cmd({"SET", "probe", "1"});
+    if (raw_.integer({"WAIT", "1", "100"}) != 1) return false;
+    auto r = RawRedis(replica.port()).cmd({"INFO", "replication"});
+    const std::string info(r->str, r->len);
+    const auto at = info.find("slave_repl_offset:");
+    return at != std::string::npos && std::stoll(info.substr(at + 18)) > 0;
+  }));
+  StreamTopic t(quick, "t");
+  std::size_t done = 0;
+  ASSERT_EQ(append(t, numbered(0, 3), &done), StatusCode::kOk);
+  EXPECT_EQ(done, 3U);
+  EXPECT_EQ(t.in_doubt(), 0U);
+  EXPECT_EQ(RawRedis(replica.port()).integer({"XLEN", "sluice:{t}:stream"}), 3 * 4 + 3);
 }
 
 TEST_F(StreamTopicTest, ConsumersThatComeAndGoDoNotPileUp) {

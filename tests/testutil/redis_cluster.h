@@ -99,6 +99,35 @@ class RedisCluster {
     return any;
   }
 
+  // True once a write to `key` (which primary `i` serves) is acknowledged
+  // by a replica (WAIT) that has received writes (its offset past 0): Redis
+  // 7 starts streaming to a replica at its first ACK, up to a second after
+  // its sync, and until then WAIT may say 0 (or 1 while the offset is
+  // still 0). For polling.
+  bool replica_acknowledges(std::size_t i, const std::string& key) {
+    RawRedis primary(port(i));
+    primary.cmd({"SET", key, "probe"});
+    if (primary.integer({"WAIT", "1", "100"}) < 1) return false;
+    auto r = RawRedis(port(replica_of(i))).cmd({"INFO", "replication"});
+    const std::string info(r->str, r->len);
+    const auto at = info.find("slave_repl_offset:");
+    return at != std::string::npos && std::stoll(info.substr(at + 18)) > 0;
+  }
+
+  // The replica of primary `i` (an index), asked of the nodes (ROLE).
+  std::size_t replica_of(std::size_t i) {
+    for (std::size_t j = 0; j < nodes_.size(); ++j) {
+      if (j == i || !running(j)) continue;
+      auto r = RawRedis(port(j)).cmd({"ROLE"});  // {"slave", host, port, state, offset}
+      if (r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+          std::string_view(r->element[0]->str, r->element[0]->len) == "slave" &&
+          r->element[2]->integer == port(i)) {
+        return j;
+      }
+    }
+    throw std::runtime_error("node " + std::to_string(i) + " has no replica");
+  }
+
   // The node serving `key` (an index), asked of the node itself; killed
   // nodes are skipped.
   std::size_t node_of(const std::string& key) {

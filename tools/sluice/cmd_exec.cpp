@@ -341,8 +341,9 @@ int run_exec(Globals& g, const ExecArgs& a) {
   Reconnect reconnect("sluice get: " + queue_label(a.name),
                       std::chrono::duration<double>(a.reconnect));
   const auto take_the_role = [&] {
-    return take_role(g.quiet, "get", a.no_wait, ctx,
-                     [&](const Context& c) { return store->reader(a.name, a.channel, c); });
+    return take_role(g.quiet, "get", a.no_wait, ctx, [&](const Context& c) {
+      return store->reader(a.name, a.channel, c, reader_options(a));
+    });
   };
   auto r = reconnect.retry(ctx, take_the_role);
   // An outage that outlasted --timeout (or a signal) ends as they do.

@@ -1,6 +1,7 @@
 // get --exec: runs a command per message (docs/cli.md, "get --exec").
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -23,7 +24,15 @@ struct ExecArgs {
   double grace = 10;        // seconds commands may run on after SIGINT/SIGTERM
   std::string metrics;      // --metrics HOST:PORT; empty: none
   double reconnect = 60;    // seconds an unreachable Redis is retried; 0: not at all
+  double visibility = 0;    // get --visibility, seconds (plain get too); 0: the channel's
 };
+
+// The reader options --visibility asks for: whole milliseconds, rounded up
+// (a positive timeout never becomes "the channel's").
+inline ReaderOptions reader_options(const ExecArgs& a) {
+  return {.visibility = std::chrono::ceil<std::chrono::milliseconds>(
+              std::chrono::duration<double>(a.visibility))};
+}
 
 // Returns the exit status (exit_codes.h).
 int run_exec(Globals& g, const ExecArgs& a);

@@ -277,8 +277,9 @@ int run_get(Globals& g, const IoArgs& a) {
   const std::string label = queue_label(a.name);
   Reconnect reconnect("sluice get: " + label, std::chrono::duration<double>(a.reconnect));
   const auto take_the_role = [&] {
-    return take_role(g.quiet, "get", a.no_wait, ctx,
-                     [&](const Context& c) { return store->reader(a.name, a.channel, c); });
+    return take_role(g.quiet, "get", a.no_wait, ctx, [&](const Context& c) {
+      return store->reader(a.name, a.channel, c, reader_options(a.exec));
+    });
   };
   auto r = reconnect.retry(ctx, take_the_role);
   // An outage that outlasted --timeout (or a signal) ends as they do.
@@ -533,6 +534,14 @@ void add_io_commands(CLI::App& app, Globals& g) {
                               "(SIGKILL)")
                   ->capture_default_str())
       ->needs(exec);
+  as_duration(get->add_option("--visibility", a->exec.visibility,
+                              "Redis Streams topics: how long a reader that died holds its "
+                              "messages before another reader of the channel takes them; set for "
+                              "every reader of the channel (default 30 s). A reader that lives "
+                              "keeps what it holds, however long --exec or the pipe takes"))
+      ->check(CLI::Validator(
+          [](const std::string& secs) { return std::stod(secs) > 0 ? "" : "must be more than 0"; },
+          "", "POSITIVE"));
   add_metrics_option(get, *a);
   get->callback([&g, a] { g.rc = run_get(g, *a); });
 }

@@ -13,6 +13,7 @@ struct QueueArgs {
   std::string name;
   std::uint64_t bound = 1000;
   double max_age = 0;  // seconds; 0: none
+  std::uint32_t replicas = 0;
   bool json = false;
   bool no_wait = false;
   bool stream = false;
@@ -50,10 +51,17 @@ void add_queue_commands(CLI::App& app, Globals& g) {
                    "Redis: a Redis Streams topic (named channels, any number of competing "
                    "readers per channel) instead of a pressure-protocol queue; the embedded "
                    "store's queues have named channels already (it ignores the flag)");
+  create
+      ->add_option("--replicas", a->replicas,
+                   "Redis Streams topics: a put is acknowledged only once N replicas of the "
+                   "primary have it (WAIT), so it survives a failover to one of them; else it "
+                   "fails with its messages in doubt. Recorded: every writer obeys it")
+      ->check(whole_number(0, UINT32_MAX));
   create->callback([&g, a] {
     auto store = open_store(g, "create", &g.rc);
     if (!store) return;
     QueueSpec spec{.bound = a->bound, .kind = a->stream ? QueueKind::kStream : QueueKind::kDefault};
+    spec.replicas = a->replicas;
     // Whole milliseconds, rounded up: a positive age never becomes "none".
     spec.max_age =
         std::chrono::ceil<std::chrono::milliseconds>(std::chrono::duration<double>(a->max_age));
@@ -112,7 +120,8 @@ void add_queue_commands(CLI::App& app, Globals& g) {
   auto* stat = app.add_subcommand(
       "stat",
       "print a queue's state: name, bound, closed, length, produced, consumed, channels, kind, "
-      "max_age (seconds), and each channel's lag (not yet delivered), pending (delivered, not "
+      "max_age (seconds), replicas, and each channel's lag (not yet delivered), pending "
+      "(delivered, not "
       "acknowledged) and "
       "dead letters");
   stat->add_option("NAME", a->name, "queue name")->required();
@@ -140,7 +149,8 @@ void add_queue_commands(CLI::App& app, Globals& g) {
                 << ",\"closed\":" << closed << ",\"length\":" << info->length
                 << ",\"produced\":" << info->produced << ",\"consumed\":" << info->consumed
                 << ",\"channels\":[" << channels << "],\"kind\":\"" << info->kind
-                << "\",\"max_age\":" << max_age << ",\"channel_info\":[";
+                << "\",\"max_age\":" << max_age << ",\"replicas\":" << info->replicas
+                << ",\"channel_info\":[";
       for (std::size_t i = 0; i < info->channel_info.size(); ++i) {
         const ChannelInfo& c = info->channel_info[i];
         std::cout << (i == 0 ? "" : ",") << "{\"name\":\"" << c.name << "\",\"lag\":" << c.lag
@@ -152,7 +162,8 @@ void add_queue_commands(CLI::App& app, Globals& g) {
       std::cout << "name=" << info->name << "\nbound=" << info->bound << "\nclosed=" << closed
                 << "\nlength=" << info->length << "\nproduced=" << info->produced
                 << "\nconsumed=" << info->consumed << "\nchannels=" << channels
-                << "\nkind=" << info->kind << "\nmax_age=" << max_age << "\n";
+                << "\nkind=" << info->kind << "\nmax_age=" << max_age
+                << "\nreplicas=" << info->replicas << "\n";
       for (const ChannelInfo& c : info->channel_info) {
         const std::string k = "channel." + c.name + ".";
         std::cout << k << "lag=" << c.lag << "\n"

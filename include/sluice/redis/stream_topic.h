@@ -11,23 +11,30 @@
 //   thread at a time (like PressureQueue). Make one handle per thread;
 //   handles on the same topic, in any processes, may run concurrently. A
 //   Context's stop may be requested from any thread. Moving a handle, or
-//   destroying it, needs the same exclusion as any other call.
+//   destroying it, needs the same exclusion as any other call. A
+//   StreamChannel with keep_alive runs its keep-alive on a thread and a
+//   connection of its own, synchronized with the handle's calls inside the
+//   handle: the one-thread-at-a-time rule for the handle is unchanged.
 // Blocking: append/append_batch wait while the topic is at its bound
 //   (StreamTopicOptions::max_unconsumed with BoundPolicy::kBlock), on the
 //   server (BLPOP on the topic's wake list, woken by acknowledgements) in
 //   slices of RedisOptions::wait_slice (at most io_timeout / 2); next and
 //   next_batch wait for a message (XREADGROUP BLOCK) in the same slices.
-//   Every other call is one round trip or a few, bounded by io_timeout.
+//   With replicas, an append also waits (WAIT) up to three quarters of
+//   io_timeout for them. nack and give_back of a keep-alive handle wait for
+//   a keep-alive round in flight (one round trip) to end. Every other call
+//   is one round trip or a few, bounded by io_timeout.
 // Ordering: the stream's order (ids rise; one append_batch is contiguous
 //   unless it waits at the bound or has more than 1024 messages). One
 //   consumer reads a channel's new messages in order; messages claimed
 //   from a dead consumer, or given back with nack, come back out of order,
 //   before new ones.
 // Delivery: at least once. A message read and not acknowledged within
-//   visibility_timeout, or given back (nack), is delivered again to a
-//   consumer of the channel (XAUTOCLAIM) with its delivery count raised;
-//   past max_deliveries it goes to the topic's dead-letter stream instead,
-//   and counts as acknowledged.
+//   the channel's visibility timeout (with keep_alive: not kept claimed
+//   for that long, as by a consumer that died), or given back (nack), is
+//   delivered again to a consumer of the channel (XAUTOCLAIM) with its
+//   delivery count raised; past max_deliveries it goes to the topic's
+//   dead-letter stream instead, and counts as acknowledged.
 // Bound and retention: appends never pass max_unconsumed messages that the
 //   slowest channel has not acknowledged, checked atomically with the XADD
 //   (one script). trim() removes only what every channel acknowledged (XTRIM
@@ -36,15 +43,22 @@
 //   unacknowledged messages, and count them (records_dropped,
 //   skipped_retention).
 // Durability: as the server's (appendonly, appendfsync); an acknowledged
-//   append or ack is one the server applied.
+//   append or ack is one the server applied. With replicas = N, an append
+//   is acknowledged only once N replicas have it too, so it survives the
+//   failover of its primary to one of them (not a partition: see
+//   docs/redis_streams.md, "Replicas").
 // Cancellation: every waiting call takes a Context; a stop or deadline is
 //   seen within one wait slice and returns kCancelled/kDeadlineExceeded with
 //   nothing half-done (a batch appended in part says how much: *done).
 //   Nothing is acknowledged by a cancelled call.
 // Ownership: payloads are copied to Redis; next/next_batch return owned
-//   strings. A handle owns its connection; it starts no threads. A
-//   StreamChannel made by StreamTopic::channel() has its own connection and
-//   does not refer to the topic handle.
+//   strings. A handle owns its connection. A StreamTopic starts no threads;
+//   a StreamChannel with keep_alive starts one (and a second connection) at
+//   its first read, which a move hands on to the new handle with the ids it
+//   holds, and which stops and is joined when the handle that owns it is
+//   destroyed or assigned over (at most one keep-alive round, bounded by
+//   io_timeout). A StreamChannel made by StreamTopic::channel() has its own
+//   connection and does not refer to the topic handle.
 // Errors: kUnavailable (Redis down, the connection broke, or the server
 //   cannot take the call now: loading, out of memory, busy; messages name
 //   host:port; the next call reconnects), kRejected (BoundPolicy::kFail at
@@ -55,7 +69,9 @@
 //   kInvalidArgument (names, settings, authentication, permissions),
 //   kInternal (an unexpected reply). After a kUnavailable append, the
 //   messages after *done may or may not be in the topic (in_doubt()); the
-//   message says so.
+//   message says so. With replicas, an append that fewer replicas
+//   acknowledged is kUnavailable with its messages in doubt, saying how
+//   many did.
 #pragma once
 
 #include <chrono>
@@ -100,8 +116,27 @@ struct StreamTopicOptions {
   // trim()). Like the log's TopicOptions::max_retained_age.
   std::chrono::milliseconds max_retained_age{0};
   // How long a consumer may hold a message unacknowledged before another
-  // consumer of the channel may claim it (> 0).
+  // consumer of the channel may claim it (> 0), on a channel without a
+  // timeout of its own: one recorded for the channel in Redis
+  // (StreamChannel::set_visibility_timeout, `sluice get --visibility`) is
+  // what every handle uses instead.
   std::chrono::milliseconds visibility_timeout{30000};
+  // StreamChannel: while the handle lives, keep every message it holds
+  // (read, and not yet acknowledged, nacked or given back) claimed, so that
+  // a handler that runs longer than the visibility timeout, or messages
+  // still waiting in a batch, are not delivered to another consumer too.
+  // Every third of the channel's timeout (at least 10 ms), a thread of the
+  // handle's own, on a connection of its own, resets their idle time
+  // (XCLAIM ... JUSTID: the delivery count stays). Only a consumer that
+  // died (or cannot reach the server for a whole timeout) lets them go.
+  bool keep_alive = false;
+  // Replicas (0: none) that must have an append before it is acknowledged:
+  // after each append script, WAIT N up to three quarters of io_timeout
+  // (pipelined with the script: no extra round trip once the handle knows
+  // the topic's recorded value). Fewer in time: kUnavailable, the batch in
+  // doubt (in_doubt()). create() records it: every append, from any
+  // handle, waits for the larger of the recorded value and its own.
+  std::uint32_t replicas = 0;
   // Deliveries of one message before it is dead-lettered instead (>= 1).
   std::uint32_t max_deliveries = 5;
   // false: append and join on a topic that does not exist (never made, or
@@ -130,6 +165,9 @@ struct StreamChannelStats {
   // Messages the cap (max_retained_messages) removed before this channel
   // acknowledged them (as Channel::skipped_retention()).
   std::uint64_t skipped_retention = 0;
+  // Its own visibility timeout (set_visibility_timeout; 0: none, each
+  // handle goes by its options').
+  std::chrono::milliseconds visibility_timeout{0};
 };
 
 struct StreamTopicStats {
@@ -145,6 +183,7 @@ struct StreamTopicStats {
   std::uint64_t bound = 0;                        // recorded by create() (0: none)
   std::uint64_t max_retained_messages = 0;        // likewise
   std::chrono::milliseconds max_retained_age{0};  // likewise
+  std::uint32_t replicas = 0;                     // likewise
   bool closed = false;                            // close() was called
   bool exists = false;  // made (create, an append, a join) and not destroyed
 };
@@ -163,7 +202,8 @@ class StreamTopic {
   // Makes the topic now with these channels, each of which sees every
   // message, and records options().max_unconsumed, max_retained_messages and
   // max_retained_age as the topic's own: every append (and trim), from any
-  // handle, keeps the tighter of each and its own options' (0: none).
+  // handle, keeps the tighter of each and its own options' (0: none); and
+  // options().replicas, of which every append waits for the larger.
   // Atomic. kAlreadyExists if the topic exists.
   Status create(std::span<const std::string> channels = {});
   // Appends one message; its id. Waits at the bound (kBlock) or kRejected.
@@ -218,6 +258,9 @@ class StreamTopic {
   std::unique_ptr<redis::Connection> conn_;
   std::uint64_t since_trim_ = 0;
   std::size_t in_doubt_ = 0;
+  // The replicas create() recorded, as the last append's reply said: the
+  // next append pipelines its WAIT for them.
+  std::uint32_t recorded_replicas_ = 0;
 };
 
 class StreamChannel {
@@ -286,6 +329,17 @@ class StreamChannel {
   Status consume(const std::function<Status(const StreamMessage&)>& handler,
                  const Context& ctx = {}, std::size_t batch = 64);
 
+  // Sets the channel's visibility timeout (> 0), recorded in Redis: every
+  // consumer of the channel, in any process, goes by it instead of its
+  // options' from its next read (claims) or keep-alive round. Makes the
+  // channel if new. A keep-alive handle holding messages when a shorter
+  // one is set learns it at its next round (within a third of the old
+  // one): set it before readers start.
+  Status set_visibility_timeout(std::chrono::milliseconds timeout);
+  // The timeout this handle goes by: the channel's, as of its last read or
+  // set_visibility_timeout, else its options'.
+  std::chrono::milliseconds visibility_timeout() const noexcept { return visibility_; }
+
   const std::string& name() const noexcept { return channel_; }
   const std::string& topic() const noexcept { return topic_.name(); }
   const std::string& consumer() const noexcept { return consumer_; }
@@ -294,11 +348,18 @@ class StreamChannel {
 
  private:
   Status claim(std::vector<StreamMessage>& out, std::size_t max);
+  Status read_batch(std::vector<StreamMessage>& out, std::size_t max, const Context& ctx);
   Status release(std::span<const std::string> ids, std::chrono::milliseconds delay = {},
                  bool counted = true);
   // OK while this consumer may get more; kClosed once the topic is closed
   // and it has had everything.
   Status drained();
+  // The keep_alive facility (stream_topic.cpp): the ids this handle holds,
+  // and the thread that keeps them claimed.
+  class KeepAlive;
+  struct KeepAliveDeleter {
+    void operator()(KeepAlive* k) const noexcept;
+  };
 
   StreamTopic topic_;
   std::string channel_;
@@ -309,6 +370,9 @@ class StreamChannel {
   // When the earliest message this handle gave back with a delay is due.
   std::chrono::steady_clock::time_point retry_at_ = (std::chrono::steady_clock::time_point::max)();
   std::uint64_t dead_lettered_ = 0;
+  std::chrono::milliseconds visibility_;
+  // With keep_alive, once this handle first holds a message.
+  std::unique_ptr<KeepAlive, KeepAliveDeleter> keep_alive_;
 };
 
 }  // namespace sluice
