@@ -3,6 +3,8 @@
 // its queues are the protocol's, read and written by the reference client.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <string>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "redis/reference_client.h"
 #include "testutil/redis_server.h"
 #include "testutil/temp_dir.h"
+#include "testutil/wait_for.h"
 
 #ifndef SLUICE_CLI
 #error "SLUICE_CLI: the path of the sluice binary (tests/CMakeLists.txt)"
@@ -22,6 +25,7 @@ namespace {
 using testutil::Child;
 using testutil::Outcome;
 using Env = std::map<std::string, std::string>;
+using namespace std::chrono_literals;
 
 class CliRedisTest : public ::testing::Test {
  protected:
@@ -437,6 +441,58 @@ TEST_F(CliRedisTest, InterleavesWithThePressureProtocolsReferenceClient) {
   EXPECT_FALSE(ref.exists());
   testutil::RawRedis raw(server_.port());
   EXPECT_TRUE(raw.dump("__pressure__:q*", "").empty());
+}
+
+// A get killed while its command runs leaves the batch in flight. Then the
+// reference client, which knows only the protocol's 12 keys, deletes the
+// queue, and it is made again: by `sluice create` (which removes the old
+// in-flight list) or by the reference client (sluice never sees the
+// re-create; the list's mark tells it from the new queue). Either way the
+// next get delivers the new queue's messages and none of the old.
+TEST_F(CliRedisTest, AKilledGetsMessagesStayDeletedWhenTheQueueIsMadeAgain) {
+  for (const bool sluice_creates : {true, false}) {
+    SCOPED_TRACE(sluice_creates ? "made again by sluice create" : "by the reference client");
+    ASSERT_EQ(run({"create", "q", "--bound", "10"}).rc, 0);
+    ASSERT_EQ(run({"put", "q"}, lines(0, 3)).rc, 0);
+    const std::filesystem::path dir = testutil::test_dir("cli_redis_files");
+    std::filesystem::create_directories(dir);
+    const std::string started = dir / "started", go = dir / "go";
+    {
+      Child get = start({"get", "q", "--exec",
+                         "echo x >> " + started + "; while [ ! -e " + go +
+                             " ]; do sleep 0.01; done"});
+      if (!testutil::eventually([&] { return std::filesystem::exists(started); }, 5s)) {
+        get.kill_now();
+        Outcome o = get.finish();
+        FAIL() << "the command never started: " << o.err;
+      }
+      get.kill_now();
+      std::ofstream(go).put('\n');  // the command ends; its output pipe closes
+      get.finish();
+    }
+    Outcome st = run({"stat", "q"});
+    ASSERT_NE(st.out.find("\nlength=3\n"), std::string::npos) << st.out;
+    ASSERT_NE(st.out.find("\nconsumed=0\n"), std::string::npos) << st.out;
+
+    testutil::ReferenceClient ref(server_.port(), "q");
+    ref.del();
+    std::string fresh;
+    if (sluice_creates) {
+      ASSERT_EQ(run({"create", "q", "--bound", "10"}).rc, 0);
+      fresh = lines(10, 15);  // more messages and bytes than the old queue had
+      ASSERT_EQ(run({"put", "q"}, fresh).rc, 0);
+    } else {
+      ref.create(10);
+      ref.put("line 10");
+      fresh = "line 10\n";
+    }
+    Outcome r = run({"get", "q", "--timeout", "1"});
+    EXPECT_EQ(r.rc, 9) << r.err;  // the timeout ended it: nothing more to get
+    EXPECT_EQ(r.out, fresh);
+    st = run({"stat", "q"});
+    EXPECT_NE(st.out.find("\nlength=0\n"), std::string::npos) << st.out;
+    ASSERT_EQ(run({"delete", "q"}).rc, 0);
+  }
 }
 
 }  // namespace

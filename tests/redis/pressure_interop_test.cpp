@@ -509,7 +509,9 @@ TEST_F(PressureInteropTest, AReaderAcrossAReferenceDeleteAndCreateGetsNotFoundAn
     EXPECT_EQ(st->consumed_messages, 0U);
     EXPECT_EQ(st->in_flight + st->stale_in_flight, 0U);
     // The new queue's message is where it was, and a later get takes it.
-    EXPECT_EQ(*q.get_reliable("w", with_timeout(5s)), "new0");
+    auto next = q.get_reliable("w", with_timeout(5s));
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(*next, "new0");
     ASSERT_TRUE(q.ack("w").ok());
     EXPECT_EQ(q.stats()->consumed_messages, 1U);
     ASSERT_TRUE(q.destroy().ok());
