@@ -18,12 +18,14 @@
 -- Reply: { status, ... } where status is OK, NOQUEUE, INUSE, CLOSED, FULL,
 --        EMPTY, EXISTS, REMNANTS, BUSY, NOTHELD, CHANGED or STALE.
 --
--- An in-flight list's mark is the queue's counters and bound when the list
--- was started ("pm pb cm cb bound"). Counters only grow and the bound never
--- changes while a queue exists, so a list whose mark is ahead of today's
--- counters, or names another bound, was taken from an earlier queue of that
--- name: deleted by a client that knows only the 12 keys, then made again.
--- Such a list is STALE: never requeued, acknowledged or appended to.
+-- An in-flight list's mark is the queue's produced_messages and bound when
+-- the list was started ("<produced> <bound>"). The count only grows and the
+-- bound never changes while a queue exists, so a list whose mark is ahead
+-- of today's count, or names another bound, was taken from an earlier queue
+-- of that name: deleted by a client that knows only the 12 keys, then made
+-- again. Such a list is STALE: never requeued, acknowledged or appended to.
+-- (All four counters cost twice the server time per get and ack, and tell
+-- little more: a queue's consumed counts follow its produced ones.)
 
 local DATA, BOUND, PRODUCER, CONSUMER = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local PFREE, CFREE = KEYS[5], KEYS[6]
@@ -109,7 +111,7 @@ elseif op == 'get' then
   local reliable = KEYS[13]
   local got
   if reliable then
-    got = redis.call('MGET', BOUND, CONSUMER, PMSG, PBYTES, CMSG, CBYTES)
+    got = redis.call('MGET', BOUND, CONSUMER, PMSG)
   else
     got = redis.call('MGET', BOUND, CONSUMER)
   end
@@ -119,31 +121,6 @@ elseif op == 'get' then
   if not b then
     if held then redis.call('LPUSH', CFREE, '0') end  -- a deleter waits for it
     return {'NOQUEUE'}
-  end
-  local mark
-  if reliable then
-    -- This queue now, as a mark (see the top); a list started earlier must
-    -- carry one that is not ahead of it. Inline: no closures on this path.
-    mark = (got[3] or '0') .. ' ' .. (got[4] or '0') .. ' ' .. (got[5] or '0') .. ' ' ..
-           (got[6] or '0') .. ' ' .. b
-    local was = redis.call('HGET', DATA .. ':inflight_marks', ARGV[5])
-    if was and was ~= mark then
-      local m1, m2, m3, m4, mb = string.match(was, '^(%d+) (%d+) (%d+) (%d+) (.*)$')
-      if m1 and (mb ~= b or tonumber(m1) > (tonumber(got[3]) or 0) or
-                 tonumber(m2) > (tonumber(got[4]) or 0) or tonumber(m3) > (tonumber(got[5]) or 0)
-                 or tonumber(m4) > (tonumber(got[6]) or 0)) then
-        -- Its messages went with the deleted queue: drop the list, never
-        -- mix. (An empty one just gets a new mark below.)
-        local n = redis.call('LLEN', reliable)
-        if n > 0 then
-          redis.call('DEL', reliable)
-          redis.call('HDEL', DATA .. ':inflight_marks', ARGV[5])
-          redis.call('SREM', DATA .. ':inflight', ARGV[5])
-          if held then redis.call('LPUSH', CFREE, '0') end
-          return {'STALE', n}
-        end
-      end
-    end
   end
   if not held then
     if redis.call('EXISTS', CFREE) == 0 then return {'INUSE'} end
@@ -161,11 +138,30 @@ elseif op == 'get' then
   if reliable then
     -- Reliable get: the items move to this consumer's in-flight list in the
     -- same step, and count as consumed only when acknowledged.
-    if redis.call('LPUSH', reliable, unpack(items)) == #items then
+    local len = redis.call('LPUSH', reliable, unpack(items))
+    if len == #items then
       -- A new in-flight list: register its consumer so delete can find it,
-      -- and mark it with the queue it is taken from.
+      -- and mark it with the queue it is taken from (see the top).
       redis.call('SADD', DATA .. ':inflight', ARGV[5])
-      redis.call('HSET', DATA .. ':inflight_marks', ARGV[5], mark)
+      redis.call('HSET', DATA .. ':inflight_marks', ARGV[5], (got[3] or '0') .. ' ' .. b)
+    else
+      -- It held messages already: they must be this queue's. (Inline, as
+      -- in 'ack': no closures on the hot paths.)
+      local was = redis.call('HGET', DATA .. ':inflight_marks', ARGV[5])
+      local m1, mb
+      if was then m1, mb = string.match(was, '^(%d+) (.*)$') end
+      if m1 and (mb ~= b or tonumber(m1) > (tonumber(got[3]) or 0)) then
+        -- They went with a deleted queue: drop that list, and put this
+        -- get's items back at the head of the queue, in order, untouched.
+        redis.call('DEL', reliable)
+        redis.call('HDEL', DATA .. ':inflight_marks', ARGV[5])
+        redis.call('SREM', DATA .. ':inflight', ARGV[5])
+        local back = {}
+        for k = #items, 1, -1 do back[#back + 1] = items[k] end
+        redis.call('RPUSH', DATA, unpack(back))
+        if held then redis.call('LPUSH', CFREE, '0') end
+        return {'STALE', len - #items}
+      end
     end
   else
     local bytes = 0
@@ -187,6 +183,29 @@ elseif op == 'get' then
   local reply = {'OK', len}
   for k = 1, #items do reply[k + 2] = items[k] end
   return reply
+
+elseif op == 'ack' then
+  -- KEYS[13]: the in-flight list of consumer ARGV[4]. Acknowledges its
+  -- ARGV[3] oldest items. A stale list is dropped, never counted here.
+  local v = redis.call('MGET', BOUND, PMSG)
+  if not v[1] then return {'NOQUEUE'} end
+  local was = redis.call('HGET', DATA .. ':inflight_marks', ARGV[4])
+  local m1, mb
+  if was then m1, mb = string.match(was, '^(%d+) (.*)$') end
+  if m1 and (mb ~= v[1] or tonumber(m1) > (tonumber(v[2]) or 0)) then
+    local n = redis.call('LLEN', KEYS[13])
+    redis.call('DEL', KEYS[13])
+    redis.call('HDEL', DATA .. ':inflight_marks', ARGV[4])
+    redis.call('SREM', DATA .. ':inflight', ARGV[4])
+    return {'STALE', n}
+  end
+  local items = redis.call('RPOP', KEYS[13], tonumber(ARGV[3]))
+  if not items then return {'NONE'} end
+  local bytes = 0
+  for k = 1, #items do bytes = bytes + #items[k] end
+  redis.call('INCRBY', CMSG, #items)
+  redis.call('INCRBY', CBYTES, bytes)
+  return {'OK', #items}
 end
 
 -- Cold paths.
@@ -196,20 +215,19 @@ local function bound() return tonumber(redis.call('GET', BOUND)) or 0 end
 -- Reliable consumers' keys (see the top).
 local REG, MARKS = DATA .. ':inflight', DATA .. ':inflight_marks'
 local function list_of(consumer) return REG .. ':' .. consumer end
--- The queue's counters and bound now: {pm, pb, cm, cb, bound} as strings.
+-- The queue now: {produced_messages, bound} as strings.
 local function now()
-  local v = redis.call('MGET', PMSG, PBYTES, CMSG, CBYTES, BOUND)
-  for k = 1, 4 do v[k] = v[k] or '0' end
+  local v = redis.call('MGET', PMSG, BOUND)
+  v[1] = v[1] or '0'
   return v
 end
 -- Whether `mark` says its list was taken from an earlier queue of this
 -- name. No mark (a list from before marks, or none): cannot tell, so no.
 local function stale(mark, v)
   if not mark then return false end
-  local m1, m2, m3, m4, mb = string.match(mark, '^(%d+) (%d+) (%d+) (%d+) (.*)$')
+  local m1, mb = string.match(mark, '^(%d+) (.*)$')
   if not m1 then return false end
-  return mb ~= v[5] or tonumber(m1) > tonumber(v[1]) or tonumber(m2) > tonumber(v[2]) or
-         tonumber(m3) > tonumber(v[3]) or tonumber(m4) > tonumber(v[4])
+  return mb ~= v[2] or tonumber(m1) > tonumber(v[1])
 end
 -- Removes a consumer's list, registration and mark; returns how many
 -- messages the list held.
@@ -275,21 +293,6 @@ elseif op == 'delete' then
     redis.call('LTRIM', NOTFULL, 0, 0)
   end
   return {'BUSY', pfree, cfree}
-
-elseif op == 'ack' then
-  -- KEYS[13]: the in-flight list of consumer ARGV[4]. Acknowledges its
-  -- ARGV[3] oldest items. A stale list is dropped, never counted here.
-  if not exists(BOUND) then return {'NOQUEUE'} end
-  if stale(redis.call('HGET', MARKS, ARGV[4]), now()) then
-    return {'STALE', forget(ARGV[4])}
-  end
-  local items = redis.call('RPOP', KEYS[13], tonumber(ARGV[3]))
-  if not items then return {'NONE'} end
-  local bytes = 0
-  for k = 1, #items do bytes = bytes + #items[k] end
-  redis.call('INCRBY', CMSG, #items)
-  redis.call('INCRBY', CBYTES, bytes)
-  return {'OK', #items}
 
 elseif op == 'requeue' then
   -- Puts every in-flight item of consumer ARGV[3] back at the head of the

@@ -411,8 +411,8 @@ std::string dead_reader() {
 
 // A reader of the old queue died holding "old0" and "old1"; the reference
 // client, which knows only the 12 keys, deleted the queue; sluice made it
-// again and it got more puts (and more bytes) than the old one had, so its
-// counters cannot tell the two apart. create removed the old in-flight
+// again and it got more puts than the old one had, so its counters cannot
+// tell the two apart. create removed the old in-flight
 // list, so the next reader's recovery puts nothing of the old queue back.
 TEST_F(PressureInteropTest, ADeadReadersMessagesDoNotComeBackAfterAReferenceDeleteAndASluiceCreate) {
   auto q = sluice_q();
@@ -439,8 +439,8 @@ TEST_F(PressureInteropTest, ADeadReadersMessagesDoNotComeBackAfterAReferenceDele
 }
 
 // The same with the reference client making the queue again too: sluice's
-// create never ran, so the old list is still there. Its mark (the counters
-// and bound when it was taken) is ahead of the new queue's counters, so the
+// create never ran, so the old list is still there. Its mark (the produced
+// count and bound when it was taken) is ahead of the new queue's, so the
 // next reader's recovery drops it instead of putting it back; stats count
 // it apart meanwhile. A new queue with another bound is told apart however
 // many puts it has had.
