@@ -458,10 +458,12 @@ TEST_F(CliRedisTest, AKilledGetsMessagesStayDeletedWhenTheQueueIsMadeAgain) {
     std::filesystem::create_directories(dir);
     const std::string started = dir / "started";
     {
-      // The command runs until its parent, the get, is gone.
+      // The command runs until its parent, the get, is gone (it is then
+      // another process's child: a killed get stays a zombie until reaped).
       Child get = start({"get", "q", "--exec",
                          "echo x >> " + started +
-                             "; while kill -0 $PPID 2>/dev/null; do sleep 0.01; done"});
+                             "; while [ \"$(cut -d' ' -f4 /proc/$$/stat)\" = $PPID ]; do sleep "
+                             "0.01; done"});
       ASSERT_TRUE(testutil::eventually([&] { return std::filesystem::exists(started); }));
       get.kill_now();
       get.finish();  // once the command has ended too (it shares the output)
