@@ -475,7 +475,7 @@ Result<QueueInfo> RedisStore::stat(std::string_view name) {
     info.bound = st.bound;
     info.closed = st.closed;
     info.length = st.length + st.in_flight;  // produced - consumed
-    info.waiting = st.length;  // may pass the bound: a dead reader's went back
+    info.waiting = st.length;                // may pass the bound: a dead reader's went back
     info.in_flight = st.in_flight;
     info.produced = st.produced_messages;
     info.consumed = st.consumed_messages;

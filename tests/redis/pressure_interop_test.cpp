@@ -412,9 +412,10 @@ std::string dead_reader() {
 // A reader of the old queue died holding "old0" and "old1"; the reference
 // client, which knows only the 12 keys, deleted the queue; sluice made it
 // again and it got more puts than the old one had, so its counters cannot
-// tell the two apart. create removed the old in-flight
-// list, so the next reader's recovery puts nothing of the old queue back.
-TEST_F(PressureInteropTest, ADeadReadersMessagesDoNotComeBackAfterAReferenceDeleteAndASluiceCreate) {
+// tell the two apart. create removed the old in-flight list, so the next
+// reader's recovery puts nothing of the old queue back.
+TEST_F(PressureInteropTest,
+       ADeadReadersMessagesDoNotComeBackAfterAReferenceDeleteAndASluiceCreate) {
   auto q = sluice_q();
   ASSERT_TRUE(q.create(0).ok());
   for (const char* m : {"old0", "old1", "old2"}) ASSERT_TRUE(q.put(m).ok());

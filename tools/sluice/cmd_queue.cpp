@@ -153,9 +153,9 @@ void add_queue_commands(CLI::App& app, Globals& g) {
                 << ",\"in_flight\":" << json_count(info->in_flight)
                 << ",\"produced\":" << info->produced << ",\"consumed\":" << info->consumed
                 << ",\"produced_bytes\":" << json_count(info->produced_bytes)
-                << ",\"consumed_bytes\":" << json_count(info->consumed_bytes)
-                << ",\"channels\":[" << channels << "],\"kind\":\"" << info->kind
-                << "\",\"max_age\":" << max_age << ",\"channel_info\":[";
+                << ",\"consumed_bytes\":" << json_count(info->consumed_bytes) << ",\"channels\":["
+                << channels << "],\"kind\":\"" << info->kind << "\",\"max_age\":" << max_age
+                << ",\"channel_info\":[";
       for (std::size_t i = 0; i < info->channel_info.size(); ++i) {
         const ChannelInfo& c = info->channel_info[i];
         std::cout << (i == 0 ? "" : ",") << "{\"name\":\"" << c.name << "\",\"lag\":" << c.lag
