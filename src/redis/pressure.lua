@@ -12,10 +12,20 @@
 --       9 :stats:consumed_messages, 10 :stats:consumed_bytes, 11 :not_full,
 --       12 :closed, and for reliable gets 13 the consumer's in-flight list
 --       (${prefix}:${name}:inflight:${consumer}, registered in the set
---       ${prefix}:${name}:inflight; neither is one of the protocol's keys)
+--       ${prefix}:${name}:inflight, its mark in the hash
+--       ${prefix}:${name}:inflight_marks; none is one of the protocol's keys)
 -- ARGV: 1 operation, 2 client id, 3.. operation arguments.
 -- Reply: { status, ... } where status is OK, NOQUEUE, INUSE, CLOSED, FULL,
---        EMPTY, EXISTS, REMNANTS, BUSY, NOTHELD or CHANGED.
+--        EMPTY, EXISTS, REMNANTS, BUSY, NOTHELD, CHANGED or STALE.
+--
+-- An in-flight list's mark is the queue's produced_messages and bound when
+-- the list was started ("<produced> <bound>"). The count only grows and the
+-- bound never changes while a queue exists, so a list whose mark is ahead
+-- of today's count, or names another bound, was taken from an earlier queue
+-- of that name: deleted by a client that knows only the 12 keys, then made
+-- again. Such a list is STALE: never requeued, acknowledged or appended to.
+-- (All four counters cost twice the server time per get and ack, and tell
+-- little more: a queue's consumed counts follow its produced ones.)
 
 local DATA, BOUND, PRODUCER, CONSUMER = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local PFREE, CFREE = KEYS[5], KEYS[6]
@@ -98,7 +108,13 @@ if op == 'put' then
 
 elseif op == 'get' then
   -- ARGV[4]: how many at most; ARGV[5]: the reliable consumer's name.
-  local got = redis.call('MGET', BOUND, CONSUMER)
+  local reliable = KEYS[13]
+  local got
+  if reliable then
+    got = redis.call('MGET', BOUND, CONSUMER, PMSG)
+  else
+    got = redis.call('MGET', BOUND, CONSUMER)
+  end
   local b = got[1]
   local hold = ARGV[3] ~= 'try'
   local held = ARGV[3] == 'held' and got[2] == id and redis.call('EXISTS', CFREE) == 0
@@ -119,12 +135,33 @@ elseif op == 'get' then
     if hold and not held then redis.call('RPOP', CFREE) end
     return {'EMPTY', hold and 1 or 0}
   end
-  if KEYS[13] then
+  if reliable then
     -- Reliable get: the items move to this consumer's in-flight list in the
     -- same step, and count as consumed only when acknowledged.
-    if redis.call('LPUSH', KEYS[13], unpack(items)) == #items then
-      -- A new in-flight list: register its consumer so delete can find it.
+    local len = redis.call('LPUSH', reliable, unpack(items))
+    if len == #items then
+      -- A new in-flight list: register its consumer so delete can find it,
+      -- and mark it with the queue it is taken from (see the top).
       redis.call('SADD', DATA .. ':inflight', ARGV[5])
+      redis.call('HSET', DATA .. ':inflight_marks', ARGV[5], (got[3] or '0') .. ' ' .. b)
+    else
+      -- It held messages already: they must be this queue's. (Inline, as
+      -- in 'ack': no closures on the hot paths.)
+      local was = redis.call('HGET', DATA .. ':inflight_marks', ARGV[5])
+      local m1, mb
+      if was then m1, mb = string.match(was, '^(%d+) (.*)$') end
+      if m1 and (mb ~= b or tonumber(m1) > (tonumber(got[3]) or 0)) then
+        -- They went with a deleted queue: drop that list, and put this
+        -- get's items back at the head of the queue, in order, untouched.
+        redis.call('DEL', reliable)
+        redis.call('HDEL', DATA .. ':inflight_marks', ARGV[5])
+        redis.call('SREM', DATA .. ':inflight', ARGV[5])
+        local back = {}
+        for k = #items, 1, -1 do back[#back + 1] = items[k] end
+        redis.call('RPUSH', DATA, unpack(back))
+        if held then redis.call('LPUSH', CFREE, '0') end
+        return {'STALE', len - #items}
+      end
     end
   else
     local bytes = 0
@@ -146,11 +183,62 @@ elseif op == 'get' then
   local reply = {'OK', len}
   for k = 1, #items do reply[k + 2] = items[k] end
   return reply
+
+elseif op == 'ack' then
+  -- KEYS[13]: the in-flight list of consumer ARGV[4]. Acknowledges its
+  -- ARGV[3] oldest items. A stale list is dropped, never counted here.
+  local v = redis.call('MGET', BOUND, PMSG)
+  if not v[1] then return {'NOQUEUE'} end
+  local was = redis.call('HGET', DATA .. ':inflight_marks', ARGV[4])
+  local m1, mb
+  if was then m1, mb = string.match(was, '^(%d+) (.*)$') end
+  if m1 and (mb ~= v[1] or tonumber(m1) > (tonumber(v[2]) or 0)) then
+    local n = redis.call('LLEN', KEYS[13])
+    redis.call('DEL', KEYS[13])
+    redis.call('HDEL', DATA .. ':inflight_marks', ARGV[4])
+    redis.call('SREM', DATA .. ':inflight', ARGV[4])
+    return {'STALE', n}
+  end
+  local items = redis.call('RPOP', KEYS[13], tonumber(ARGV[3]))
+  if not items then return {'NONE'} end
+  local bytes = 0
+  for k = 1, #items do bytes = bytes + #items[k] end
+  redis.call('INCRBY', CMSG, #items)
+  redis.call('INCRBY', CBYTES, bytes)
+  return {'OK', #items}
 end
 
 -- Cold paths.
 local function exists(k) return redis.call('EXISTS', k) == 1 end
 local function bound() return tonumber(redis.call('GET', BOUND)) or 0 end
+
+-- Reliable consumers' keys (see the top).
+local REG, MARKS = DATA .. ':inflight', DATA .. ':inflight_marks'
+local function list_of(consumer) return REG .. ':' .. consumer end
+-- The queue now: {produced_messages, bound} as strings.
+local function now()
+  local v = redis.call('MGET', PMSG, BOUND)
+  v[1] = v[1] or '0'
+  return v
+end
+-- Whether `mark` says its list was taken from an earlier queue of this
+-- name. No mark (a list from before marks, or none): cannot tell, so no.
+local function stale(mark, v)
+  if not mark then return false end
+  local m1, mb = string.match(mark, '^(%d+) (.*)$')
+  if not m1 then return false end
+  return mb ~= v[2] or tonumber(m1) > tonumber(v[1])
+end
+-- Removes a consumer's list, registration and mark; returns how many
+-- messages the list held.
+local function forget(consumer)
+  local key = list_of(consumer)
+  local n = redis.call('LLEN', key)
+  redis.call('DEL', key)
+  redis.call('SREM', REG, consumer)
+  redis.call('HDEL', MARKS, consumer)
+  return n
+end
 
 if op == 'close' then
   if not exists(BOUND) then return {'NOQUEUE'} end
@@ -171,11 +259,16 @@ elseif op == 'create' then
     if k ~= 2 and exists(KEYS[k]) then left[#left + 1] = KEYS[k] end
   end
   if #left > 0 then return {'REMNANTS', unpack(left)} end
+  -- In-flight lists of an earlier queue of this name, deleted by a client
+  -- that knows only the 12 keys: their messages went with it.
+  local gone = 0
+  for _, c in ipairs(redis.call('SMEMBERS', REG)) do gone = gone + forget(c) end
+  redis.call('DEL', REG, MARKS)
   redis.call('SET', BOUND, ARGV[3])
   redis.call('LPUSH', PFREE, '0')
   redis.call('LPUSH', CFREE, '0')
   redis.call('LPUSH', NOTFULL, '0')
-  return {'OK'}
+  return {'OK', gone}
 
 elseif op == 'delete' then
   if not exists(BOUND) then return {'NOQUEUE'} end
@@ -185,12 +278,11 @@ elseif op == 'delete' then
     local gone = redis.call('LLEN', DATA)
     redis.call('DEL', unpack(KEYS, 1, 12))
     -- In-flight lists of reliable consumers (see 'get').
-    local reg = DATA .. ':inflight'
-    for _, c in ipairs(redis.call('SMEMBERS', reg)) do
-      gone = gone + redis.call('LLEN', reg .. ':' .. c)
-      redis.call('DEL', reg .. ':' .. c)
+    for _, c in ipairs(redis.call('SMEMBERS', REG)) do
+      gone = gone + redis.call('LLEN', list_of(c))
+      redis.call('DEL', list_of(c))
     end
-    redis.call('DEL', reg)
+    redis.call('DEL', REG, MARKS)
     return {'OK', gone}
   end
   -- Someone is inside an operation (another client's blocking put or get):
@@ -202,23 +294,19 @@ elseif op == 'delete' then
   end
   return {'BUSY', pfree, cfree}
 
-elseif op == 'ack' then
-  -- KEYS[13]: the in-flight list. Acknowledges its ARGV[3] oldest items.
-  if not exists(BOUND) then return {'NOQUEUE'} end
-  local items = redis.call('RPOP', KEYS[13], tonumber(ARGV[3]))
-  if not items then return {'NONE'} end
-  local bytes = 0
-  for k = 1, #items do bytes = bytes + #items[k] end
-  redis.call('INCRBY', CMSG, #items)
-  redis.call('INCRBY', CBYTES, bytes)
-  return {'OK', #items}
-
 elseif op == 'requeue' then
-  -- Puts every in-flight item back at the head of the queue, oldest first
-  -- out. May leave the queue over its bound: nothing is dropped.
+  -- Puts every in-flight item of consumer ARGV[3] back at the head of the
+  -- queue, oldest first out. May leave the queue over its bound: nothing is
+  -- dropped. A stale list is dropped instead: its queue is gone.
   if not exists(BOUND) then return {'NOQUEUE'} end
+  if stale(redis.call('HGET', MARKS, ARGV[3]), now()) then
+    return {'STALE', forget(ARGV[3])}
+  end
   local n = 0
   while redis.call('LMOVE', KEYS[13], DATA, 'LEFT', 'RIGHT') do n = n + 1 end
+  -- Empty now: unregistered, so stats and recovery stop visiting it.
+  redis.call('SREM', REG, ARGV[3])
+  redis.call('HDEL', MARKS, ARGV[3])
   local b = bound()
   if n > 0 and b > 0 and redis.call('LLEN', DATA) >= b then redis.call('DEL', NOTFULL) end
   return {'OK', n}
@@ -235,18 +323,23 @@ elseif op == 'closed' then
   return {'OK', redis.call('EXISTS', CLOSED)}
 
 elseif op == 'stats' then
-  local function inflight_total()
-    local reg, n = DATA .. ':inflight', 0
-    for _, c in ipairs(redis.call('SMEMBERS', reg)) do n = n + redis.call('LLEN', reg .. ':' .. c) end
-    return n
-  end
   if not exists(BOUND) then return {'NOQUEUE'} end
+  -- In flight: this queue's lists; stale: lists of an earlier queue.
+  local v = now()
+  local marks = {}
+  local flat = redis.call('HGETALL', MARKS)
+  for k = 1, #flat, 2 do marks[flat[k]] = flat[k + 1] end
+  local live, old = 0, 0
+  for _, c in ipairs(redis.call('SMEMBERS', REG)) do
+    local n = redis.call('LLEN', list_of(c))
+    if stale(marks[c], v) then old = old + n else live = live + n end
+  end
   local function num(k) return tonumber(redis.call('GET', k)) or 0 end
   return {'OK', bound(), redis.call('LLEN', DATA), redis.call('EXISTS', CLOSED),
           num(PMSG), num(PBYTES), num(CMSG), num(CBYTES),
           redis.call('GET', PRODUCER) or '', redis.call('GET', CONSUMER) or '',
           redis.call('LLEN', PFREE), redis.call('LLEN', CFREE),
-          redis.call('LLEN', NOTFULL), inflight_total()}
+          redis.call('LLEN', NOTFULL), live, old}
 
 elseif op == 'release' then
   -- ARGV[3]: 'producer' or 'consumer'. Gives back a role this client took in

@@ -365,6 +365,32 @@ struct PressureQueue::Impl {
     return keys[kData] + ":inflight:" + std::string(consumer);
   }
 
+  // The script's STALE: `consumer`'s in-flight list was taken from an
+  // earlier queue of this name, and dropped (pressure.lua, the mark).
+  Status stale(std::string_view consumer, std::uint64_t n) const {
+    return {StatusCode::kNotFound,
+            "pressure queue '" + name + "' was deleted (by a client that does not know " +
+                "sluice's in-flight lists) and made again since consumer '" +
+                std::string(consumer) + "' took its " + std::to_string(n) +
+                " unacknowledged message(s): they went with the deleted queue"};
+  }
+
+  // Runs `requeue` for `consumer`: how many went back, or STALE's status
+  // with `*was_stale` set.
+  Result<std::uint64_t> requeue(std::string_view consumer, bool* was_stale = nullptr) {
+    inflight_key = inflight_of(consumer);
+    const std::array<std::string_view, 1> extra = {consumer};
+    Answer a;
+    CallError err;
+    if (Status s = run("requeue", extra, a, err); !s.ok()) return s;
+    if (a.word == "STALE" && a.size() == 2) {
+      if (was_stale != nullptr) *was_stale = true;
+      return stale(consumer, integer(a.at(1)));
+    }
+    if (a.word != "OK") return unexpected(a.reply.get());
+    return integer(a.at(1));
+  }
+
   // `consumer` non-empty: a reliable get into its in-flight list.
   Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx, bool wait,
              std::string_view consumer = {}) {
@@ -417,6 +443,8 @@ struct PressureQueue::Impl {
         if (wait) waiting_for(kConsumerRole, recover_at);
       } else if (a.word == "CLOSED") {
         return {StatusCode::kClosed, "pressure queue '" + name + "' is closed and drained"};
+      } else if (a.word == "STALE") {
+        return stale(consumer, integer(a.at(1)));
       } else {
         return unexpected(a.reply.get());
       }
@@ -457,7 +485,7 @@ Status PressureQueue::create(std::uint64_t bound) {
   const std::array<std::string_view, 1> extra = {b};
   Answer a;
   if (Status s = impl_->change("create", extra, a, "created"); !s.ok()) return s;
-  if (a.word == "OK") return Status::Ok();
+  if (a.word == "OK") return Status::Ok();  // a.at(1): leftovers' messages removed
   if (a.word == "EXISTS") {
     return {StatusCode::kAlreadyExists, "pressure queue '" + impl_->name + "' already exists"};
   }
@@ -499,7 +527,7 @@ Result<PressureStats> PressureQueue::stats() {
   if (!impl_) return moved_from();
   Answer a;
   if (Status s = impl_->run("stats", a); !s.ok()) return s;
-  if (a.word != "OK" || a.size() != 14) return unexpected(a.reply.get());
+  if (a.word != "OK" || a.size() != 15) return unexpected(a.reply.get());
   PressureStats st;
   st.bound = integer(a.at(1));
   st.length = integer(a.at(2));
@@ -514,6 +542,7 @@ Result<PressureStats> PressureQueue::stats() {
   st.consumer_free = integer(a.at(11)) > 0;
   st.not_full = integer(a.at(12)) > 0;
   st.in_flight = integer(a.at(13));
+  st.stale_in_flight = integer(a.at(14));
   return st;
 }
 
@@ -584,11 +613,12 @@ Status PressureQueue::ack(std::string_view consumer, std::size_t n) {
     return {StatusCode::kInvalidArgument, "ack needs a consumer name and n >= 1"};
   }
   const std::string count = std::to_string(n);
-  const std::array<std::string_view, 1> extra = {count};
+  const std::array<std::string_view, 2> extra = {count, consumer};
   impl_->inflight_key = impl_->inflight_of(consumer);
   Answer a;
   CallError err;
   if (Status s = impl_->run("ack", extra, a, err); !s.ok()) return s;
+  if (a.word == "STALE" && a.size() == 2) return impl_->stale(consumer, integer(a.at(1)));
   if (a.word == "NONE") {
     return {StatusCode::kNotFound,
             "consumer '" + std::string(consumer) + "' has nothing in flight"};
@@ -613,12 +643,7 @@ Result<std::vector<std::string>> PressureQueue::inflight(std::string_view consum
 
 Result<std::uint64_t> PressureQueue::requeue_inflight(std::string_view consumer) {
   if (!impl_) return moved_from();
-  impl_->inflight_key = impl_->inflight_of(consumer);
-  Answer a;
-  CallError err;
-  if (Status s = impl_->run("requeue", {}, a, err); !s.ok()) return s;
-  if (a.word != "OK") return unexpected(a.reply.get());
-  return integer(a.at(1));
+  return impl_->requeue(consumer);
 }
 
 Result<std::uint64_t> PressureQueue::requeue_orphans(std::string_view tag) {
@@ -639,7 +664,9 @@ Result<std::uint64_t> PressureQueue::requeue_orphans(std::string_view tag) {
     if (holder_gone(holder, [&] { return impl_->client_list(); }) != std::optional<bool>(true)) {
       continue;
     }
-    auto n = requeue_inflight(m);
+    bool was_stale = false;
+    auto n = impl_->requeue(m, &was_stale);
+    if (was_stale) continue;  // an earlier queue's: dropped, not this queue's to get
     if (!n.ok()) return n.status();
     total += *n;
   }

@@ -424,9 +424,10 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
   }
   PressureQueue q = std::move(*found->queue);
   // A reader killed before it acknowledged left its messages in flight:
-  // put them back first, in order, so this reader gets them.
+  // put them back first, in order, so this reader gets them. (Lists of an
+  // earlier queue of this name are dropped on the way, never put back.)
   const std::string tag = consumer_tag(channel);
-  if (found->pressure.in_flight > 0) {
+  if (found->pressure.in_flight > 0 || found->pressure.stale_in_flight > 0) {
     if (auto n = q.requeue_orphans(tag); !n.ok()) return n.status();
   }
   static std::atomic<std::uint64_t> next{0};
@@ -493,8 +494,13 @@ Result<QueueInfo> RedisStore::stat(std::string_view name) {
     info.bound = st.bound;
     info.closed = st.closed;
     info.length = st.length + st.in_flight;  // produced - consumed
+    info.waiting = st.length;                // may pass the bound: a dead reader's went back
+    info.in_flight = st.in_flight;
     info.produced = st.produced_messages;
     info.consumed = st.consumed_messages;
+    // The protocol's counters; its clients "may" skip the bytes (docs/cli.md).
+    info.produced_bytes = st.produced_bytes;
+    info.consumed_bytes = st.consumed_bytes;
     info.channels = {std::string(kDefaultChannel)};
     info.channel_info = {{.name = std::string(kDefaultChannel),
                           .lag = st.length,

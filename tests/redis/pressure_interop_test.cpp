@@ -1,7 +1,10 @@
 // sluice and a client that speaks the protocol step by step as the existing
 // clients do (reference_client.h), on the same queues of one real Redis.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <future>
 #include <regex>
@@ -391,6 +394,129 @@ TEST_F(PressureInteropTest, SluiceProducerNeverPassesTheBoundAgainstAReferenceCo
   done = true;
   sampler.join();
   EXPECT_LE(max_seen.load(), kBound);
+}
+
+// The name RedisStore gives a reader's in-flight list, for a process that
+// has exited (so requeue_orphans judges it gone, as after a SIGKILL).
+std::string dead_reader() {
+  const pid_t pid = fork();
+  if (pid == 0) _exit(0);
+  waitpid(pid, nullptr, 0);
+  std::array<char, 256> host{};
+  gethostname(host.data(), host.size() - 1);
+  const std::string id =
+      std::string(host.data()) + "_pid" + std::to_string(pid) + "_tid" + std::to_string(pid);
+  return "sluice.default." + id + "_r0";
+}
+
+// A reader of the old queue died holding "old0" and "old1"; the reference
+// client, which knows only the 12 keys, deleted the queue; sluice made it
+// again and it got more puts than the old one had, so its counters cannot
+// tell the two apart. create removed the old in-flight list, so the next
+// reader's recovery puts nothing of the old queue back.
+TEST_F(PressureInteropTest,
+       ADeadReadersMessagesDoNotComeBackAfterAReferenceDeleteAndASluiceCreate) {
+  auto q = sluice_q();
+  ASSERT_TRUE(q.create(0).ok());
+  for (const char* m : {"old0", "old1", "old2"}) ASSERT_TRUE(q.put(m).ok());
+  const std::string dead = dead_reader();
+  std::vector<std::string> taken;
+  ASSERT_TRUE(q.get_many_reliable(dead, taken, 2).ok());
+  ASSERT_EQ(taken, (std::vector<std::string>{"old0", "old1"}));
+
+  reference().del();
+  ASSERT_TRUE(q.create(0).ok());
+  EXPECT_TRUE(raw_.dump(key(":inflight*"), "").empty()) << "create left the old in-flight keys";
+  const std::vector<std::string> fresh = {"new0", "new1", "new2", "new3", "new4"};
+  for (const auto& m : fresh) ASSERT_TRUE(q.put(m).ok());
+
+  auto back = q.requeue_orphans("sluice.default.");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, 0U);
+  std::vector<std::string> got;
+  ASSERT_TRUE(q.get_many(got, 100).ok());
+  EXPECT_EQ(got, fresh);
+  EXPECT_EQ(q.stats()->in_flight, 0U);
+}
+
+// The same with the reference client making the queue again too: sluice's
+// create never ran, so the old list is still there. Its mark (the produced
+// count and bound when it was taken) is ahead of the new queue's, so the
+// next reader's recovery drops it instead of putting it back; stats count
+// it apart meanwhile. A new queue with another bound is told apart however
+// many puts it has had.
+TEST_F(PressureInteropTest, ADeadReadersMessagesDoNotComeBackAfterAReferenceDeleteAndCreate) {
+  for (const long long new_bound : {5LL, 0LL}) {
+    SCOPED_TRACE("re-created with bound " + std::to_string(new_bound));
+    auto q = sluice_q();
+    ASSERT_TRUE(q.create(5).ok());
+    for (const char* m : {"old0", "old1", "old2"}) ASSERT_TRUE(q.put(m).ok());
+    const std::string dead = dead_reader();
+    std::vector<std::string> taken;
+    ASSERT_TRUE(q.get_many_reliable(dead, taken, 2).ok());
+
+    auto ref = reference();
+    ref.del();
+    ref.create(new_bound);
+    // Another bound: even more puts than the old queue had do not hide it.
+    const int puts = new_bound == 5 ? 2 : 4;
+    std::vector<std::string> fresh;
+    for (int i = 0; i < puts; ++i) fresh.push_back("new" + std::to_string(i));
+    for (const auto& m : fresh) ref.put(m);
+
+    auto st = q.stats();
+    ASSERT_TRUE(st.ok()) << st.status();
+    EXPECT_EQ(st->in_flight, 0U);
+    EXPECT_EQ(st->stale_in_flight, 2U);
+    auto back = q.requeue_orphans("sluice.default.");
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, 0U);
+    EXPECT_EQ(q.stats()->stale_in_flight, 0U);
+    EXPECT_TRUE(raw_.dump(key(":inflight*"), "").empty());
+    std::vector<std::string> got;
+    ASSERT_TRUE(q.get_many(got, 100).ok());
+    EXPECT_EQ(got, fresh);
+    ASSERT_TRUE(q.destroy().ok());
+  }
+}
+
+// A reader that lives across the delete and the re-create holds messages of
+// the old queue: its next get, ack or requeue says so (kNotFound), drops
+// them, and never mixes them with the new queue's messages or counts them
+// there.
+TEST_F(PressureInteropTest, AReaderAcrossAReferenceDeleteAndCreateGetsNotFoundAndMixesNothing) {
+  for (const std::string op : {"get", "ack", "requeue"}) {
+    SCOPED_TRACE(op);
+    auto q = sluice_q();
+    ASSERT_TRUE(q.create(0).ok());
+    for (const char* m : {"old0", "old1", "old2"}) ASSERT_TRUE(q.put(m).ok());
+    std::vector<std::string> taken;
+    ASSERT_TRUE(q.get_many_reliable("w", taken, 2).ok());
+
+    auto ref = reference();
+    ref.del();
+    ref.create(0);
+    ref.put("new0");
+
+    Status s;
+    if (op == "get") s = q.get_reliable("w", with_timeout(5s)).status();
+    if (op == "ack") s = q.ack("w", 2);
+    if (op == "requeue") s = q.requeue_inflight("w").status();
+    EXPECT_EQ(s.code(), StatusCode::kNotFound) << s;
+    EXPECT_NE(s.message().find("made again"), std::string_view::npos) << s;
+    EXPECT_NE(s.message().find("its 2 unacknowledged"), std::string_view::npos) << s;
+    EXPECT_EQ(raw_.integer({"EXISTS", key(":inflight:w")}), 0);
+    auto st = q.stats();
+    EXPECT_EQ(st->consumed_messages, 0U);
+    EXPECT_EQ(st->in_flight + st->stale_in_flight, 0U);
+    // The new queue's message is where it was, and a later get takes it.
+    auto next = q.get_reliable("w", with_timeout(5s));
+    ASSERT_TRUE(next.ok()) << next.status();
+    EXPECT_EQ(*next, "new0");
+    ASSERT_TRUE(q.ack("w").ok());
+    EXPECT_EQ(q.stats()->consumed_messages, 1U);
+    ASSERT_TRUE(q.destroy().ok());
+  }
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <functional>
 #include <future>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -215,6 +216,35 @@ TEST_P(StoreTest, PutGetAckInOrder) {
   std::vector<std::string> out;
   EXPECT_EQ(r->get(out, 1, with_timeout(20ms)), StatusCode::kDeadlineExceeded);
   EXPECT_TRUE(out.empty());
+}
+
+// Byte counts where the backend keeps them (pressure queues: the protocol's
+// counters; docs/cli.md says why the others cannot), and a pressure queue's
+// length split into waiting and held by readers; empty elsewhere.
+TEST_P(StoreTest, StatHasByteCountsAndWaitingWhereTheBackendKeepsThem) {
+  const bool pressure = GetParam().name == "redis";
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
+  auto w = writer("q");
+  ASSERT_EQ(put(*w, {"a", "bb", "ccc", "dddd"}), StatusCode::kOk);
+  auto r = reader("q");
+  EXPECT_EQ(get(*r, 3), (std::vector<std::string>{"a", "bb", "ccc"}));
+  ASSERT_EQ(r->ack_prefix(1), StatusCode::kOk);  // "bb" and "ccc" still held
+  auto info = store_->stat("q");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->produced, 4U);
+  EXPECT_EQ(info->consumed, 1U);
+  EXPECT_EQ(info->length, 3U);
+  if (pressure) {
+    EXPECT_EQ(info->produced_bytes, std::optional<std::uint64_t>(10));
+    EXPECT_EQ(info->consumed_bytes, std::optional<std::uint64_t>(1));
+    EXPECT_EQ(info->waiting, std::optional<std::uint64_t>(1));
+    EXPECT_EQ(info->in_flight, std::optional<std::uint64_t>(2));
+  } else {
+    EXPECT_FALSE(info->produced_bytes.has_value());
+    EXPECT_FALSE(info->consumed_bytes.has_value());
+    EXPECT_FALSE(info->waiting.has_value());
+    EXPECT_FALSE(info->in_flight.has_value());
+  }
 }
 
 TEST_P(StoreTest, UnacknowledgedMessagesAreDeliveredAgainAfterAReopen) {

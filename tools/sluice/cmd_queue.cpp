@@ -2,6 +2,9 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "cli.h"
 #include "options.h"
@@ -28,6 +31,14 @@ std::string joined(const std::vector<std::string>& names, bool json) {
     out += json ? "\"" + n + "\"" : n;
   }
   return out;
+}
+
+// A count the backend may not know: `key=N` lines leave it out, JSON says null.
+std::string json_count(const std::optional<std::uint64_t>& n) {
+  return n ? std::to_string(*n) : std::string("null");
+}
+std::string line_count(std::string_view key, const std::optional<std::uint64_t>& n) {
+  return n ? std::string(key) + "=" + std::to_string(*n) + "\n" : std::string();
 }
 
 }  // namespace
@@ -119,11 +130,10 @@ void add_queue_commands(CLI::App& app, Globals& g) {
 
   auto* stat = app.add_subcommand(
       "stat",
-      "print a queue's state: name, bound, closed, length, produced, consumed, channels, kind, "
-      "max_age (seconds), replicas, and each channel's lag (not yet delivered), pending "
-      "(delivered, not "
-      "acknowledged) and "
-      "dead letters");
+      "print a queue's state: name, bound, closed, length (pressure queues: waiting + "
+      "in_flight), produced, consumed, produced_bytes and consumed_bytes (where the backend "
+      "keeps them), channels, kind, max_age (seconds), replicas, and each channel's lag (not yet "
+      "delivered), pending (delivered, not acknowledged) and dead letters");
   stat->add_option("NAME", a->name, "queue name")->required();
   stat->add_flag("--json", a->json, "one JSON object instead of key=value lines");
   stat->callback([&g, a] {
@@ -147,9 +157,12 @@ void add_queue_commands(CLI::App& app, Globals& g) {
     if (a->json) {
       std::cout << "{\"name\":\"" << info->name << "\",\"bound\":" << info->bound
                 << ",\"closed\":" << closed << ",\"length\":" << info->length
+                << ",\"waiting\":" << json_count(info->waiting)
+                << ",\"in_flight\":" << json_count(info->in_flight)
                 << ",\"produced\":" << info->produced << ",\"consumed\":" << info->consumed
-                << ",\"channels\":[" << channels << "],\"kind\":\"" << info->kind
-                << "\",\"max_age\":" << max_age << ",\"replicas\":" << info->replicas
+                << ",\"produced_bytes\":" << json_count(info->produced_bytes)
+                << ",\"consumed_bytes\":" << json_count(info->consumed_bytes) << ",\"channels\":["
+                << channels << "],\"kind\":\"" << info->kind << "\",\"max_age\":" << max_age << ",\"replicas\":" << info->replicas
                 << ",\"channel_info\":[";
       for (std::size_t i = 0; i < info->channel_info.size(); ++i) {
         const ChannelInfo& c = info->channel_info[i];
@@ -160,8 +173,11 @@ void add_queue_commands(CLI::App& app, Globals& g) {
       std::cout << "]}\n";
     } else {
       std::cout << "name=" << info->name << "\nbound=" << info->bound << "\nclosed=" << closed
-                << "\nlength=" << info->length << "\nproduced=" << info->produced
-                << "\nconsumed=" << info->consumed << "\nchannels=" << channels
+                << "\nlength=" << info->length << "\n"
+                << line_count("waiting", info->waiting) << line_count("in_flight", info->in_flight)
+                << "produced=" << info->produced << "\nconsumed=" << info->consumed << "\n"
+                << line_count("produced_bytes", info->produced_bytes)
+                << line_count("consumed_bytes", info->consumed_bytes) << "channels=" << channels
                 << "\nkind=" << info->kind << "\nmax_age=" << max_age
                 << "\nreplicas=" << info->replicas << "\n";
       for (const ChannelInfo& c : info->channel_info) {

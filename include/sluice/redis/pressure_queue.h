@@ -108,6 +108,10 @@ struct PressureStats {
   // Taken by reliable gets and not yet acknowledged (sluice's own keys).
   // produced_messages == consumed_messages + length + in_flight.
   std::uint64_t in_flight = 0;
+  // In in-flight lists taken from an earlier queue of this name (deleted by
+  // a client that knows only the protocol's keys, then made again): not
+  // this queue's, never requeued; the next touch of such a list drops it.
+  std::uint64_t stale_in_flight = 0;
 };
 
 // The snapshot in the Prometheus text format (sluice/metrics.h), labelled
@@ -134,6 +138,8 @@ class PressureQueue {
 
   // Create with `bound` (0: unbounded). kAlreadyExists if the queue exists,
   // or if keys of a half-deleted queue remain (the message names them).
+  // Removes in-flight lists left by an earlier queue of this name (deleted
+  // by a client that does not know them): their messages went with it.
   Status create(std::uint64_t bound = 0);
   Result<bool> exists();
   // kNotFound if the queue does not exist (the protocol's rule).
@@ -170,6 +176,11 @@ class PressureQueue {
   // of the queue in order. A message counts as consumed (stats) when acked.
   // The in-flight list is a 13th key, outside the protocol: other clients
   // never see it, and see a taken message as gone from the queue.
+  // A list taken from an earlier queue of this name (deleted by a client
+  // that knows only the protocol's keys, then made again; see
+  // docs/redis_keys.md for what cannot be told) is never mixed with this
+  // queue's messages: get_reliable, ack and requeue_inflight drop it and
+  // return kNotFound saying how many messages went with the old queue.
   Result<std::string> get_reliable(std::string_view consumer, const Context& ctx = {});
   Status get_many_reliable(std::string_view consumer, std::vector<std::string>& out,
                            std::size_t max, const Context& ctx = {});
@@ -185,7 +196,8 @@ class PressureQueue {
   // (the rules of repair(): same host, its pid does not exist; another host,
   // no connection carries its process's name). For consumers named after
   // the client that runs them, so a restarted one recovers a dead one's
-  // messages without taking a live one's. Returns how many were put back.
+  // messages without taking a live one's. Returns how many were put back;
+  // lists of an earlier queue of this name are dropped, not put back.
   Result<std::uint64_t> requeue_orphans(std::string_view tag);
 
   // Names of the queues under options.prefix (SCAN for their :bound keys),
