@@ -89,7 +89,9 @@ class RedisReader final : public QueueReader {
   // effort: if Redis cannot be reached, the next reader's open recovers it
   // once this process is gone (requeue_orphans).
   ~RedisReader() override {
-    if (pending_ > 0 || unsure_ != Op::kNone || !taken_.empty()) {
+    // Also once all is acknowledged: an emptied list leaves the registry
+    // then, so stat and recovery do not visit every reader that ever ran.
+    if (pending_ > 0 || unsure_ != Op::kNone || !taken_.empty() || acked_ > 0) {
       (void)q_.requeue_inflight(consumer_);
     }
   }

@@ -666,6 +666,35 @@ TEST(RedisStoreTest, StreamsTopicReadersCompeteAndStatShowsLagAndPending) {
   EXPECT_EQ(got3, (std::vector<std::string>{"a", "b", "e"}));
 }
 
+// A pressure-queue reader that ends with everything acknowledged leaves no
+// in-flight list in the registry: stat and the next reader's recovery visit
+// every registered list, so readers that came and went must not pile up.
+TEST(RedisStoreTest, AReaderThatAcknowledgedEverythingLeavesNothingRegistered) {
+  auto s = open_redis("registry");
+  ASSERT_TRUE(s.ok()) << s.status();
+  QueueStore& store = **s;
+  ASSERT_EQ(store.create("q", 100), StatusCode::kOk);
+  auto w = store.writer("q", {});
+  ASSERT_TRUE(w.ok()) << w.status();
+  const std::vector<std::string_view> views{"a", "b", "c"};
+  ASSERT_EQ((*w)->put(views, {}), StatusCode::kOk);
+  for (int i = 0; i < 3; ++i) {
+    auto r = store.reader("q", kDefaultChannel, {});
+    ASSERT_TRUE(r.ok()) << r.status();
+    std::vector<std::string> got;
+    ASSERT_EQ((*r)->get(got, 1, with_timeout(10s)), StatusCode::kOk);
+    ASSERT_EQ((*r)->ack(), StatusCode::kOk);
+  }
+  redisContext* c = redisConnect("127.0.0.1", server().port());
+  ASSERT_TRUE(c != nullptr && c->err == 0);
+  const std::string key = g_prefix + ":q:inflight";
+  auto* reply = static_cast<redisReply*>(redisCommand(c, "SCARD %s", key.c_str()));
+  ASSERT_TRUE(reply != nullptr && reply->type == REDIS_REPLY_INTEGER);
+  EXPECT_EQ(reply->integer, 0) << key;
+  freeReplyObject(reply);
+  redisFree(c);
+}
+
 // A message a reader gives back (release(), or the reader going) was never
 // handed on: it does not count as a delivery, so giving it back more often
 // than max_deliveries (5) brings it no closer to the dead-letter stream.
