@@ -103,8 +103,8 @@ int run_put(Globals& g, const IoArgs& a) {
     std::string what = std::to_string(sent) + " messages enqueued; ";
     if (doubt != 0) {
       what += std::to_string(doubt) +
-              " more may or may not have been (the connection broke after they were sent: "
-              "`sluice stat " +
+              " more may or may not have been (sent, with no answer to say so: the reason is "
+              "below; `sluice stat " +
               a.name + "` shows the count); ";
     }
     std::cerr << "sluice put: " << queue_label(a.name) << ": " << what
