@@ -617,7 +617,7 @@ TEST_F(CliRedisTest, StatSplitsAPressureQueuesLengthIntoWaitingAndInFlight) {
   EXPECT_EQ(r.out,
             "name=q\nbound=3\nclosed=false\nlength=5\nwaiting=3\nin_flight=2\nproduced=6\n"
             "consumed=1\nproduced_bytes=36\nconsumed_bytes=6\nchannels=default\nkind=pressure\n"
-            "max_age=0\nchannel.default.lag=3\nchannel.default.pending=2\n"
+            "max_age=0\nreplicas=0\nchannel.default.lag=3\nchannel.default.pending=2\n"
             "channel.default.dead_lettered=0\n");
   r = run({"stat", "q", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
