@@ -182,7 +182,8 @@ end
 if op == 'append' then
   local bound, cap, age = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local waited = ARGV[5] == '1'
-  local m = redis.call('HMGET', META, 'appended', 'bound', 'closed', 'cap', 'age', 'replicas')
+  local m = redis.call('HMGET', META, 'appended', 'bound', 'closed', 'cap', 'age', 'replicas',
+                       'appended_bytes')
   if m[3] then return closed_topic() end
   if ARGV[6] == '1' and not exists() then return no_topic() end
   bound = tighter(bound, m[2])
@@ -195,12 +196,18 @@ if op == 'append' then
     if free < room then room = free end
     if room < 0 then room = 0 end
   end
-  local first = ''
+  local first, bytes = '', 0
   for i = 1, room do
     local id = redis.call('XADD', STREAM, '*', 'd', ARGV[6 + i])
     if i == 1 then first = id end
+    bytes = bytes + #ARGV[6 + i]
   end
-  if room > 0 then appended = redis.call('HINCRBY', META, 'appended', room) end
+  if room > 0 then
+    -- Bytes are counted from the topic's first append on, or never (a
+    -- topic an older sluice appended to has no exact total).
+    if m[7] or appended == 0 then redis.call('HINCRBY', META, 'appended_bytes', bytes) end
+    appended = redis.call('HINCRBY', META, 'appended', room)
+  end
   local dropped = 0
   if cap > 0 then dropped = cap_to(cap) end
   if age > 0 then dropped = dropped + cap_age(age) end
@@ -216,7 +223,7 @@ end
 if op == 'create' then
   if exists() then return 0 end
   redis.call('HSET', META, 'created', '1', 'bound', ARGV[2], 'cap', ARGV[3], 'age', ARGV[4],
-             'replicas', ARGV[5], 'appended', '0')
+             'replicas', ARGV[5], 'appended', '0', 'appended_bytes', '0')
   for i = 6, #ARGV do
     redis.call('XGROUP', 'CREATE', STREAM, ARGV[i], '0', 'MKSTREAM')
     redis.call('HSET', ACKED, ARGV[i], '0')
@@ -515,10 +522,11 @@ end
 -- stats: { appended, retained, trimmed, dead-letter length, dropped,
 -- {channel, acked, pending, dead-lettered, dropped, visibility (ms; 0:
 -- none of its own)}..., recorded bound, closed (0/1), exists (0/1),
--- recorded cap, recorded age (ms), recorded replicas }
+-- recorded cap, recorded age (ms), recorded replicas, appended bytes (-1:
+-- unknown, appended to by a sluice that did not count them) }
 if op == 'stats' then
   local m = redis.call('HMGET', META, 'appended', 'trimmed', 'dropped', 'bound', 'closed', 'cap',
-                       'age', 'replicas')
+                       'age', 'replicas', 'appended_bytes')
   local chans = {}
   local acked = redis.call('HGETALL', ACKED)
   for i = 1, #acked, 2 do
@@ -536,7 +544,8 @@ if op == 'stats' then
   if m[5] then c = 1 end
   return { tonumber(m[1] or '0'), redis.call('XLEN', STREAM), tonumber(m[2] or '0'),
            redis.call('XLEN', DEAD), tonumber(m[3] or '0'), chans, tonumber(m[4] or '0'), c, e,
-           tonumber(m[6] or '0'), tonumber(m[7] or '0'), tonumber(m[8] or '0') }
+           tonumber(m[6] or '0'), tonumber(m[7] or '0'), tonumber(m[8] or '0'),
+           tonumber(m[9] or ((tonumber(m[1] or '0') > 0) and '-1' or '0')) }
 end
 
 -- destroy: every key of the topic. Reply: keys removed.

@@ -383,7 +383,7 @@ Result<StreamTopicStats> StreamTopic::stats() {
   const std::string_view args[] = {"stats"};
   CallError err;
   Reply r = run(*conn_, keys_, args, err);
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 12 ||
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 13 ||
       r->element[5]->type != REDIS_REPLY_ARRAY) {
     return failed(*conn_, r, err, "stats");
   }
@@ -400,6 +400,9 @@ Result<StreamTopicStats> StreamTopic::stats() {
   st.max_retained_age = millis(r->element[10]);
   st.replicas =
       static_cast<std::uint32_t>(std::min<std::uint64_t>(integer(r->element[11]), UINT32_MAX));
+  if (r->element[12]->type == REDIS_REPLY_INTEGER && r->element[12]->integer >= 0) {
+    st.appended_bytes = static_cast<std::uint64_t>(r->element[12]->integer);
+  }
   const redisReply* chans = r->element[5];
   for (std::size_t i = 0; i < chans->elements; ++i) {
     const redisReply* c = chans->element[i];

@@ -517,6 +517,7 @@ Result<QueueInfo> RedisStore::stat(std::string_view name) {
   info.replicas = st.replicas;
   info.closed = st.closed;
   info.produced = st.appended;
+  info.produced_bytes = st.appended_bytes;
   std::uint64_t behind = 0;
   for (const StreamChannelStats& c : st.channels) {
     behind = std::max(behind, c.unacknowledged);

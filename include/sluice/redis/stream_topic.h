@@ -79,6 +79,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -172,6 +173,9 @@ struct StreamChannelStats {
 
 struct StreamTopicStats {
   std::uint64_t appended = 0;  // messages ever appended
+  // Their payload bytes; empty for a topic an older sluice appended to
+  // (which kept no count).
+  std::optional<std::uint64_t> appended_bytes;
   std::uint64_t retained = 0;  // in the stream now
   std::uint64_t trimmed = 0;   // removed once every channel had acknowledged them
   // Removed by the cap before some channel acknowledged them; in a topic
