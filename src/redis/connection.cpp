@@ -401,6 +401,24 @@ const std::string* Connection::loaded(std::string_view script) const {
   return nullptr;
 }
 
+namespace {
+
+// EVALSHA sha nkeys keys... args... (views into the caller's strings).
+std::vector<std::string_view> evalsha_argv(std::string_view sha, std::string_view nkeys,
+                                           std::span<const std::string_view> keys,
+                                           std::span<const std::string_view> args) {
+  std::vector<std::string_view> argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(sha);
+  argv.push_back(nkeys);
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+}  // namespace
+
 Reply Connection::eval_then(std::string_view script, std::span<const std::string_view> keys,
                             std::span<const std::string_view> args,
                             std::span<const std::string_view> then, Reply& then_reply,
@@ -411,13 +429,7 @@ Reply Connection::eval_then(std::string_view script, std::span<const std::string
   const std::string* sha = loaded(script);
   if (sha == nullptr || ctx_ == nullptr) return eval(script, keys, args, err);
   const std::string nkeys = std::to_string(keys.size());
-  std::vector<std::string_view> argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.push_back("EVALSHA");
-  argv.push_back(*sha);
-  argv.push_back(nkeys);
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
+  const std::vector<std::string_view> argv = evalsha_argv(*sha, nkeys, keys, args);
   if (!queue(argv, err) || !queue(then, err) || !flush("EVALSHA", err)) return nullptr;
   Reply r = read_reply("EVALSHA", err);
   if (!r) return r;
@@ -451,13 +463,7 @@ Reply Connection::eval(std::string_view script, std::span<const std::string_view
     sha = &shas_.back().second;
   }
   const std::string nkeys = std::to_string(keys.size());
-  std::vector<std::string_view> argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.push_back("EVALSHA");
-  argv.push_back(*sha);
-  argv.push_back(nkeys);
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<std::string_view> argv = evalsha_argv(*sha, nkeys, keys, args);
   Reply r = call(argv, err);
   if (r && r->type == REDIS_REPLY_ERROR && reply_text(r.get()).starts_with("NOSCRIPT")) {
     argv[0] = "EVAL";  // the server lost its script cache: this one did not run

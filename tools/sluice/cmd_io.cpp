@@ -1,7 +1,6 @@
 // put (stdin -> queue) and get (queue -> stdout).
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +23,7 @@
 #include "pipe_out.h"
 #include "progress.h"
 #include "reconnect.h"
+#include "stop_fd.h"
 
 namespace sluice::cli {
 namespace {
@@ -118,19 +118,9 @@ int run_put(Globals& g, const IoArgs& a) {
         {StatusCode::kDeadlineExceeded, std::string("timed out after ") + secs + " s (--timeout)"});
   };
 
-  // SIGINT/SIGTERM must also end a read of stdin that waits: the stop
-  // wakes a poll through an eventfd.
-  const int wake = ::eventfd(0, EFD_CLOEXEC);
-  std::stop_callback on_stop(stop, [wake] {
-    const std::uint64_t one = 1;
-    if (::write(wake, &one, sizeof one) < 0) {
-      // Nothing to do: the fd is ours and a counter write does not fail.
-    }
-  });
-  struct CloseFd {
-    int fd;
-    ~CloseFd() { ::close(fd); }
-  } close_wake{wake};
+  // SIGINT/SIGTERM must also end a read of stdin that waits.
+  const StopFd stop_fd(stop);
+  const int wake = stop_fd.fd();
 
   FrameParser parser(a.framing(), limit);
   std::vector<std::string_view> batch;
@@ -303,17 +293,8 @@ int run_get(Globals& g, const IoArgs& a) {
     stop.request_stop();
   });
   // The stop also wakes a write waiting for room in the pipe.
-  const int wake = ::eventfd(0, EFD_CLOEXEC);
-  std::stop_callback on_stop(stop.get_token(), [wake] {
-    const std::uint64_t one = 1;
-    if (::write(wake, &one, sizeof one) < 0) {
-      // Nothing to do: the fd is ours and a counter write does not fail.
-    }
-  });
-  struct CloseFd {
-    int fd;
-    ~CloseFd() { ::close(fd); }
-  } close_wake{wake};
+  const StopFd stop_fd(stop.get_token());
+  const int wake = stop_fd.fd();
 
   std::deque<std::size_t> sizes;  // payload bytes of messages written, not yet acknowledged
   // Acknowledges what the reader has taken (after a stop too: the ack

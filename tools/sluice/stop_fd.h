@@ -1,0 +1,44 @@
+// An eventfd that becomes readable once a stop is requested, so one poll()
+// waits for its input (or room) and for a stop (SIGINT/SIGTERM, the reader
+// gone) at once. Closed when destroyed, after the stop callback is gone.
+#pragma once
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <stop_token>
+
+namespace sluice::cli {
+
+class StopFd {
+ public:
+  explicit StopFd(const std::stop_token& stop)
+      : fd_{::eventfd(0, EFD_CLOEXEC)}, on_stop_(stop, Poke{fd_.fd}) {}
+  StopFd(const StopFd&) = delete;
+  StopFd& operator=(const StopFd&) = delete;
+
+  // -1 if no eventfd could be made (then only a deadline ends a poll).
+  int fd() const { return fd_.fd; }
+
+ private:
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+  struct Poke {
+    int fd;
+    void operator()() const {
+      const std::uint64_t one = 1;
+      if (fd >= 0 && ::write(fd, &one, sizeof one) < 0) {
+        // A counter write on our own eventfd does not fail.
+      }
+    }
+  };
+  Fd fd_;                            // destroyed last: the callback goes first
+  std::stop_callback<Poke> on_stop_;
+};
+
+}  // namespace sluice::cli
