@@ -169,13 +169,30 @@ class QueueWriter {
   virtual double blocked_seconds() const { return 0; }
 };
 
+// A message as a reader gets it, with what its backend knows about it.
+struct StoreMessage {
+  std::string data;
+  // The embedded store: the log's sequence number. Empty elsewhere.
+  std::optional<std::uint64_t> seq;
+  // Redis Streams topics: the entry id ("<ms>-<n>"). Empty elsewhere.
+  std::string id;
+  // When it was put: Streams topics (the id's time, in ms). Empty where the
+  // backend does not know it.
+  std::optional<std::chrono::system_clock::time_point> time;
+  // Deliveries of this message to the channel, this one included (Streams
+  // topics). Empty where the backend does not count them.
+  std::optional<std::uint32_t> deliveries;
+};
+
 // One consumer of one channel of a queue. At most one exists per channel.
 class QueueReader {
  public:
   virtual ~QueueReader() = default;
   // Appends 1..max messages to out, waiting for at least one. kClosed once
   // the queue is closed and this channel has had every message.
-  virtual Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) = 0;
+  virtual Status get(std::vector<StoreMessage>& out, std::size_t max, const Context& ctx) = 0;
+  // The same, the messages' bytes only.
+  Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx);
 
   // Acknowledgement is of a prefix. Number the messages get() has handed
   // out 0, 1, 2, ... in the order it returned them (release() takes back

@@ -185,13 +185,16 @@ class DirReader final : public QueueReader {
   DirReader(const DirReader&) = delete;
   DirReader& operator=(const DirReader&) = delete;
 
-  Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) override {
+  using QueueReader::get;
+  Status get(std::vector<StoreMessage>& out, std::size_t max, const Context& ctx) override {
     if (max == 0) return {StatusCode::kInvalidArgument, "get: max is 0"};
     msgs_.clear();
     Status s = channel_->next_batch(msgs_, max, ctx);
     if (!s.ok()) return s;
     for (LogMessage& m : msgs_) {
-      out.push_back(std::move(m.payload));
+      StoreMessage& o = out.emplace_back();
+      o.data = std::move(m.payload);
+      o.seq = m.seq;
       held_.push_back(m.seq);
     }
     return Status::Ok();

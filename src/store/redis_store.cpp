@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <utility>
 
@@ -98,21 +99,23 @@ class RedisReader final : public QueueReader {
   RedisReader(const RedisReader&) = delete;
   RedisReader& operator=(const RedisReader&) = delete;
 
-  Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) override {
+  using QueueReader::get;
+  Status get(std::vector<StoreMessage>& out, std::size_t max, const Context& ctx) override {
     max = std::max<std::size_t>(max, 1);
     if (unsure_ != Op::kNone) {
       if (Status s = resolve(); !s.ok()) return s;
     }
     if (!taken_.empty()) {  // a failed get's messages, in flight: deliver them first
       const std::size_t take = std::min(max, taken_.size());
-      for (std::size_t i = 0; i < take; ++i) out.push_back(std::move(taken_[i]));
+      for (std::size_t i = 0; i < take; ++i) out.emplace_back().data = std::move(taken_[i]);
       taken_.erase(taken_.begin(), taken_.begin() + static_cast<std::ptrdiff_t>(take));
       pending_ += take;
       return Status::Ok();
     }
-    const std::size_t before = out.size();
-    Status s = q_.get_many_reliable(consumer_, out, max, ctx);
-    pending_ += out.size() - before;
+    got_.clear();
+    Status s = q_.get_many_reliable(consumer_, got_, max, ctx);
+    for (std::string& m : got_) out.emplace_back().data = std::move(m);
+    pending_ += got_.size();
     unsure_ = maybe_ran(s) ? Op::kGet : Op::kNone;
     return s;
   }
@@ -198,6 +201,7 @@ class RedisReader final : public QueueReader {
   std::uint64_t acked_ = 0;         // the acknowledged prefix's length
   std::size_t pending_ = 0;         // got, not yet acknowledged (in our in-flight list)
   Op unsure_ = Op::kNone;           // the last call that may or may not have run
+  std::vector<std::string> got_;    // one get's messages
   std::vector<std::string> taken_;  // in flight after pending_, not yet returned by get
 };
 
@@ -229,6 +233,14 @@ class StreamWriter final : public QueueWriter {
   StreamTopic t_;
 };
 
+// A Streams id's time: its milliseconds part ("<ms>-<n>").
+std::optional<std::chrono::system_clock::time_point> id_time(std::string_view id) {
+  std::uint64_t ms = 0;
+  const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), ms);
+  if (ec != std::errc() || end == id.data()) return std::nullopt;
+  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+}
+
 // A competing consumer of one channel. While it lives, its channel handle
 // keeps what it holds claimed (StreamTopicOptions::keep_alive), however long
 // the program takes. What it got and did not acknowledge is given back
@@ -244,12 +256,17 @@ class StreamReader final : public QueueReader {
   StreamReader(const StreamReader&) = delete;
   StreamReader& operator=(const StreamReader&) = delete;
 
-  Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx) override {
+  using QueueReader::get;
+  Status get(std::vector<StoreMessage>& out, std::size_t max, const Context& ctx) override {
     got_.clear();
     Status s = c_.next_batch(got_, std::max<std::size_t>(max, 1), ctx);
     for (StreamMessage& m : got_) {
+      StoreMessage& o = out.emplace_back();
+      o.data = std::move(m.payload);
+      o.id = m.id;
+      o.time = id_time(m.id);
+      o.deliveries = m.deliveries;
       held_.push_back(std::move(m.id));
-      out.push_back(std::move(m.payload));
     }
     return s;
   }

@@ -54,4 +54,11 @@ Status QueueReader::beyond(std::uint64_t n, std::uint64_t delivered) {
                                             " messages were delivered to this reader"};
 }
 
+Status QueueReader::get(std::vector<std::string>& out, std::size_t max, const Context& ctx) {
+  std::vector<StoreMessage> got;
+  Status s = get(got, max, ctx);
+  for (StoreMessage& m : got) out.push_back(std::move(m.data));
+  return s;
+}
+
 }  // namespace sluice

@@ -321,16 +321,16 @@ TEST_F(CliRedisTest, AStreamsTopicHasNamedChannelsLagAndPending) {
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out,
             "name=events\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-            "channels=audit,default\nkind=stream\nmax_age=0\nreplicas=0\nchannel.audit.lag=0\n"
-            "channel.audit.pending=0\nchannel.audit.dead_lettered=0\n"
+            "produced_bytes=30\nchannels=audit,default\nkind=stream\nmax_age=0\nreplicas=0\n"
+            "channel.audit.lag=0\nchannel.audit.pending=0\nchannel.audit.dead_lettered=0\n"
             "channel.default.lag=2\nchannel.default.pending=0\n"
             "channel.default.dead_lettered=0\n");
-  // Streams topics keep no byte counts and have no waiting list (docs/cli.md):
-  // left out above, null in JSON.
+  // Streams topics count the bytes put, not those taken, and have no
+  // waiting list (docs/cli.md): left out above, null in JSON.
   r = run({"stat", "events", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("\"length\":2,\"waiting\":null,\"in_flight\":null,\"produced\":5,"
-                       "\"consumed\":3,\"produced_bytes\":null,\"consumed_bytes\":null,"),
+                       "\"consumed\":3,\"produced_bytes\":30,\"consumed_bytes\":null,"),
             std::string::npos)
       << r.out;
   r = run({"ls", "-l"});

@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "cmd_exec.h"
 #include "framing.h"
+#include "json_out.h"
 #include "metrics_server.h"
 #include "options.h"
 #include "pipe_out.h"
@@ -32,6 +33,7 @@ namespace {
 struct IoArgs {
   std::string name;
   std::string framing_opt;  // --framing; empty: line unless -0 or -b
+  std::string format;       // get --format: "json", or empty (the framing)
   bool nul = false;         // -0: --framing nul
   bool binary = false;      // -b: --framing binary
   Framing framing() const {
@@ -319,8 +321,9 @@ int run_get(Globals& g, const IoArgs& a) {
   };
 
   const Framing framing = a.framing();
+  const bool json = a.format == "json";
   const std::size_t batch = a.get_batch != 0 ? a.get_batch : 8192;
-  std::vector<std::string> msgs;
+  std::vector<StoreMessage> msgs;
   std::string bytes;
   std::vector<std::size_t> ends;
   std::chrono::microseconds slice = kFirstSlice;
@@ -368,10 +371,14 @@ int run_get(Globals& g, const IoArgs& a) {
     }
     bytes.clear();
     ends.clear();
-    for (const std::string& m : msgs) {
-      append_frame(framing, m, bytes);
+    for (const StoreMessage& m : msgs) {
+      if (json) {
+        append_message_json(m, a.channel, bytes);
+      } else {
+        append_frame(framing, m.data, bytes);
+      }
       ends.push_back(bytes.size());
-      sizes.push_back(m.size());
+      sizes.push_back(m.data.size());
     }
     if (Status ws = out.write(bytes, ends.data(), ends.size(), ctx, wake); !ws.ok()) {
       if (ws.code() == StatusCode::kDeadlineExceeded) {
@@ -502,6 +509,15 @@ void add_io_commands(CLI::App& app, Globals& g) {
       "exits 0; env SLUICE_QUEUE, SLUICE_CHANNEL, SLUICE_ATTEMPT; sluice exits 127 (126) if CMD "
       "is not found (not executable)");
   exec->excludes("--framing")->excludes("--null")->excludes("--binary");
+  get->add_option("--format", a->format,
+                  "json: one JSON object per line per message (seq or id, time, deliveries, "
+                  "channel, data; null where the store does not know; data in base64 with "
+                  "\"encoding\":\"base64\" when not UTF-8)")
+      ->check(CLI::IsMember({"json"}))
+      ->excludes("--framing")
+      ->excludes("--null")
+      ->excludes("--binary")
+      ->excludes(exec);
   exec->check(CLI::Validator(
       [](const std::string& cmd) { return cmd.empty() ? std::string("empty command") : ""; },
       "CMD"));

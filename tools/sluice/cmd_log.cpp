@@ -6,6 +6,8 @@
 #include <iostream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli.h"
 #include "sluice/log/inspect.h"
 
@@ -102,35 +104,6 @@ int fail_target(std::string_view cmd, const Target& t, const Status& s) {
   return fail(cmd, t.label, s);
 }
 
-std::string json_string(std::string_view s) {
-  std::string out = "\"";
-  for (const char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 const char* severity(const LogFinding& f) {
   return f.severity == LogFinding::Severity::kDamage ? "damage" : "note";
 }
@@ -202,50 +175,73 @@ void print_text(const Target& t, const TopicInspection& x) {
 }
 
 void print_json(const Target& t, const TopicInspection& x) {
-  std::ostringstream o;
-  o << "{\"target\":" << json_string(t.label) << ",\"dir\":" << json_string(x.dir)
-    << ",\"first_seq\":" << x.first_seq << ",\"next_seq\":" << x.next_seq
-    << ",\"records\":" << x.records << ",\"bytes\":" << x.bytes
-    << ",\"high_watermark\":" << (x.has_notify ? std::to_string(x.visible_seq) : "null")
-    << ",\"closed\":" << (x.closed ? "true" : "false")
-    << ",\"damaged\":" << (x.damaged() ? "true" : "false") << ",\"segments\":[";
-  for (std::size_t i = 0; i < x.segments.size(); ++i) {
-    const SegmentInspection& g = x.segments[i];
-    o << (i ? "," : "") << "{\"file\":" << json_string(g.file) << ",\"base_seq\":" << g.base_seq
-      << ",\"header_valid\":" << (g.header_valid ? "true" : "false") << ",\"records\":" << g.records
-      << ",\"first_seq\":" << g.first_seq << ",\"last_seq\":" << g.last_seq
-      << ",\"bytes\":" << g.file_bytes << ",\"record_bytes\":" << g.record_bytes
-      << ",\"preallocated\":" << g.reserved_bytes << ",\"damaged_bytes\":" << g.damaged_bytes
-      << ",\"sealed\":" << (g.sealed ? "true" : "false")
-      << ",\"after_gap\":" << (g.after_gap ? "true" : "false")
-      << ",\"closed_mark\":" << (g.closed_mark ? "true" : "false") << "}";
+  using Json = nlohmann::ordered_json;  // keys in the order written
+  Json j;
+  j["target"] = t.label;
+  j["dir"] = x.dir;
+  j["first_seq"] = x.first_seq;
+  j["next_seq"] = x.next_seq;
+  j["records"] = x.records;
+  j["bytes"] = x.bytes;
+  j["high_watermark"] = x.has_notify ? Json(x.visible_seq) : Json(nullptr);
+  j["closed"] = x.closed;
+  j["damaged"] = x.damaged();
+  Json segs = Json::array();
+  for (const SegmentInspection& g : x.segments) {
+    Json o;
+    o["file"] = g.file;
+    o["base_seq"] = g.base_seq;
+    o["header_valid"] = g.header_valid;
+    o["records"] = g.records;
+    o["first_seq"] = g.first_seq;
+    o["last_seq"] = g.last_seq;
+    o["bytes"] = g.file_bytes;
+    o["record_bytes"] = g.record_bytes;
+    o["preallocated"] = g.reserved_bytes;
+    o["damaged_bytes"] = g.damaged_bytes;
+    o["sealed"] = g.sealed;
+    o["after_gap"] = g.after_gap;
+    o["closed_mark"] = g.closed_mark;
+    segs.push_back(std::move(o));
   }
-  o << "],\"channels\":[";
-  for (std::size_t i = 0; i < x.channels.size(); ++i) {
-    const ChannelInspection& c = x.channels[i];
-    o << (i ? "," : "") << "{\"name\":" << json_string(c.name)
-      << ",\"file\":" << json_string(c.file) << ",\"state\":\"" << state_name(c.state)
-      << "\",\"next_seq\":" << c.next_seq << ",\"unacked\":" << c.unacked
-      << ",\"current_slot\":" << c.current_slot << ",\"slots\":[";
-    for (int s = 0; s < 2; ++s) {
-      const PositionSlotInspection& p = c.slots[s];
-      o << (s ? "," : "") << "{\"set\":" << (p.set ? "true" : "false")
-        << ",\"valid\":" << (p.valid ? "true" : "false") << ",\"generation\":" << p.generation
-        << ",\"next_seq\":" << p.next_seq << "}";
+  j["segments"] = std::move(segs);
+  Json chans = Json::array();
+  for (const ChannelInspection& c : x.channels) {
+    Json o;
+    o["name"] = c.name;
+    o["file"] = c.file;
+    o["state"] = state_name(c.state);
+    o["next_seq"] = c.next_seq;
+    o["unacked"] = c.unacked;
+    o["current_slot"] = c.current_slot;
+    Json slots = Json::array();
+    for (const PositionSlotInspection& p : c.slots) {
+      Json so;
+      so["set"] = p.set;
+      so["valid"] = p.valid;
+      so["generation"] = p.generation;
+      so["next_seq"] = p.next_seq;
+      slots.push_back(std::move(so));
     }
-    o << "]}";
+    o["slots"] = std::move(slots);
+    chans.push_back(std::move(o));
   }
-  o << "],\"findings\":[";
-  for (std::size_t i = 0; i < x.findings.size(); ++i) {
-    const LogFinding& f = x.findings[i];
-    o << (i ? "," : "") << "{\"severity\":\"" << severity(f)
-      << "\",\"file\":" << json_string(f.file) << ",\"offset\":" << f.offset
-      << ",\"length\":" << f.length << ",\"what\":" << json_string(f.what)
-      << ",\"advice\":" << json_string(f.advice)
-      << ",\"repairable\":" << (f.repairable ? "true" : "false") << "}";
+  j["channels"] = std::move(chans);
+  Json findings = Json::array();
+  for (const LogFinding& f : x.findings) {
+    Json o;
+    o["severity"] = severity(f);
+    o["file"] = f.file;
+    o["offset"] = f.offset;
+    o["length"] = f.length;
+    o["what"] = f.what;
+    o["advice"] = f.advice;
+    o["repairable"] = f.repairable;
+    findings.push_back(std::move(o));
   }
-  o << "]}";
-  std::cout << o.str() << "\n";
+  j["findings"] = std::move(findings);
+  // File names and messages are bytes: never fail on one that is not UTF-8.
+  std::cout << j.dump(-1, ' ', false, Json::error_handler_t::replace) << "\n";
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "cli.h"
+#include "json_out.h"
 #include "options.h"
 
 namespace sluice::cli {
@@ -23,20 +24,17 @@ struct QueueArgs {
   bool long_list = false;
 };
 
-// "a,b" (text) or "\"a\",\"b\"" (JSON): names need no escaping.
-std::string joined(const std::vector<std::string>& names, bool json) {
+// "a,b".
+std::string joined(const std::vector<std::string>& names) {
   std::string out;
   for (const std::string& n : names) {
     if (!out.empty()) out += ',';
-    out += json ? "\"" + n + "\"" : n;
+    out += n;
   }
   return out;
 }
 
-// A count the backend may not know: `key=N` lines leave it out, JSON says null.
-std::string json_count(const std::optional<std::uint64_t>& n) {
-  return n ? std::to_string(*n) : std::string("null");
-}
+// A count the backend may not know: `key=N` lines leave it out (JSON: null).
 std::string line_count(std::string_view key, const std::optional<std::uint64_t>& n) {
   return n ? std::string(key) + "=" + std::to_string(*n) + "\n" : std::string();
 }
@@ -124,7 +122,7 @@ void add_queue_commands(CLI::App& app, Globals& g) {
         g.rc = fail("ls", queue_label(n), info.status());
         return;
       }
-      std::cout << n << '\t' << info->kind << '\t' << joined(info->channels, false) << "\n";
+      std::cout << n << '\t' << info->kind << '\t' << joined(info->channels) << "\n";
     }
   });
 
@@ -144,7 +142,7 @@ void add_queue_commands(CLI::App& app, Globals& g) {
       g.rc = fail("stat", queue_label(a->name), info.status());
       return;
     }
-    const std::string channels = joined(info->channels, a->json);
+    const std::string channels = joined(info->channels);
     const char* closed = info->closed ? "true" : "false";
     // Seconds, as the option takes them: "3600", "0.25".
     std::string max_age = std::to_string(info->max_age.count() / 1000);
@@ -155,22 +153,7 @@ void add_queue_commands(CLI::App& app, Globals& g) {
       while (max_age.back() == '0') max_age.pop_back();
     }
     if (a->json) {
-      std::cout << "{\"name\":\"" << info->name << "\",\"bound\":" << info->bound
-                << ",\"closed\":" << closed << ",\"length\":" << info->length
-                << ",\"waiting\":" << json_count(info->waiting)
-                << ",\"in_flight\":" << json_count(info->in_flight)
-                << ",\"produced\":" << info->produced << ",\"consumed\":" << info->consumed
-                << ",\"produced_bytes\":" << json_count(info->produced_bytes)
-                << ",\"consumed_bytes\":" << json_count(info->consumed_bytes) << ",\"channels\":["
-                << channels << "],\"kind\":\"" << info->kind << "\",\"max_age\":" << max_age << ",\"replicas\":" << info->replicas
-                << ",\"channel_info\":[";
-      for (std::size_t i = 0; i < info->channel_info.size(); ++i) {
-        const ChannelInfo& c = info->channel_info[i];
-        std::cout << (i == 0 ? "" : ",") << "{\"name\":\"" << c.name << "\",\"lag\":" << c.lag
-                  << ",\"pending\":" << c.pending << ",\"dead_lettered\":" << c.dead_lettered
-                  << "}";
-      }
-      std::cout << "]}\n";
+      std::cout << stat_json(*info);
     } else {
       std::cout << "name=" << info->name << "\nbound=" << info->bound << "\nclosed=" << closed
                 << "\nlength=" << info->length << "\n"

@@ -68,7 +68,8 @@ class Reconnect {
   // Messages a failed get did return go out first (the ack after them is
   // retried); an outage the context ended is its end (kDeadlineExceeded,
   // kCancelled).
-  Status get(QueueReader& reader, std::vector<std::string>& out, std::size_t max,
+  template <class Message>  // std::string or StoreMessage
+  Status get(QueueReader& reader, std::vector<Message>& out, std::size_t max,
              const Context& ctx) {
     Status s = reader.get(out, max, ctx);
     while (s.code() == StatusCode::kUnavailable && out.empty() && again(s, ctx)) {
