@@ -90,6 +90,9 @@ TEST(PrometheusTest, TheBatcherTextIsWellFormed) {
   BatcherOptions<int> o;
   o.name = "orders";
   o.max_batch_size = 2;
+  // Only the size trigger: with the default 10 ms, a descheduled adder
+  // (CI saw it under load) let the time trigger send a batch of one.
+  o.max_batch_delay = std::chrono::hours(1);
   o.sink = [](std::vector<int>&&, const Context&) { return Status::Ok(); };
   auto b = std::move(Batcher<int>::create(std::move(o))).value();
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(b->add(int{i}).ok());
