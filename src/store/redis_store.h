@@ -1,6 +1,9 @@
-// The Redis QueueStore: each queue is a PressureQueue (the pressure
-// protocol's keys, docs/redis_keys.md), so queues made with `sluice` are the
-// protocol's queues and its other clients read and write them. Location:
+// The Redis QueueStore: a queue is a PressureQueue (the pressure protocol's
+// keys, docs/redis_keys.md), so queues made with `sluice` are the protocol's
+// queues and its other clients read and write them, or a StreamTopic
+// (QueueKind::kStream, docs/redis_streams.md). Three files: this store
+// (redis_store.cpp: which kind a name is, create, stat, ...), each kind's
+// writer and reader (redis_pressure.cpp, redis_stream.cpp). Location:
 // redis://[[user]:password@]host[:port][/db]; the key prefix is
 // StoreOptions::redis_prefix (default "__pressure__"). Private.
 //
@@ -20,6 +23,7 @@
 //   connection and is used by one thread at a time.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +34,19 @@
 #include "sluice/store.h"
 
 namespace sluice::store {
+
+// The largest message a Redis writer takes: the embedded backend's default,
+// so a message fits either backend (Redis itself takes up to 512 MB).
+inline constexpr std::size_t kMaxMessageBytes = std::size_t{16} << 20;
+// "message too large: N bytes, limit M".
+std::string too_large(std::size_t size);
+
+// The writer and reader of each kind (redis_pressure.cpp, redis_stream.cpp).
+std::unique_ptr<QueueWriter> pressure_writer(PressureQueue q);
+// `consumer`: the reliable consumer's name, unique to the reader.
+std::unique_ptr<QueueReader> pressure_reader(PressureQueue q, std::string consumer);
+std::unique_ptr<QueueWriter> stream_writer(StreamTopic t);
+std::unique_ptr<QueueReader> stream_reader(StreamChannel c);
 
 class RedisStore final : public QueueStore {
  public:
