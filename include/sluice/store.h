@@ -266,8 +266,7 @@ class QueueStore {
   // A consumer of `channel` (created at the first message still retained if
   // new), waiting while another reader holds that channel.
   virtual Result<std::unique_ptr<QueueReader>> reader(std::string_view name,
-                                                      std::string_view channel,
-                                                      const Context& ctx,
+                                                      std::string_view channel, const Context& ctx,
                                                       const ReaderOptions& options) = 0;
   Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
                                               const Context& ctx) {

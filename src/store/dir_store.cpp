@@ -14,9 +14,9 @@
 #include <charconv>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
-#include <deque>
 #include <iterator>
 #include <mutex>
 #include <sstream>
@@ -389,8 +389,7 @@ Result<std::unique_ptr<QueueWriter>> DirStore::writer(std::string_view name, con
 }
 
 Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
-                                                      std::string_view channel,
-                                                      const Context& ctx,
+                                                      std::string_view channel, const Context& ctx,
                                                       const ReaderOptions& options) {
   if (options.visibility.count() != 0) {
     return Status(StatusCode::kInvalidArgument,

@@ -8,9 +8,9 @@
 #include <chrono>
 #include <ctime>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <map>
 #include <string>
 #include <vector>
 

@@ -1,15 +1,15 @@
 // The sluice command, run as a child process (fork + exec, pipes for
 // stdin/stdout/stderr): what a shell user sees, exit statuses included.
 #include <fcntl.h>
-#include <signal.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -55,12 +55,11 @@ TEST_F(CliTest, CreatePutGetStat) {
   EXPECT_EQ(r.out, lines(0, 3));
   r = run({"stat", "jobs"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(
-      r.out,
-      "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
-      "channels=default\nkind=log\nmax_age=0\nreplicas=0\nchannel.default.lag=2\n"
-      "channel.default.pending=0\n"
-      "channel.default.dead_lettered=0\n");
+  EXPECT_EQ(r.out,
+            "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
+            "channels=default\nkind=log\nmax_age=0\nreplicas=0\nchannel.default.lag=2\n"
+            "channel.default.pending=0\n"
+            "channel.default.dead_lettered=0\n");
   // The embedded store keeps no byte counts (docs/cli.md), and waiting and
   // in_flight are pressure queues': left out above, null here.
   r = run({"stat", "jobs", "--json"});
@@ -69,7 +68,8 @@ TEST_F(CliTest, CreatePutGetStat) {
       r.out,
       "{\"name\":\"jobs\",\"bound\":100,\"closed\":false,\"length\":2,\"waiting\":null,"
       "\"in_flight\":null,\"produced\":5,\"consumed\":3,\"produced_bytes\":null,"
-      "\"consumed_bytes\":null,\"channels\":[\"default\"],\"kind\":\"log\",\"max_age\":0,\"replicas\":0,"
+      "\"consumed_bytes\":null,\"channels\":[\"default\"],\"kind\":\"log\",\"max_age\":0,"
+      "\"replicas\":0,"
       "\"channel_info\":[{\"name\":\"default\",\"lag\":2,\"pending\":0,\"dead_lettered\":0}]}\n");
   r = run({"get", "jobs", "--count", "2"});
   EXPECT_EQ(r.out, lines(3, 5));
@@ -388,9 +388,9 @@ TEST_F(CliTest, ANearlyFullDiskTakesWhatFitsAndSaysWhereTheRestBegins) {
     const std::string out_file = testutil::test_dir("cli_full_out").string() + bound;
     std::optional<testutil::Child> reader;
     if (std::string(bound) != "0") {
-      reader.emplace(std::vector<std::string>{
-          "/bin/sh", "-c",
-          "exec '" + std::string(SLUICE_CLI) + "' --store '" + store_ + "' get q > '" + out_file + "'"});
+      reader.emplace(std::vector<std::string>{"/bin/sh", "-c",
+                                              "exec '" + std::string(SLUICE_CLI) + "' --store '" +
+                                                  store_ + "' get q > '" + out_file + "'"});
     }
     Outcome p = run({"put", "q"}, input);
     EXPECT_EQ(p.rc, 7) << p.err;

@@ -22,17 +22,17 @@ TEST(JsonOutTest, Base64FollowsRfc4648) {  // its test vectors, section 10
 TEST(JsonOutTest, Utf8IsWellFormedOrNot) {
   EXPECT_TRUE(valid_utf8(""));
   EXPECT_TRUE(valid_utf8("plain"));
-  EXPECT_TRUE(valid_utf8("w\xc3\xb6rld"));            // ö
-  EXPECT_TRUE(valid_utf8("\xe2\x82\xac"));            // €
-  EXPECT_TRUE(valid_utf8("\xf0\x9f\x98\x80"));        // U+1F600
-  EXPECT_TRUE(valid_utf8(std::string("a\0b", 3)));    // NUL is a character
-  EXPECT_FALSE(valid_utf8("\xff"));                   // never in UTF-8
-  EXPECT_FALSE(valid_utf8("\xc3"));                   // cut short
-  EXPECT_FALSE(valid_utf8("\xc0\xaf"));               // overlong '/'
-  EXPECT_FALSE(valid_utf8("\xe0\x80\xaf"));           // overlong
-  EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));           // a surrogate
-  EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));       // past U+10FFFF
-  EXPECT_FALSE(valid_utf8("\x80"));                   // a continuation alone
+  EXPECT_TRUE(valid_utf8("w\xc3\xb6rld"));          // ö
+  EXPECT_TRUE(valid_utf8("\xe2\x82\xac"));          // €
+  EXPECT_TRUE(valid_utf8("\xf0\x9f\x98\x80"));      // U+1F600
+  EXPECT_TRUE(valid_utf8(std::string("a\0b", 3)));  // NUL is a character
+  EXPECT_FALSE(valid_utf8("\xff"));                 // never in UTF-8
+  EXPECT_FALSE(valid_utf8("\xc3"));                 // cut short
+  EXPECT_FALSE(valid_utf8("\xc0\xaf"));             // overlong '/'
+  EXPECT_FALSE(valid_utf8("\xe0\x80\xaf"));         // overlong
+  EXPECT_FALSE(valid_utf8("\xed\xa0\x80"));         // a surrogate
+  EXPECT_FALSE(valid_utf8("\xf4\x90\x80\x80"));     // past U+10FFFF
+  EXPECT_FALSE(valid_utf8("\x80"));                 // a continuation alone
 }
 
 TEST(JsonOutTest, TimesAreRfc3339InUtc) {

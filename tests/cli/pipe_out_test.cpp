@@ -170,7 +170,9 @@ TEST(ReaderWatchTest, CallsOnceTheReaderHasGone) {
   // Destroyed while the reader is still there: it stops without calling.
   Pipe q;
   std::atomic<bool> called{false};
-  { ReaderWatch w(q.fds[1], true, [&] { called = true; }); }
+  {
+    ReaderWatch w(q.fds[1], true, [&] { called = true; });
+  }
   EXPECT_FALSE(called);
 }
 

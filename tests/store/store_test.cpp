@@ -284,8 +284,8 @@ TEST_P(StoreTest, APrefixIsAcknowledgedAndReleaseGivesTheRestBackInOrder) {
     EXPECT_EQ(r->delivered(), 6U);
     EXPECT_EQ(r->acked(), 0U);
     ASSERT_EQ(r->ack_prefix(2), StatusCode::kOk);
-    ASSERT_EQ(r->ack_prefix(2), StatusCode::kOk);  // again: nothing more
-    ASSERT_EQ(r->ack_prefix(1), StatusCode::kOk);  // behind the prefix: nothing
+    ASSERT_EQ(r->ack_prefix(2), StatusCode::kOk);               // again: nothing more
+    ASSERT_EQ(r->ack_prefix(1), StatusCode::kOk);               // behind the prefix: nothing
     EXPECT_EQ(r->ack_prefix(7), StatusCode::kInvalidArgument);  // only 6 delivered
     EXPECT_EQ(r->acked(), 2U);
     auto info = store_->stat("q");

@@ -268,7 +268,8 @@ int run_get(Globals& g, const IoArgs& a) {
   std::stop_source stop;
   std::stop_callback on_signal(signals, [&stop] { stop.request_stop(); });
   Context ctx(stop.get_token());
-  if (a.timeout >= 0) ctx = with_timeout(std::chrono::duration<double>(a.timeout), stop.get_token());
+  if (a.timeout >= 0)
+    ctx = with_timeout(std::chrono::duration<double>(a.timeout), stop.get_token());
   const std::string label = queue_label(a.name);
   Reconnect reconnect("sluice get: " + label, std::chrono::duration<double>(a.reconnect));
   const auto take_the_role = [&] {
@@ -417,8 +418,8 @@ int run_get(Globals& g, const IoArgs& a) {
     std::cerr << "sluice get: " << label << ": the reader of stdout has gone; it took "
               << reader.acked() << " of the " << written << " messages written";
   } else if (held != 0) {
-    std::cerr << "sluice get: " << label << ": the reader of stdout had not taken the last "
-              << held << " messages " << (out.is_pipe() && error.ok() ? "after --linger" : "");
+    std::cerr << "sluice get: " << label << ": the reader of stdout had not taken the last " << held
+              << " messages " << (out.is_pipe() && error.ok() ? "after --linger" : "");
   }
   if (held != 0) {
     if (given.ok()) {

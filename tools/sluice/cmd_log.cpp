@@ -4,9 +4,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli.h"
 #include "sluice/log/inspect.h"

@@ -69,8 +69,7 @@ class Reconnect {
   // retried); an outage the context ended is its end (kDeadlineExceeded,
   // kCancelled).
   template <class Message>  // std::string or StoreMessage
-  Status get(QueueReader& reader, std::vector<Message>& out, std::size_t max,
-             const Context& ctx) {
+  Status get(QueueReader& reader, std::vector<Message>& out, std::size_t max, const Context& ctx) {
     Status s = reader.get(out, max, ctx);
     while (s.code() == StatusCode::kUnavailable && out.empty() && again(s, ctx)) {
       s = reader.get(out, max, ctx);

@@ -37,7 +37,7 @@ class StopFd {
       }
     }
   };
-  Fd fd_;                            // destroyed last: the callback goes first
+  Fd fd_;  // destroyed last: the callback goes first
   std::stop_callback<Poke> on_stop_;
 };
 
