@@ -1,22 +1,39 @@
 // libFuzzer target for the segment reader: any bytes as a topic's only
-// segment (after a valid header, or raw) must open, verify and read back
-// without crashing; every record the reader delivers must be one that is in
-// the bytes, whole and with its CRC, in increasing seq order; and the
-// recovered topic must take and deliver a new append.
+// segment (after a valid header of either format, or raw) must open, verify
+// and read back without crashing; every record the reader delivers must be
+// one that is in the bytes, whole and with its CRC, in increasing seq order,
+// with a time exactly when the segment's format has one; a cursor must
+// deliver what the channel does; a search by time must answer within the
+// log; and the recovered topic must take and deliver a new append whose
+// time is not before any time read.
 // Build and run: scripts/dev fuzz [seconds]
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "log/format.h"
 #include "sluice/log/channel.h"
+#include "sluice/log/cursor.h"
 #include "sluice/log/topic.h"
 
 namespace fs = std::filesystem;
+namespace lg = sluice::log;
+
+namespace {
+
+std::optional<lg::TimeUs> micros(const sluice::LogMessage& m) {
+  if (!m.time) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::microseconds>(m.time->time_since_epoch()).count();
+}
+
+}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   // On tmpfs where there is one: opening syncs, and a disk's syncs would
@@ -26,17 +43,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       ("sluice-fuzz-" + std::to_string(getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
-  // Half the inputs get a valid header, so that the fuzzer reaches records.
+  // Half the inputs get a valid header, so that the fuzzer reaches records;
+  // of those, half a format 1 header (records without time), half format 2.
   std::string bytes;
+  std::optional<bool> timed;  // the header's format, if valid
   if (size > 0 && (data[0] & 1) != 0) {
-    char header[sluice::log::kSegmentHeaderSize];
-    sluice::log::encode_segment_header(header, 0);
+    timed = (data[0] & 2) == 0;
+    char header[lg::kSegmentHeaderSize];
+    lg::encode_segment_header(header, 0, 0, *timed ? lg::kFormatVersion : lg::kUntimedFormatVersion);
     bytes.assign(header, sizeof header);
     bytes.append(reinterpret_cast<const char*>(data) + 1, size - 1);
   } else {
     bytes.assign(reinterpret_cast<const char*>(data), size);
   }
-  std::ofstream(dir / sluice::log::segment_name(0), std::ios::binary) << bytes;
+  std::ofstream(dir / lg::segment_name(0), std::ios::binary) << bytes;
   sluice::TopicOptions o;
   o.segment_bytes = 1 << 20;
   o.max_message_bytes = 4096;
@@ -50,32 +70,60 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   {
     auto c = (*t)->channel("f");
     if (!c.ok()) __builtin_trap();  // a recovered topic always takes a channel
+    auto cur = (*t)->cursor(0);
+    if (!cur.ok()) __builtin_trap();
+    std::vector<sluice::LogMessage> peeked;
+    if (!(*cur)->next_batch(peeked, 20000).ok()) __builtin_trap();
     std::uint64_t last = 0;
     bool any = false;
+    std::optional<lg::TimeUs> latest;
+    std::size_t n = 0;
     for (int i = 0; i < 10000; ++i) {
       auto m = (*c)->next(now());
       if (!m.ok()) break;
       // The reader's claims: seqs increase; every record it returns is one a
-      // writer wrote, byte for byte, CRC included, somewhere in the segment.
+      // writer wrote, byte for byte, CRC (and time) included, somewhere in
+      // the segment; records have a time exactly in a format 2 segment.
       if (any && m->seq <= last) __builtin_trap();
       any = true;
       last = m->seq;
       if (m->payload.size() > o.max_message_bytes) __builtin_trap();
-      std::string rec(sluice::log::kRecordHeaderSize + m->payload.size(), '\0');
-      sluice::log::encode_record(rec.data(), m->seq, m->payload);
-      const auto at = bytes.find(rec, sluice::log::kSegmentHeaderSize);
+      const std::optional<lg::TimeUs> tm = micros(*m);
+      if (!timed || tm.has_value() != *timed) __builtin_trap();
+      if (tm && (!latest || *tm > *latest)) latest = tm;
+      std::string rec(lg::record_header_size(tm.has_value()) + m->payload.size(), '\0');
+      lg::encode_record(rec.data(), m->seq, tm, m->payload);
+      const auto at = bytes.find(rec, lg::kSegmentHeaderSize);
       if (at == std::string::npos) __builtin_trap();
-      auto v = sluice::log::decode_record(bytes.data() + at, bytes.size() - at, o.max_message_bytes,
-                                          m->seq);
-      if (v.kind != sluice::log::RecordView::kValid) __builtin_trap();
+      auto v = lg::decode_record(bytes.data() + at, bytes.size() - at, o.max_message_bytes,
+                                 m->seq, tm.has_value());
+      if (v.kind != lg::RecordView::kValid) __builtin_trap();
+      // The cursor read the same records, without taking them.
+      if (n >= peeked.size() || peeked[n].seq != m->seq || peeked[n].payload != m->payload ||
+          peeked[n].time != m->time) {
+        __builtin_trap();
+      }
+      ++n;
+      // A search by the record's time lands within the log.
+      if (m->time) {
+        auto at_time = (*t)->seq_at_time(*m->time);
+        if (!at_time.ok() || *at_time < (*t)->first_seq() || *at_time > (*t)->next_seq()) {
+          __builtin_trap();
+        }
+      }
     }
-    // The recovered log accepts appends, at its end, and delivers them.
+    if (n != peeked.size()) __builtin_trap();
+    // The recovered log accepts appends, at its end, and delivers them, with
+    // a time not before any time it holds.
     const std::uint64_t next = (*t)->next_seq();
     auto a = (*t)->append("after");
     if (!a.ok() || *a != next) __builtin_trap();
     auto m = (*c)->next(now());
     while (m.ok() && m->seq < next) m = (*c)->next(now());
-    if (!m.ok() || m->seq != next || m->payload != "after") __builtin_trap();
+    if (!m.ok() || m->seq != next || m->payload != "after" || !m->time) __builtin_trap();
+    if (latest && *micros(*m) < *latest) __builtin_trap();
+    auto back = (*t)->seq_at_time(*m->time);
+    if (!back.ok() || *back > next) __builtin_trap();
   }
   return 0;
 }

@@ -8,16 +8,17 @@
 #include <thread>
 
 #include "log/position.h"
+#include "log/reader.h"
 #include "log/topic_impl.h"
 #include "sluice/log/topic.h"
 
 namespace sluice {
 
-using log::kRecordHeaderSize;
-using log::kSegmentHeaderSize;
 using log::MutexLock;
 
 struct Channel::Impl {
+  explicit Impl(std::shared_ptr<Topic::Impl> t) : topic(t), r(std::move(t)) {}
+
   std::shared_ptr<Topic::Impl> topic;  // a channel may outlive its Topic object
   std::string name;
   std::string path;
@@ -25,133 +26,16 @@ struct Channel::Impl {
   std::uint64_t generation = 0;
   std::uint64_t acked = 0;  // durable: first seq not acknowledged
   bool durable_positions = true;
+  bool registered = false;  // in topic->open_channels (erased with us)
 
-  // Read cursor: the record at (seg, off) has seq next_seq.
-  std::shared_ptr<log::Segment> seg;
-  std::uint64_t off = kSegmentHeaderSize;
-  std::uint64_t next_seq = 0;
-  // Records lost to corruption, each counted once even if a nack rewinds
-  // over them.
-  struct Lost {
-    std::uint64_t count = 0;
-    std::uint64_t counted_to = 0;  // seqs below this are counted already
-    void add(std::uint64_t from, std::uint64_t to) {
-      from = std::max(from, counted_to);
-      if (to <= from) return;
-      count += to - from;
-      counted_to = to;
-    }
-  };
-  Lost corrupt;
-  // Deleted by a cap before this open, or (read-only topic) skipped since.
+  log::Reader r;  // the read cursor
+  // Deleted by a cap before this open.
   std::uint64_t capped_here = 0;
 
-  std::string buf;  // bytes of buf_seg from buf_off
-  std::shared_ptr<log::Segment> buf_seg;
-  std::uint64_t buf_off = 0;
-
   ~Impl() {
+    if (!registered) return;
     MutexLock lk(topic->mu);  // before the file goes: retention may sync it
     topic->open_channels.erase(name);
-  }
-
-  void seek(std::uint64_t seq) {
-    seg = topic->segment_for(seq);
-    off = kSegmentHeaderSize;
-    next_seq = seg->base_seq;
-    LogMessage m;
-    while (next_seq < seq) {
-      bool have = false;
-      if (!read_one(m, have).ok() || !have) break;
-    }
-  }
-
-  // Makes [at, at + n) of seg available in buf (n <= end - at).
-  Status fill(std::uint64_t at, std::size_t n) {
-    if (buf_seg == seg && at >= buf_off && at + n <= buf_off + buf.size()) return Status::Ok();
-    const std::uint64_t end = seg->end.load(std::memory_order_acquire);
-    const std::size_t want = static_cast<std::size_t>(
-        std::min<std::uint64_t>(std::max<std::size_t>(n, 256 * 1024), end - at));
-    buf.resize(want);
-    auto got = seg->file->pread(buf.data(), want, at);
-    if (!got.ok()) return got.status();
-    buf.resize(*got);
-    buf_seg = seg;
-    buf_off = at;
-    if (*got < n) return {StatusCode::kIOError, "short read in " + seg->path};
-    return Status::Ok();
-  }
-
-  // Reads the record at the cursor into m and advances (have = true), or
-  // finds nothing new yet (have = false).
-  Status read_one(LogMessage& m, bool& have) {
-    have = false;
-    for (;;) {
-      if (seg->capped.load(std::memory_order_acquire)) {
-        // Deleted by a cap under us: the rest of it was counted as skipped.
-        auto next = topic->segment_after(seg.get());
-        if (!next) return Status::Ok();  // cannot be: the last segment is never deleted
-        seg = std::move(next);
-        off = kSegmentHeaderSize;
-        next_seq = seg->base_seq;
-        continue;
-      }
-      for (const log::Skip& s : seg->skips) {
-        if (off == s.from) {  // recovery found this range corrupt: never delivered
-          off = s.to;
-          corrupt.add(next_seq, next_seq + s.lost);
-          next_seq += s.lost;
-        }
-      }
-      const std::uint64_t end = seg->end.load(std::memory_order_acquire);
-      if (off >= end) {
-        // Caught up: without a later segment there is nothing more (no lock).
-        if (!seg->sealed.load(std::memory_order_acquire)) return Status::Ok();
-        std::uint64_t first = 0;
-        auto next = topic->segment_after(seg.get(), &first);
-        if (!next || seg->end.load(std::memory_order_acquire) > off) return Status::Ok();
-        // A gap: segments a cap deleted (the writer counts those for its
-        // channels; a reader in another process counts here), or ones
-        // recovery found damaged.
-        if (next->base_seq > first) {
-          corrupt.add(next_seq, next->base_seq);
-        } else if (topic->reader && next->base_seq > next_seq) {
-          capped_here += next->base_seq - next_seq;
-        }
-        seg = std::move(next);
-        off = kSegmentHeaderSize;
-        next_seq = seg->base_seq;
-        continue;
-      }
-      const char* at = nullptr;
-      if (seg->map != nullptr && end <= seg->map_len) {
-        at = seg->map + off;  // the writer's map: complete records below end
-      } else {
-        if (Status s = fill(off, kRecordHeaderSize); !s.ok()) return s;
-        const std::size_t len = log::get32(buf.data() + (off - buf_off));
-        const std::size_t size = kRecordHeaderSize + std::min<std::size_t>(len, end - off);
-        if (off + size > end) {
-          return {StatusCode::kCorruption, "record past the end in " + seg->path};
-        }
-        if (Status s = fill(off, size); !s.ok()) return s;
-        at = buf.data() + (off - buf_off);
-      }
-      const log::RecordView v =
-          log::decode_record(at, end - off, topic->opt.max_message_bytes, next_seq);
-      if (v.kind != log::RecordView::kValid) {
-        // Damaged after recovery (another writer, the disk): stop this
-        // segment here rather than deliver it.
-        return {StatusCode::kCorruption, "damaged record at " + seg->path + " offset " +
-                                             std::to_string(off) + " (seq " +
-                                             std::to_string(next_seq) + ")"};
-      }
-      m.seq = v.seq;
-      m.payload.assign(v.payload);
-      off += v.size;
-      ++next_seq;
-      have = true;
-      return Status::Ok();
-    }
   }
 
   // Reads 1..max messages into slot(0), slot(1), ... (reusing their
@@ -164,7 +48,7 @@ struct Channel::Impl {
     for (;;) {
       while (got < max) {
         bool have = false;
-        if (Status s = read_one(slot(got), have); !s.ok()) return got > 0 ? Status::Ok() : s;
+        if (Status s = r.read_one(&slot(got), have); !s.ok()) return got > 0 ? Status::Ok() : s;
         if (!have) break;
         ++got;
       }
@@ -177,17 +61,17 @@ struct Channel::Impl {
       // Nothing new. A busy producer is usually microseconds away: yield
       // for a few microseconds before sleeping (a sleep and wake-up per
       // record would cost more than the record).
-      const std::uint64_t seen_end = seg->end.load(std::memory_order_acquire);
+      const std::uint64_t seen_end = r.segment_end();
       const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
       bool moved = false;
       while (!moved && std::chrono::steady_clock::now() < spin_until) {
         std::this_thread::yield();
-        moved = seg->end.load(std::memory_order_acquire) != seen_end;
+        moved = r.segment_end() != seen_end;
       }
       if (moved) continue;
       // Sleep until an append becomes visible (no polling).
       MutexLock lk(topic->mu);
-      const std::uint64_t seen = next_seq;
+      const std::uint64_t seen = r.next_seq();
       ++topic->waiters;
       const bool woke = topic->data_cv.wait(topic->mu, ctx, [&] {
         topic->mu.assert_held();
@@ -203,7 +87,7 @@ struct Channel::Impl {
   bool at_closed_end() const {
     if (!topic->closed.load(std::memory_order_acquire)) return false;
     MutexLock lk(topic->mu);
-    return next_seq >= topic->visible_seq;
+    return r.next_seq() >= topic->visible_seq;
   }
 
   // Read-only topic (the writer may be another process): look for new
@@ -219,7 +103,7 @@ struct Channel::Impl {
     std::atomic_ref<std::uint32_t>(np->want).store(1);
     const std::uint64_t before = next_seq_of_topic();
     topic->refresh();
-    if (next_seq_of_topic() != before || next_seq < next_seq_of_topic()) return Status::Ok();
+    if (next_seq_of_topic() != before || r.next_seq() < next_seq_of_topic()) return Status::Ok();
     if (topic->closed.load(std::memory_order_acquire)) return Status::Ok();  // found the mark
     log::futex_wait_shared(&np->seq, seen, ctx);
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
@@ -231,17 +115,14 @@ struct Channel::Impl {
     return topic->next_seq;
   }
 
-  Status write_position(std::uint64_t seq) {
+  Status write_position(std::uint64_t seq, bool sync) {
     if (!durable_positions) {
       acked = seq;
       return Status::Ok();
     }
     const std::uint64_t gen = generation + 1;
     if (Status s = log::write_position(*file, gen, seq); !s.ok()) return s;
-    // As durable as the log it points into: synced in the modes whose
-    // appends are durable on return; written (surviving a process crash)
-    // otherwise, and synced by retention before it deletes on its strength.
-    if (topic->durable_mode()) {
+    if (sync) {
       if (Status s = file->sync(); !s.ok()) return s;
     }
     generation = gen;
@@ -255,12 +136,13 @@ Channel::~Channel() = default;
 
 const std::string& Channel::name() const { return impl_->name; }
 std::uint64_t Channel::acked() const { return impl_->acked; }
-std::uint64_t Channel::delivered() const { return impl_->next_seq; }
-std::uint64_t Channel::skipped_corrupt() const { return impl_->corrupt.count; }
+std::uint64_t Channel::delivered() const { return impl_->r.next_seq(); }
+std::uint64_t Channel::skipped_corrupt() const { return impl_->r.corrupt(); }
 std::uint64_t Channel::skipped_retention() const {
   MutexLock lk(impl_->topic->mu);
   const auto it = impl_->topic->open_channels.find(impl_->name);
-  return impl_->capped_here + (it == impl_->topic->open_channels.end() ? 0 : it->second.capped);
+  return impl_->capped_here + impl_->r.gaps() +
+         (it == impl_->topic->open_channels.end() ? 0 : it->second.capped);
 }
 
 Status Channel::next_batch(std::vector<LogMessage>& out, std::size_t max, const Context& ctx) {
@@ -286,13 +168,16 @@ Result<LogMessage> Channel::next(const Context& ctx) {
 
 Status Channel::ack(std::uint64_t seq) {
   Impl& c = *impl_;
-  if (seq >= c.next_seq) {
+  if (seq >= c.r.next_seq()) {
     return {StatusCode::kInvalidArgument, "ack of seq " + std::to_string(seq) +
                                               ", which was not delivered (next is " +
-                                              std::to_string(c.next_seq) + ")"};
+                                              std::to_string(c.r.next_seq()) + ")"};
   }
   if (seq + 1 <= c.acked) return Status::Ok();
-  if (Status s = c.write_position(seq + 1); !s.ok()) return s;
+  // As durable as the log it points into: synced in the modes whose appends
+  // are durable on return; written (surviving a process crash) otherwise,
+  // and synced by retention before it deletes on its strength.
+  if (Status s = c.write_position(seq + 1, c.topic->durable_mode()); !s.ok()) return s;
   // Retention: once this position is durable, segments before it may go.
   bool crossed = false;
   {
@@ -305,7 +190,91 @@ Status Channel::ack(std::uint64_t seq) {
   return crossed ? c.topic->trim() : Status::Ok();
 }
 
-void Channel::nack() { impl_->seek(impl_->acked); }
+void Channel::nack() { impl_->r.seek(impl_->acked); }
+
+Result<std::uint64_t> Channel::seek(std::uint64_t seq) {
+  Impl& c = *impl_;
+  Topic::Impl& t = *c.topic;
+  if (t.reader) {
+    return Status(StatusCode::kInvalidArgument,
+                  "seek of channel '" + c.name + "': topic " + t.dir +
+                      " was opened read-only; moving a position needs the writer (retention and "
+                      "the topic bound follow it)");
+  }
+  std::uint64_t to = 0;
+  {
+    MutexLock lk(t.mu);
+    if (seq > t.next_seq) {
+      return Status(StatusCode::kInvalidArgument,
+                    "seek of channel '" + c.name + "' to seq " + std::to_string(seq) +
+                        ", past the end of the topic (next seq " + std::to_string(t.next_seq) +
+                        ")");
+    }
+    // Below the oldest retained record there is nothing to replay. Checked
+    // and published under the lock retention deletes under, so nothing at
+    // or after `to` goes from here on.
+    to = std::max(seq, t.first_seq);
+    // The position must never pass records a power cut could take back (in
+    // the durable modes, those not synced yet).
+    if (to > t.visible_seq) {
+      if (Status s = t.sync_locked(); !s.ok()) return s;
+    }
+    // Moving back: retention and the bound see the lower position before
+    // the file holds it (a cut in between leaves the file at the old
+    // position, which this call did not promise to change).
+    auto& reg = t.open_channels.find(c.name)->second;
+    reg.acked = std::min(reg.acked, to);
+    t.position_moved_back(to);
+  }
+  // Moving forward: the file first (synced, in every mode), then what
+  // retention reads, so that nothing is deleted on a position a power cut
+  // could take back.
+  if (Status s = c.write_position(to, /*sync=*/true); !s.ok()) return s;
+  bool crossed = false;
+  {
+    MutexLock lk(t.mu);
+    t.open_channels.find(c.name)->second.acked = c.acked;
+    crossed = t.segs.size() > 1 && c.acked >= t.segs[1]->base_seq;
+  }
+  c.r.seek(to);
+  // Room, maybe: appenders waiting at the bound, in any process.
+  t.notify.acked();
+  if (crossed) {
+    if (Status s = t.trim(); !s.ok()) return s;
+  }
+  return to;
+}
+
+Result<std::uint64_t> Topic::channel_position(std::string_view name) const {
+  Impl& t = *impl_;
+  if (t.reader) t.refresh();
+  {
+    MutexLock lk(t.mu);
+    auto it = t.open_channels.find(name);
+    if (it != t.open_channels.end() && it->second.file != nullptr) {
+      return std::clamp(it->second.acked, t.first_seq, t.next_seq);
+    }
+  }
+  auto f = t.fs.open(t.channel_path(name), log::OpenMode::kRead);
+  if (!f.ok()) {
+    if (f.code() == StatusCode::kNotFound) {
+      return Status(StatusCode::kNotFound, "no channel '" + std::string(name) + "'");
+    }
+    return f.status();
+  }
+  auto p = log::read_position(**f);
+  if (!p.ok()) return p.status();
+  if (p->state == log::PositionState::kDamaged) {
+    return Status(StatusCode::kCorruption,
+                  "position file " + t.channel_path(name) + " is damaged (both slots invalid)");
+  }
+  MutexLock lk(t.mu);
+  // Unset: its first position never reached the disk; it starts at the
+  // oldest record.
+  const std::uint64_t stored =
+      p->state == log::PositionState::kValid ? p->slot.next_seq : t.first_seq;
+  return std::clamp(stored, t.first_seq, t.next_seq);
+}
 
 Status Channel::consume(const std::function<Status(const LogMessage&)>& handler, const Context& ctx,
                         std::size_t batch) {
@@ -364,8 +333,8 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
                     "channel '" + std::string(name) + "' is already open in this process");
     }
   }
-  auto c = std::make_unique<Channel::Impl>();  // its destructor unregisters
-  c->topic = impl_;
+  auto c = std::make_unique<Channel::Impl>(impl_);  // its destructor unregisters
+  c->registered = true;
   c->name = std::string(name);
   c->path = t.channel_path(name);
   c->durable_positions = options.durable_positions;
@@ -412,7 +381,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     c->acked = start;
   }
   if (t.reader) t.refresh();
-  c->seek(start);
+  c->r.seek(start);
   {
     MutexLock lk(t.mu);
     auto& reg = t.open_channels.find(c->name)->second;

@@ -62,6 +62,9 @@ void Commit::flush_loop() {
 Status Commit::adopt_last() {
   Segment& seg = *segs.back();
   seg.written = seg.end.load(std::memory_order_relaxed);
+  for (const auto& s : segs) {
+    if (s->has_time) last_time_ = std::max(last_time_, s->max_time);
+  }
   // The segment's age goes on across writers (`sluice put` is often one
   // process per message): from its birth time where the disk keeps one.
   const auto now = std::chrono::steady_clock::now();
@@ -88,7 +91,7 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   // the newest segment (which carries the next seq) is always on disk, so
   // retention may delete older ones without syncing their data first. Both
   // syncs touch a fresh 32-byte file, once per segment.
-  auto next = create_segment(fs, dir, base, /*sync=*/true, flags);
+  auto next = create_segment(fs, dir, base, /*sync=*/true, flags, write_version());
   if (!next.ok()) return next.status();
   if (Status s = make_writable(**next, wopt_); !s.ok()) return s;
   if (Status s = fs.sync_dir(dir); !s.ok()) return s;
@@ -131,6 +134,30 @@ bool Commit::aged_out() const {
 
 Status Commit::roll() { return roll_to(next_seq, 0); }
 
+Status Commit::upgrade_last() {
+  Segment& last = *segs.back();
+  if (last.timed || hooks.untimed || closing) return Status::Ok();
+  if (last.written > kSegmentHeaderSize) return roll();
+  char header[kSegmentHeaderSize];
+  auto got = last.file->pread(header, sizeof header, 0);
+  if (!got.ok()) return got.status();
+  const std::uint32_t flags = *got == sizeof header ? segment_header_flags(header) : 0;
+  encode_segment_header(header, last.base_seq, flags, kFormatVersion);
+  if (Status s = last.file->pwrite(header, sizeof header, 0); !s.ok()) return s;
+  ++syncs_;
+  if (Status s = last.file->sync(); !s.ok()) return s;
+  last.timed = true;  // open is not done: no reader has the segment yet
+  return Status::Ok();
+}
+
+TimeUs Commit::append_time() {
+  const auto now = hooks.clock ? hooks.clock() : std::chrono::system_clock::now();
+  const TimeUs us =
+      std::chrono::duration_cast<std::chrono::microseconds>(now.time_since_epoch()).count();
+  last_time_ = std::max(last_time_, us);
+  return last_time_;
+}
+
 Status Commit::mark_closed() {
   if (closed.load(std::memory_order_relaxed)) return Status::Ok();
   if (closing) {
@@ -156,7 +183,8 @@ Status Commit::mark_closed() {
     if (!got.ok()) return got.status();
     const std::uint32_t flags = *got == sizeof header ? segment_header_flags(header) : 0;
     if (Status s = trim_reserve(last); !s.ok()) return s;
-    encode_segment_header(header, last.base_seq, flags | kSegmentClosed);
+    encode_segment_header(header, last.base_seq, flags | kSegmentClosed,
+                          last.timed ? kFormatVersion : kUntimedFormatVersion);
     if (Status s = last.file->pwrite(header, sizeof header, 0); !s.ok()) return s;
     ++syncs_;
     if (Status s = last.file->sync(); !s.ok()) return s;
@@ -173,7 +201,8 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
   if (Status s = reserve(*seg, seg->written + bytes, wopt_); !s.ok()) return s;
   const std::uint64_t at = seg->written;
   const std::uint64_t first = next_seq;
-  if (Status s = write_records(*seg, payloads, first, bytes, buf_); !s.ok()) return s;
+  const TimeUs time = append_time();
+  if (Status s = write_records(*seg, payloads, first, time, bytes, buf_); !s.ok()) return s;
   if (opt.durability == Durability::kPerAppend) {
     ++syncs_;
     if (Status s = seg->file->sync(); !s.ok()) {
@@ -181,6 +210,13 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
       seg->written = seg->cap = at;
       return s;
     }
+  }
+  // Kept: into the sparse index.
+  const std::size_t header = record_header_size(seg->timed);
+  std::uint64_t off = at;
+  for (std::size_t i = 0; i < payloads.size(); ++i) {
+    seg->note(first + i, off, time);
+    off += header + payloads[i].size();
   }
   next_seq = first + payloads.size();
   appended_ += payloads.size();

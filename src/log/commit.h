@@ -73,8 +73,15 @@ class Commit : public TopicCore {
   // elsewhere. Ok if already closed.
   Status mark_closed() SLUICE_REQUIRES(mu);
 
-  // Open: the recovered last segment becomes the one appends go to.
+  // Open: the recovered last segment becomes the one appends go to; appends
+  // take their times from the latest one recovered on.
   Status adopt_last() SLUICE_REQUIRES(mu);
+  // Open: a last segment in format 1 (written by a sluice before the append
+  // time) takes no more records: a roll starts a format 2 one, or, if it
+  // holds no record, its header is rewritten in format 2 (synced; a torn
+  // header and no record is a segment recovery rewrites from its name).
+  // Nothing to do for a closed topic, or with OpenHooks::untimed.
+  Status upgrade_last() SLUICE_REQUIRES(mu);
   // Open: channel positions lie past the recovered end (a power cut took
   // an unsynced tail they had passed): continue at `seq`, in a new segment
   // that records the gap, so no seq is ever used twice.
@@ -99,7 +106,14 @@ class Commit : public TopicCore {
   Status roll_to(std::uint64_t base, std::uint32_t flags) SLUICE_REQUIRES(mu);
   void flush_loop() SLUICE_EXCLUDES(mu);
 
+  // The append time of the next batch: the wall clock in microseconds, but
+  // never below the last record's, so that times never decrease along the
+  // log (a clock stepped back repeats the last time until it catches up)
+  // and a search by time can bisect.
+  TimeUs append_time() SLUICE_REQUIRES(mu);
+
   std::string buf_ SLUICE_GUARDED_BY(mu);  // the pwrite path's buffer
+  TimeUs last_time_ SLUICE_GUARDED_BY(mu) = 0;  // of the last record written or recovered
   // When the last segment was made (or this writer opened it).
   std::chrono::steady_clock::time_point active_since_ SLUICE_GUARDED_BY(mu){};
   std::uint64_t synced_seq_ SLUICE_GUARDED_BY(mu) = 0;  // records below are durable

@@ -37,9 +37,10 @@ std::optional<std::uint64_t> parse_segment_name(std::string_view name) {
   return v;
 }
 
-void encode_segment_header(char* out, std::uint64_t base_seq, std::uint32_t flags) {
+void encode_segment_header(char* out, std::uint64_t base_seq, std::uint32_t flags,
+                           std::uint32_t version) {
   std::memcpy(out, kSegmentMagic.data(), 8);
-  put32(out + 8, kFormatVersion);
+  put32(out + 8, version);
   put32(out + 12, kSegmentHeaderSize);
   put64(out + 16, base_seq);
   put32(out + 24, flags);
@@ -49,7 +50,11 @@ void encode_segment_header(char* out, std::uint64_t base_seq, std::uint32_t flag
 std::optional<std::uint64_t> decode_segment_header(const char* in) {
   if (std::memcmp(in, kSegmentMagic.data(), 8) != 0) return std::nullopt;
   if (get32(in + 28) != crc32c(in, 28)) return std::nullopt;
-  if (get32(in + 8) != kFormatVersion || get32(in + 12) != kSegmentHeaderSize) return std::nullopt;
+  const std::uint32_t version = get32(in + 8);
+  if ((version != kFormatVersion && version != kUntimedFormatVersion) ||
+      get32(in + 12) != kSegmentHeaderSize) {
+    return std::nullopt;
+  }
   return get64(in + 16);
 }
 
@@ -57,52 +62,77 @@ std::uint32_t segment_header_flags(const char* in) {
   return decode_segment_header(in) ? get32(in + 24) : 0;
 }
 
+std::uint32_t segment_header_version(const char* in) {
+  return decode_segment_header(in) ? get32(in + 8) : 0;
+}
+
 namespace {
 
-std::uint32_t record_crc(const char* header, std::string_view payload) {
+// The CRC of a record: its length, its seq, then the `length` bytes after
+// the 16-byte header (the time, if any, and the payload), given in up to two
+// pieces.
+std::uint32_t record_crc(const char* header, std::string_view body1, std::string_view body2 = {}) {
   std::uint32_t c = crc32c(header, 4);  // the length
   c = crc32c(header + 8, 8, c);         // the seq
-  return crc32c(payload.data(), payload.size(), c);
+  c = crc32c(body1.data(), body1.size(), c);
+  return body2.empty() ? c : crc32c(body2.data(), body2.size(), c);
 }
 
 }  // namespace
 
-void encode_record_header(char* out, std::uint64_t seq, std::string_view payload) {
-  put32(out, static_cast<std::uint32_t>(payload.size()));
+void encode_record_header(char* out, std::uint64_t seq, std::optional<TimeUs> time,
+                          std::string_view payload) {
   put64(out + 8, seq);
-  put32(out + 4, record_crc(out, payload));
+  if (time) {
+    put32(out, static_cast<std::uint32_t>(kTimeSize + payload.size()));
+    put64(out + kUntimedRecordHeaderSize, static_cast<std::uint64_t>(*time));
+    put32(out + 4, record_crc(out, std::string_view(out + kUntimedRecordHeaderSize, kTimeSize),
+                              payload));
+  } else {
+    put32(out, static_cast<std::uint32_t>(payload.size()));
+    put32(out + 4, record_crc(out, payload));
+  }
 }
 
-void encode_record(char* out, std::uint64_t seq, std::string_view payload) {
+void encode_record(char* out, std::uint64_t seq, std::optional<TimeUs> time,
+                   std::string_view payload) {
   char header[kRecordHeaderSize];
-  encode_record_header(header, seq, payload);
-  std::memcpy(out + kRecordHeaderSize, payload.data(), payload.size());
-  std::memcpy(out + 8, header + 8, 8);                  // the seq
+  encode_record_header(header, seq, time, payload);
+  const std::size_t h = record_header_size(time.has_value());
+  std::memcpy(out + h, payload.data(), payload.size());
+  std::memcpy(out + 8, header + 8, h - 8);              // the seq (and the time)
   std::atomic_signal_fence(std::memory_order_release);  // the compiler keeps the order
   std::memcpy(out, header, 8);                          // length and CRC
 }
 
 RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_payload,
-                         std::optional<std::uint64_t> expected_seq) {
+                         std::optional<std::uint64_t> expected_seq, bool timed) {
   RecordView v;
-  if (avail < kRecordHeaderSize) {
+  if (avail < kUntimedRecordHeaderSize) {
     v.kind = RecordView::kIncomplete;
     return v;
   }
   const std::uint32_t len = get32(p);
-  if (len > max_payload) return v;  // kInvalid
+  if (len > max_record_length(max_payload, timed)) return v;  // kInvalid
+  if (timed && len < kTimeSize) return v;
   const std::uint64_t seq = get64(p + 8);
   if (expected_seq && seq != *expected_seq) return v;
-  if (avail < kRecordHeaderSize + len) {
+  if (avail < kUntimedRecordHeaderSize + std::size_t{len}) {
     v.kind = RecordView::kIncomplete;
     return v;
   }
-  const std::string_view payload(p + kRecordHeaderSize, len);
-  if (get32(p + 4) != record_crc(p, payload)) return v;
+  const std::string_view body(p + kUntimedRecordHeaderSize, len);
+  if (get32(p + 4) != record_crc(p, body)) return v;
   v.kind = RecordView::kValid;
   v.seq = seq;
-  v.payload = payload;
-  v.size = kRecordHeaderSize + len;
+  v.size = kUntimedRecordHeaderSize + len;
+  v.timed = timed;
+  if (timed) {
+    v.time = static_cast<TimeUs>(get64(body.data()));
+    v.payload = body.substr(kTimeSize);
+  } else {
+    v.payload = body;
+  }
   return v;
 }
 

@@ -13,9 +13,26 @@ namespace sluice::log {
 
 constexpr std::string_view kSegmentMagic = "SLUICESG";
 constexpr std::string_view kPositionMagic = "SLUICEPS";
-constexpr std::uint32_t kFormatVersion = 1;
+// Segments are written in format 2: every record carries its append time.
+// Format 1 segments (written before the append time existed) are read, and
+// written only by the test and benchmark hook that makes old segments.
+constexpr std::uint32_t kFormatVersion = 2;
+constexpr std::uint32_t kUntimedFormatVersion = 1;
 constexpr std::size_t kSegmentHeaderSize = 32;
-constexpr std::size_t kRecordHeaderSize = 16;
+// A record's header in format 2: length, CRC, seq, append time. The length
+// counts the time and the payload, so that a record's size is always
+// kUntimedRecordHeaderSize + length, and a format 2 record is also a valid
+// format 1 record (whose payload would start with the time): an older
+// sluice, which refuses format 2 headers, then finds records behind them and
+// skips such segments (or refuses to write) instead of taking them for
+// empty ones and deleting them.
+constexpr std::size_t kRecordHeaderSize = 24;
+constexpr std::size_t kTimeSize = 8;
+// A record's header in format 1: length, CRC, seq.
+constexpr std::size_t kUntimedRecordHeaderSize = 16;
+constexpr std::size_t record_header_size(bool timed) {
+  return timed ? kRecordHeaderSize : kUntimedRecordHeaderSize;
+}
 constexpr std::size_t kPositionSlotSize = 32;
 constexpr std::string_view kSegmentSuffix = ".seg";
 
@@ -53,19 +70,28 @@ constexpr std::uint32_t kSegmentAfterGap = 1;
 // no record, it is the newest segment, and no append follows it.
 constexpr std::uint32_t kSegmentClosed = 2;
 
-void encode_segment_header(char* out, std::uint64_t base_seq, std::uint32_t flags = 0);
-// base_seq if the 32 bytes are a valid header.
+void encode_segment_header(char* out, std::uint64_t base_seq, std::uint32_t flags = 0,
+                           std::uint32_t version = kFormatVersion);
+// base_seq if the 32 bytes are a valid header (format 1 or 2).
 std::optional<std::uint64_t> decode_segment_header(const char* in);
 // The flags of a valid header (0 if invalid).
 std::uint32_t segment_header_flags(const char* in);
+// The format version of a valid header (0 if invalid).
+std::uint32_t segment_header_version(const char* in);
 
-// Writes the 16-byte record header for `payload` at `out`.
-void encode_record_header(char* out, std::uint64_t seq, std::string_view payload);
-// Writes the whole record (header + payload) at `out`: seq and payload
+// A record's append time: microseconds since the Unix epoch (wall clock).
+using TimeUs = std::int64_t;
+
+// Writes the record header for `payload` at `out` (24 bytes with a time,
+// 16 without: `time` nullopt writes format 1).
+void encode_record_header(char* out, std::uint64_t seq, std::optional<TimeUs> time,
+                          std::string_view payload);
+// Writes the whole record (header + payload) at `out`: seq, time and payload
 // first, length and CRC last, so that a reader in another process that sees
 // the length sees the rest too (x86 keeps store order; the CRC catches any
-// other case).
-void encode_record(char* out, std::uint64_t seq, std::string_view payload);
+// other case). `time` nullopt: format 1.
+void encode_record(char* out, std::uint64_t seq, std::optional<TimeUs> time,
+                   std::string_view payload);
 
 // The result of looking at bytes [p, p + avail) as one record.
 struct RecordView {
@@ -73,10 +99,17 @@ struct RecordView {
   std::uint64_t seq = 0;
   std::string_view payload;
   std::size_t size = 0;  // header + payload, when valid
+  bool timed = false;    // format 2: `time` is its append time
+  TimeUs time = 0;
 };
+// Decodes one record of a format 2 segment (`timed`) or a format 1 one.
 // `expected_seq` nullopt: any seq is accepted (resync search checks it after).
 RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_payload,
-                         std::optional<std::uint64_t> expected_seq);
+                         std::optional<std::uint64_t> expected_seq, bool timed);
+// The largest length field a valid record may hold.
+inline std::uint64_t max_record_length(std::uint32_t max_payload, bool timed) {
+  return std::uint64_t{max_payload} + (timed ? kTimeSize : 0);
+}
 
 struct PositionSlot {
   std::uint64_t generation = 0;

@@ -41,13 +41,16 @@ std::string base_name(const std::string& path) {
 namespace {
 
 Found find_records(const std::string& data, std::uint64_t base, std::uint32_t max_payload) {
+  // Format 1 decoding finds the records of both formats (format.h).
   Found f;
   const std::size_t size = data.size();
+  const auto max_len = static_cast<std::uint32_t>(max_record_length(max_payload, true));
   std::size_t o = kSegmentHeaderSize;
-  while (o + kRecordHeaderSize <= size) {
+  while (o + kUntimedRecordHeaderSize <= size) {
     const std::uint64_t seq = get64(data.data() + o + 8);
-    if (seq >= base && seq <= base + size / kRecordHeaderSize && (f.count == 0 || seq > f.last)) {
-      const RecordView v = decode_record(data.data() + o, size - o, max_payload, seq);
+    if (seq >= base && seq <= base + size / kUntimedRecordHeaderSize &&
+        (f.count == 0 || seq > f.last)) {
+      const RecordView v = decode_record(data.data() + o, size - o, max_len, seq, false);
       if (v.kind == RecordView::kValid) {
         if (f.count++ == 0) f.first = seq;
         f.last = seq;
@@ -149,6 +152,11 @@ Status describe_scanned(FileSystem& fs, const Scanned& s, std::uint64_t torn_byt
   g.base_seq = s.base_seq;
   g.header_valid = true;
   g.flags = s.flags;
+  g.version = s.timed ? kFormatVersion : kUntimedFormatVersion;
+  if (s.has_time) {
+    g.first_time = std::chrono::system_clock::time_point(std::chrono::microseconds(s.first_time));
+    g.last_time = std::chrono::system_clock::time_point(std::chrono::microseconds(s.last_time));
+  }
   auto size = file_size(fs, s.path);
   if (!size.ok()) return size.status();
   g.file_bytes = *size;
@@ -186,6 +194,7 @@ Status describe_damaged(FileSystem& fs, const std::string& path, std::uint64_t b
   if (data->size() >= kSegmentHeaderSize && decode_segment_header(data->data()) == base) {
     g.header_valid = true;  // an overlapping segment
     g.flags = segment_header_flags(data->data());
+    g.version = segment_header_version(data->data());
   }
   const Found f = find_records(*data, base, opt.max_message_bytes);
   snap.found[path] = f;
@@ -251,6 +260,14 @@ void segment_findings(const Snapshot& snap, const SegmentInspection& g, const Sc
         g.sealed ? "closed mark on a segment that is not the newest: appends followed a close"
                  : "closed mark on a segment that holds records",
         "the queue's end of stream is uncertain: inspect it; readers stop at the mark");
+  }
+  if (s->time_backwards > 0) {
+    add(t, Severity::kNote, path, 0, 0,
+        std::to_string(s->time_backwards) + " record(s) with an append time before the one " +
+            "before them, from seq " + std::to_string(s->first_backwards_seq) +
+            " (a writer of this format never does that: the file was changed or copied in)",
+        "nothing to do for delivery; a search by time may land after some records of that "
+        "time");
   }
   for (const Skip& k : s->skips) {
     std::string what;

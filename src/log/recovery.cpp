@@ -15,12 +15,13 @@ std::string seq_range(std::uint64_t from, std::uint64_t count) {
 // The offset of the next valid record after `off` whose seq is larger than
 // `expected` (size if none).
 std::size_t resync(const std::string& data, std::size_t off, std::uint64_t expected,
-                   std::uint32_t max_payload, std::uint64_t& found_seq) {
+                   std::uint32_t max_payload, bool timed, std::uint64_t& found_seq) {
   const std::size_t size = data.size();
-  for (std::size_t o = off + 1; o + kRecordHeaderSize <= size; ++o) {
+  for (std::size_t o = off + 1; o + kUntimedRecordHeaderSize <= size; ++o) {
     const std::uint64_t seq = get64(data.data() + o + 8);
-    if (seq <= expected || seq > expected + (size - off) / kRecordHeaderSize) continue;
-    if (decode_record(data.data() + o, size - o, max_payload, seq).kind == RecordView::kValid) {
+    if (seq <= expected || seq > expected + (size - off) / kUntimedRecordHeaderSize) continue;
+    if (decode_record(data.data() + o, size - o, max_payload, seq, timed).kind ==
+        RecordView::kValid) {
       found_seq = seq;
       return o;
     }
@@ -28,15 +29,29 @@ std::size_t resync(const std::string& data, std::size_t off, std::uint64_t expec
   return size;
 }
 
-// Scans one segment's records from the header on.
+// Scans one segment's records from the header on, indexing them.
+// `prev_time`: the last append time seen in earlier segments (timed ones).
 void scan_segment(const std::string& data, std::uint32_t max_payload, bool last, Scanned& s,
-                  RecoveryReport& report) {
+                  std::optional<TimeUs>& prev_time, RecoveryReport& report) {
   std::uint64_t expected = s.base_seq;
   std::size_t off = kSegmentHeaderSize;
   const std::size_t size = data.size();
   while (off < size) {
-    RecordView v = decode_record(data.data() + off, size - off, max_payload, expected);
+    RecordView v = decode_record(data.data() + off, size - off, max_payload, expected, s.timed);
     if (v.kind == RecordView::kValid) {
+      if (s.index.empty() || off >= s.index.back().off + kIndexSpacing) {
+        s.index.push_back({expected, off, v.time});
+      }
+      if (v.timed) {
+        if (prev_time && v.time < *prev_time && s.time_backwards++ == 0) {
+          s.first_backwards_seq = expected;
+        }
+        if (!s.has_time) s.first_time = s.max_time = v.time;
+        s.max_time = std::max(s.max_time, v.time);
+        s.has_time = true;
+        s.last_time = v.time;
+        prev_time = v.time;
+      }
       off += v.size;
       ++expected;
       continue;
@@ -49,7 +64,7 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
       break;
     }
     std::uint64_t found_seq = 0;
-    const std::size_t found = resync(data, off, expected, max_payload, found_seq);
+    const std::size_t found = resync(data, off, expected, max_payload, s.timed, found_seq);
     if (found < size) {
       const std::uint64_t lost = found_seq - expected;
       s.skips.push_back({off, found, lost});
@@ -74,13 +89,17 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
 }
 
 // Whether bytes after an invalid header hold any valid record of `base`'s
-// segment (a byte-by-byte search, as resync does).
+// segment (a byte-by-byte search, as resync does). Format 1 decoding finds
+// the records of both formats (a format 2 record is a valid format 1 one
+// whose payload starts with the time).
 bool holds_records(const std::string& data, std::uint64_t base, std::uint32_t max_payload) {
   const std::size_t size = data.size();
-  for (std::size_t o = kSegmentHeaderSize; o + kRecordHeaderSize <= size; ++o) {
+  const auto max_len = static_cast<std::uint32_t>(max_record_length(max_payload, true));
+  for (std::size_t o = kSegmentHeaderSize; o + kUntimedRecordHeaderSize <= size; ++o) {
     const std::uint64_t seq = get64(data.data() + o + 8);
-    if (seq < base || seq > base + size / kRecordHeaderSize) continue;
-    if (decode_record(data.data() + o, size - o, max_payload, seq).kind == RecordView::kValid) {
+    if (seq < base || seq > base + size / kUntimedRecordHeaderSize) continue;
+    if (decode_record(data.data() + o, size - o, max_len, seq, false).kind ==
+        RecordView::kValid) {
       return true;
     }
   }
@@ -93,7 +112,7 @@ Status validate(const TopicOptions& o) {
   if (o.max_message_bytes == 0) {
     return {StatusCode::kInvalidArgument, "max_message_bytes must be at least 1"};
   }
-  if (o.segment_bytes < kSegmentHeaderSize + kRecordHeaderSize + o.max_message_bytes) {
+  if (o.segment_bytes < kSegmentHeaderSize + kRecordHeaderSize + std::uint64_t{o.max_message_bytes}) {
     return {StatusCode::kInvalidArgument,
             "segment_bytes (" + std::to_string(o.segment_bytes) +
                 ") must hold at least one record of max_message_bytes (" +
@@ -118,6 +137,7 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
     if (auto base = parse_segment_name(name)) files[*base] = dir + "/" + name;
   }
   std::size_t i = 0;
+  std::optional<TimeUs> prev_time;
   for (const auto& [base, path] : files) {
     const bool last = ++i == files.size();
     auto data = read_whole(fs, path);
@@ -150,6 +170,7 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
     s.base_seq = base;
     s.path = path;
     s.flags = segment_header_flags(data->data());
+    s.timed = segment_header_version(data->data()) != kUntimedFormatVersion;
     if (!out.segments.empty() && base != out.segments.back().next_seq) {
       const std::uint64_t prev = out.segments.back().next_seq;
       if (base < prev) {
@@ -162,7 +183,7 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
             {path, 0, 0, "gap before this segment: " + seq_range(prev, base - prev)});
       }
     }
-    scan_segment(*data, opt.max_message_bytes, last, s, report);
+    scan_segment(*data, opt.max_message_bytes, last, s, prev_time, report);
     if (last && (s.flags & kSegmentClosed) != 0) out.closed = report.closed = true;
     out.segments.push_back(std::move(s));
   }

@@ -23,6 +23,19 @@ struct Scanned {
   std::vector<Skip> skips;
   bool torn = false;
   std::uint32_t flags = 0;  // header flags (kSegmentAfterGap)
+  bool timed = true;        // format 2: records carry their append time
+  // The sparse index of its valid records (segment.h), and the append times
+  // of its first and last valid records (timed segments with records).
+  std::vector<IndexEntry> index;
+  bool has_time = false;
+  TimeUs first_time = 0;
+  TimeUs last_time = 0;
+  TimeUs max_time = 0;  // the latest of them all
+  // Valid records whose append time is below the one before them, in this
+  // segment or across the previous one (none, from a writer of this
+  // format); the first such seq.
+  std::uint64_t time_backwards = 0;
+  std::uint64_t first_backwards_seq = 0;
 };
 
 struct Scan {

@@ -38,13 +38,14 @@ struct Step {
   std::function<Status()> apply;
 };
 
-// Rewrites a segment header with `flags`, synced.
+// Rewrites a segment header with `flags`, synced, keeping its format
+// version (its records are in that format).
 Status rewrite_header(FileSystem& fs, const std::string& path, std::uint64_t base,
-                      std::uint32_t flags) {
+                      std::uint32_t flags, std::uint32_t version) {
   auto f = fs.open(path, OpenMode::kReadWrite);
   if (!f.ok()) return f.status();
   char header[kSegmentHeaderSize];
-  encode_segment_header(header, base, flags);
+  encode_segment_header(header, base, flags, version);
   if (Status s = (*f)->pwrite(header, sizeof header, 0); !s.ok()) return s;
   return (*f)->sync();
 }
@@ -193,8 +194,9 @@ Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
     steps.push_back({{"flag " + base_name(b.path) +
                           " `after gap`: " + seqs(a.next_seq, b.base_seq) + " are a known loss",
                       b.path, "", 0},
-                     [&fs, path = b.path, base = b.base_seq, flags = b.flags] {
-                       return rewrite_header(fs, path, base, flags | kSegmentAfterGap);
+                     [&fs, path = b.path, base = b.base_seq, flags = b.flags,
+                      version = b.timed ? kFormatVersion : kUntimedFormatVersion] {
+                       return rewrite_header(fs, path, base, flags | kSegmentAfterGap, version);
                      }});
   }
 

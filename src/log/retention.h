@@ -10,6 +10,7 @@
 // channel; acks in any process wake the waiting appender through NOTIFY.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -30,6 +31,12 @@ class Retention : public Commit {
   // The lock is let go while it sleeps.
   Status wait_for_room(std::size_t n, const Context& ctx) SLUICE_REQUIRES(mu);
   RetentionStats retention_stats() const SLUICE_EXCLUDES(mu);
+  // A channel open here moved back to `seq` (Channel::seek): the bound's
+  // cached slowest position follows it, so appends count the records it
+  // will read again.
+  void position_moved_back(std::uint64_t seq) SLUICE_REQUIRES(mu) {
+    floor_ = std::min(floor_, seq);
+  }
   // Every channel's acknowledged position: open ones here from memory, the
   // others from their files (unset or unreadable: 0, it passed nothing).
   Result<std::map<std::string, std::uint64_t>> channel_positions() SLUICE_REQUIRES(mu);

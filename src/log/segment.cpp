@@ -18,15 +18,16 @@ constexpr std::size_t kMapWriteMax = 64 << 10;
 
 Result<std::shared_ptr<Segment>> create_segment(FileSystem& fs, const std::string& dir,
                                                 std::uint64_t base, bool sync,
-                                                std::uint32_t flags) {
+                                                std::uint32_t flags, std::uint32_t version) {
   auto seg = std::make_shared<Segment>();
   seg->base_seq = base;
+  seg->timed = version != kUntimedFormatVersion;
   seg->path = dir + "/" + segment_name(base);
   auto f = fs.open(seg->path, OpenMode::kCreateNew);
   if (!f.ok()) return f.status();
   seg->file = std::move(*f);
   char header[kSegmentHeaderSize];
-  encode_segment_header(header, base, flags);
+  encode_segment_header(header, base, flags, version);
   Status s = seg->file->pwrite(header, sizeof header, 0);
   if (s.ok() && sync) s = seg->file->sync();
   if (!s.ok()) {
@@ -83,24 +84,27 @@ Status trim_reserve(Segment& seg) {
 }
 
 Status write_records(Segment& seg, std::span<const std::string_view> payloads,
-                     std::uint64_t first_seq, std::size_t bytes, std::string& buf) {
+                     std::uint64_t first_seq, TimeUs time, std::size_t bytes,
+                     std::string& buf) {
   const std::uint64_t at = seg.written;
   std::uint64_t seq = first_seq;
+  const std::optional<TimeUs> t = seg.timed ? std::optional<TimeUs>(time) : std::nullopt;
+  const std::size_t h = record_header_size(seg.timed);
   if (seg.map != nullptr && at + bytes <= seg.cap && bytes <= kMapWriteMax) {
     // Reserved and mapped: no system call. The bytes are in the page cache
     // (surviving a process crash) as soon as they are copied.
     char* p = seg.map + at;
     for (std::string_view payload : payloads) {
-      encode_record(p, seq++, payload);
-      p += kRecordHeaderSize + payload.size();
+      encode_record(p, seq++, t, payload);
+      p += h + payload.size();
     }
   } else {
     buf.resize(bytes);
     char* p = buf.data();
     for (std::string_view payload : payloads) {
-      encode_record_header(p, seq++, payload);
-      std::memcpy(p + kRecordHeaderSize, payload.data(), payload.size());
-      p += kRecordHeaderSize + payload.size();
+      encode_record_header(p, seq++, t, payload);
+      std::memcpy(p + h, payload.data(), payload.size());
+      p += h + payload.size();
     }
     if (Status s = seg.file->pwrite(buf.data(), bytes, at); !s.ok()) {
       // Disk full or I/O error: cut the partial write off so the log stays clean.

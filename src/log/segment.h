@@ -2,6 +2,7 @@
 // reserve and map, and the bounds readers may read up to. Private.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -23,13 +24,30 @@ struct Skip {
   std::uint64_t lost = 0;
 };
 
+// One entry of a segment's sparse index: the record at byte `off` has seq
+// `seq` and append time `time` (0 in a format 1 segment).
+struct IndexEntry {
+  std::uint64_t seq = 0;
+  std::uint64_t off = 0;
+  TimeUs time = 0;
+};
+
+// The index holds the segment's first record and then the first record that
+// starts kIndexSpacing bytes or more after the previous entry: finding a seq
+// or a time reads at most that many bytes past the entry found (plus one
+// record). It lives in memory only: recovery rebuilds it from the records it
+// reads anyway, so there is nothing a power cut can leave inconsistent.
+constexpr std::uint64_t kIndexSpacing = 64 * 1024;
+
 // Thread safety: `end`, `sealed` and `capped` are atomics any thread may read. The
 // other mutable fields belong to the writer and are changed under the
-// topic's lock; `skips`, `base_seq`, `path` and `file` are fixed once the
-// segment is in the topic's list.
+// topic's lock; `skips`, `base_seq`, `path`, `file` and `timed` are fixed once the
+// segment is in the topic's list. `index`, `max_time` and `has_time` are
+// read and changed under the topic's lock only.
 struct Segment {
   std::uint64_t base_seq = 0;
   std::string path;
+  bool timed = true;  // format 2: records carry their append time
   std::unique_ptr<File> file;  // read-write for the writer's last segment
   // Readers read complete records below `end` and nothing past it. In the
   // modes that promise durability it moves only after a sync covered the
@@ -46,6 +64,20 @@ struct Segment {
   std::atomic<bool> capped{false};
   std::vector<Skip> skips;  // fixed after recovery
 
+  // The sparse index (kIndexSpacing) of the records written (the writer) or
+  // read (a read-only topic) so far, in seq order.
+  std::vector<IndexEntry> index;
+  TimeUs max_time = 0;    // the latest time of the records noted
+  bool has_time = false;  // a timed record was noted
+  // Notes the record at `off` (called for every record, in order).
+  void note(std::uint64_t seq, std::uint64_t off, TimeUs time) {
+    if (index.empty() || off >= index.back().off + kIndexSpacing) index.push_back({seq, off, time});
+    if (timed) {
+      max_time = has_time ? std::max(max_time, time) : time;
+      has_time = true;
+    }
+  }
+
   // Writer only, under the topic's lock. `written`: complete records,
   // visible or not. `cap`: the file's size (records plus preallocated
   // zeros). `map`: a shared writable map of [0, map_len), or null (pwrite
@@ -59,9 +91,11 @@ struct Segment {
 
 // Creates <dir>/<base>.seg holding only its header, synced when `sync` (a
 // directory entry must never be durable before the header it names).
+// `version` kUntimedFormatVersion: records without time (tests only).
 Result<std::shared_ptr<Segment>> create_segment(FileSystem& fs, const std::string& dir,
                                                 std::uint64_t base, bool sync,
-                                                std::uint32_t flags = 0);
+                                                std::uint32_t flags = 0,
+                                                std::uint32_t version = kFormatVersion);
 
 // How the writer lays records down.
 struct WriteOptions {
@@ -82,9 +116,10 @@ Status reserve(Segment& seg, std::uint64_t upto, WriteOptions& w);
 Status trim_reserve(Segment& seg);
 
 // Writes the records at `written` (through the map when it fits, else one
-// pwrite from `buf`) and advances `written`. On failure the partial bytes
-// are cut off again and nothing changes.
+// pwrite from `buf`) and advances `written`. Every record gets `time` in a
+// timed segment. On failure the partial bytes are cut off again and nothing
+// changes. The caller notes the records in the index once they are kept.
 Status write_records(Segment& seg, std::span<const std::string_view> payloads,
-                     std::uint64_t first_seq, std::size_t bytes, std::string& buf);
+                     std::uint64_t first_seq, TimeUs time, std::size_t bytes, std::string& buf);
 
 }  // namespace sluice::log

@@ -8,8 +8,8 @@
 
 namespace sluice {
 
-using log::kRecordHeaderSize;
 using log::kSegmentHeaderSize;
+using log::kUntimedRecordHeaderSize;
 
 void Topic::Impl::refresh() {
   log::MutexLock lk(mu);
@@ -25,12 +25,14 @@ void Topic::Impl::refresh() {
     bool advanced = false;
     std::uint64_t buf_at = end;
     std::size_t have = 0;
-    std::size_t per_record = kRecordHeaderSize + 128;  // a guess, then what we saw
+    std::size_t per_record = kUntimedRecordHeaderSize + 128;  // a guess, then what we saw
+    const std::uint64_t max_len = log::max_record_length(opt.max_message_bytes, seg->timed);
     while (next_seq < limit) {  // records the writer completed since we looked
       log::RecordView v;
       for (int tries = 0;; ++tries) {
         const std::size_t pos = static_cast<std::size_t>(end - buf_at);
-        v = log::decode_record(buf.data() + pos, have - pos, opt.max_message_bytes, next_seq);
+        v = log::decode_record(buf.data() + pos, have - pos, opt.max_message_bytes, next_seq,
+                               seg->timed);
         if (v.kind != log::RecordView::kIncomplete || tries == 2) break;
         // Read what the writer says it completed (limit - next_seq records),
         // at least this record's declared size, capped: a reader catching up
@@ -39,10 +41,10 @@ void Topic::Impl::refresh() {
         std::size_t want = static_cast<std::size_t>(
             std::min<std::uint64_t>(limit - next_seq, 1u << 20) * per_record);
         want = std::clamp<std::size_t>(want, 4096, std::size_t{1} << 20);
-        if (have - pos >= kRecordHeaderSize) {  // never less than this record
+        if (have - pos >= kUntimedRecordHeaderSize) {  // never less than this record
           const std::size_t len = log::get32(buf.data() + pos);
-          if (len > opt.max_message_bytes) break;  // damaged: decode says so below
-          want = std::max(want, kRecordHeaderSize + len);
+          if (len > max_len) break;  // damaged: decode says so below
+          want = std::max(want, kUntimedRecordHeaderSize + len);
         }
         buf.resize(want);
         auto got = seg->file->pread(buf.data(), want, end);
@@ -50,8 +52,9 @@ void Topic::Impl::refresh() {
         have = got.ok() ? *got : 0;
       }
       if (v.kind != log::RecordView::kValid) break;  // not complete yet
+      seg->note(next_seq, end, v.time);
       end += v.size;
-      per_record = std::max<std::size_t>(v.size, kRecordHeaderSize + 16);
+      per_record = std::max<std::size_t>(v.size, kUntimedRecordHeaderSize + 16);
       ++next_seq;
       advanced = true;
     }
@@ -95,6 +98,7 @@ void Topic::Impl::refresh() {
     if (advanced) continue;  // look at the old one again first
     auto nseg = std::make_shared<log::Segment>();
     nseg->base_seq = base;
+    nseg->timed = log::segment_header_version(header) != log::kUntimedFormatVersion;
     nseg->path = next_path;
     nseg->file = std::move(*f);
     segs.push_back(std::move(nseg));

@@ -15,7 +15,6 @@
 
 namespace sluice {
 
-using log::kRecordHeaderSize;
 using log::kSegmentHeaderSize;
 using log::MutexLock;
 
@@ -43,7 +42,8 @@ Topic::Impl::~Impl() {
 }
 
 Result<std::unique_ptr<Topic>> Topic::Impl::open(log::FileSystem& fs, const std::string& dir,
-                                                 const TopicOptions& options) {
+                                                 const TopicOptions& options,
+                                                 const log::OpenHooks& hooks) {
   if (Status s = log::validate(options); !s.ok()) return s;
   if (options.read_only) {
     if (!fs.is_dir(dir)) return Status(StatusCode::kNotFound, "no topic in " + dir);
@@ -53,6 +53,7 @@ Result<std::unique_ptr<Topic>> Topic::Impl::open(log::FileSystem& fs, const std:
   auto canon = fs.canonical(dir);
   if (!canon.ok()) return canon.status();
   auto impl = std::make_unique<Impl>(fs, *canon, options, options.read_only);
+  impl->hooks = hooks;
   Status s = options.read_only ? impl->open_reader() : impl->open_writer();
   if (!s.ok()) return s;
   return std::unique_ptr<Topic>(new Topic(std::move(impl)));
@@ -113,7 +114,7 @@ Status Topic::Impl::open_writer() {
     if (Status s = repair(*scan); !s.ok()) return s;
     if (Status s = adopt(*scan); !s.ok()) return s;
     if (segs.empty()) {
-      auto seg = log::create_segment(fs, dir, 0, /*sync=*/true);
+      auto seg = log::create_segment(fs, dir, 0, /*sync=*/true, 0, write_version());
       if (!seg.ok()) return seg.status();
       segs.push_back(*seg);
       disk_bytes = kSegmentHeaderSize;
@@ -130,6 +131,12 @@ Status Topic::Impl::open_writer() {
                                       "seqs continue after them"});
       if (Status s = skip_to(*hwm); !s.ok()) return s;
       if (Status s = sync_locked(); !s.ok()) return s;  // kNone defers the roll's syncs
+    }
+    // Records from now on carry their append time: a format 1 last segment
+    // (an older sluice wrote it) takes no more.
+    if (!segs.back()->timed && !hooks.untimed && !closing) {
+      if (Status s = upgrade_last(); !s.ok()) return s;
+      if (Status s = sync_locked(); !s.ok()) return s;  // kNone defers a roll's syncs
     }
     first_seq = segs.front()->base_seq;
     publish(*segs.back(), segs.back()->written, next_seq);
@@ -169,6 +176,10 @@ Status Topic::Impl::adopt(log::Scan& scan) {
     seg->written = s.end;
     seg->sealed.store(!last);
     seg->skips = std::move(s.skips);
+    seg->timed = s.timed;
+    seg->index = std::move(s.index);
+    seg->has_time = s.has_time;
+    seg->max_time = s.max_time;
     next_seq = s.next_seq;
     disk_bytes += s.end;
     segs.push_back(std::move(seg));
@@ -192,8 +203,9 @@ Status Topic::Impl::adopt(log::Scan& scan) {
   auto f = fs.open(seg->path, log::OpenMode::kReadWrite);
   if (!f.ok()) return f.status();
   seg->file = std::move(*f);
+  seg->timed = !hooks.untimed;
   char header[kSegmentHeaderSize];
-  log::encode_segment_header(header, base, gap ? log::kSegmentAfterGap : 0);
+  log::encode_segment_header(header, base, gap ? log::kSegmentAfterGap : 0, write_version());
   Status st = seg->file->truncate(kSegmentHeaderSize);
   if (st.ok()) st = seg->file->pwrite(header, sizeof header, 0);
   if (st.ok()) st = seg->file->sync();
@@ -241,13 +253,14 @@ Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payl
   if (ctx.stop_requested()) return StatusCode::kCancelled;
   if (payloads.empty()) return Status(StatusCode::kInvalidArgument, "append_batch: no records");
   std::size_t bytes = 0;
+  const std::size_t header = log::record_header_size(!t.hooks.untimed);
   for (std::string_view p : payloads) {
     if (p.size() > t.opt.max_message_bytes) {
       return Status(StatusCode::kInvalidArgument, "message of " + std::to_string(p.size()) +
                                                       " bytes exceeds max_message_bytes " +
                                                       std::to_string(t.opt.max_message_bytes));
     }
-    bytes += kRecordHeaderSize + p.size();
+    bytes += header + p.size();
   }
   MutexLock lk(t.mu);
   if (t.closing) return Status(StatusCode::kClosed, "topic " + t.dir + " is closed");
@@ -302,6 +315,10 @@ std::uint64_t Topic::first_seq() const {
 std::uint64_t Topic::disk_bytes() const {
   MutexLock lk(impl_->mu);
   return impl_->disk_bytes;
+}
+Result<std::uint64_t> Topic::seq_at_time(std::chrono::system_clock::time_point t) const {
+  if (impl_->reader) impl_->refresh();  // what the writer published since we looked
+  return impl_->seq_at_time(t);
 }
 const RecoveryReport& Topic::recovery() const { return impl_->report; }
 RetentionStats Topic::retention() const { return impl_->retention_stats(); }
@@ -410,8 +427,8 @@ Result<RecoveryReport> verify_topic(const std::string& dir, TopicOptions options
 namespace sluice::log {
 
 Result<std::unique_ptr<Topic>> open_topic(FileSystem& fs, const std::string& dir,
-                                          const TopicOptions& options) {
-  return Topic::Impl::open(fs, dir, options);
+                                          const TopicOptions& options, const OpenHooks& hooks) {
+  return Topic::Impl::open(fs, dir, options, hooks);
 }
 
 bool open_for_writing_here(const FileSystem& fs, const std::string& canonical_dir) {

@@ -11,7 +11,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,6 +28,25 @@
 
 namespace sluice::log {
 
+// Test and benchmark hooks, set before the topic opens (log::open_topic).
+struct OpenHooks {
+  // Write format 1 segments (records without their append time), as a
+  // sluice before the append time did: to make old topics in tests, and to
+  // measure what the time costs in benchmarks. The writer's open then keeps
+  // a format 1 last segment instead of moving on to a format 2 one.
+  bool untimed = false;
+  // The wall clock appends read (empty: std::chrono::system_clock::now).
+  std::function<std::chrono::system_clock::time_point()> clock;
+};
+
+// Where a reader starts to look for a seq: a record of `seg` at byte `off`
+// whose seq is `seq` (at or before the one wanted).
+struct Place {
+  std::shared_ptr<Segment> seg;
+  std::uint64_t off = kSegmentHeaderSize;
+  std::uint64_t seq = 0;
+};
+
 class TopicCore {
  public:
   TopicCore(FileSystem& file_system, std::string directory, TopicOptions options, bool read_only)
@@ -39,6 +60,12 @@ class TopicCore {
   const TopicOptions opt;
   const bool reader;  // opened read_only: never changes a file
   Notify notify;      // the shared wake-up page, mapped at open
+  OpenHooks hooks;    // set before open, fixed after
+
+  // The format new segments are written in.
+  std::uint32_t write_version() const {
+    return hooks.untimed ? kUntimedFormatVersion : kFormatVersion;
+  }
 
   mutable Mutex mu;                                                  // the topic lock
   std::vector<std::shared_ptr<Segment>> segs SLUICE_GUARDED_BY(mu);  // oldest first
@@ -79,6 +106,15 @@ class TopicCore {
       SLUICE_EXCLUDES(mu);
   // The segment holding seq (the oldest if seq is before it).
   std::shared_ptr<Segment> segment_for(std::uint64_t seq) const SLUICE_EXCLUDES(mu);
+  // The index entry of the segment holding seq at or before it (the oldest
+  // segment's first record if seq is before it): reading on from there
+  // reaches seq within kIndexSpacing bytes. Null seg if no segment.
+  Place locate(std::uint64_t seq) const SLUICE_EXCLUDES(mu);
+  // The first retained record whose append time is at or after `t`
+  // (Topic::seq_at_time), among the records written (the writer) or read
+  // (a read-only topic) so far; next_seq if none.
+  Result<std::uint64_t> seq_at_time(std::chrono::system_clock::time_point t) const
+      SLUICE_EXCLUDES(mu);
 
   // Makes the records below `seq` visible (the last segment's bytes up to
   // `end`, or all of it if sealed) and wakes channels here and in other

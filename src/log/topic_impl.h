@@ -20,7 +20,8 @@ struct Topic::Impl final : log::Retention {
 
   // Opens the topic in `dir` on `fs` (Topic::open on the real disk).
   static Result<std::unique_ptr<Topic>> open(log::FileSystem& fs, const std::string& dir,
-                                             const TopicOptions& options);
+                                             const TopicOptions& options,
+                                             const log::OpenHooks& hooks = {});
 
   RecoveryReport report;  // fixed after open
 
@@ -51,9 +52,11 @@ struct Topic::Impl final : log::Retention {
 
 namespace sluice::log {
 
-// Topic::open and verify_topic on any file system (tests use a simulated one).
+// Topic::open and verify_topic on any file system (tests use a simulated
+// one), with the test and benchmark hooks.
 Result<std::unique_ptr<Topic>> open_topic(FileSystem& fs, const std::string& dir,
-                                          const TopicOptions& options);
+                                          const TopicOptions& options,
+                                          const OpenHooks& hooks = {});
 Result<RecoveryReport> verify_topic(FileSystem& fs, const std::string& dir,
                                     const TopicOptions& options);
 // Whether this process has the topic in `canonical_dir` open for writing

@@ -38,8 +38,8 @@ class CliLogTest : public ::testing::Test {
   std::string topic(const std::string& queue) const {
     return store_ + "/queues/" + queue + "/topic";
   }
-  static std::string msg(int i) { return "message " + std::to_string(1000 + i); }
-  static constexpr std::uint64_t kRecord = 16 + 12;  // header + msg(i)
+  static std::string msg(int i) { return std::to_string(1000 + i); }
+  static constexpr std::uint64_t kRecord = 24 + 4;  // header (with the append time) + msg(i)
 
   // A queue whose topic holds n records in 1 KiB segments (35 records
   // each), appended through the library (the store's own segments are
@@ -110,7 +110,7 @@ TEST_F(CliLogTest, EachDamageExitsElevenWithALineNamingIt) {
   make_queue("truncated", 100);
   make_queue("removed", 100);
   make_queue("slot", 100);
-  overwrite(segments("flipped")[0], 32 + 2 * kRecord + 16 + 3, "X");  // record 2's payload
+  overwrite(segments("flipped")[0], 32 + 2 * kRecord + 24 + 3, "X");  // record 2's payload
   fs::resize_file(segments("truncated")[0], 32 + 10 * kRecord + 5);
   fs::remove(segments("removed")[1]);
   overwrite(topic("slot") + "/channels/default.pos", 16, "XXXX");  // the unused slot 0

@@ -26,7 +26,7 @@ using namespace std::chrono_literals;
 using Severity = LogFinding::Severity;
 
 constexpr std::size_t kSegHeader = 32;
-constexpr std::size_t kRecHeader = 16;
+constexpr std::size_t kRecHeader = 24;  // with the append time (format 2)
 
 class InspectTest : public ::testing::Test {
  protected:
@@ -43,8 +43,8 @@ class InspectTest : public ::testing::Test {
     o.durability = Durability::kNone;
     return o;
   }
-  static std::string msg(std::uint64_t i) { return "message " + std::to_string(1000 + i); }
-  static constexpr std::size_t kRecord = kRecHeader + 12;  // msg(i) is 12 bytes
+  static std::string msg(std::uint64_t i) { return std::to_string(1000 + i); }
+  static constexpr std::size_t kRecord = kRecHeader + 4;  // msg(i) is 4 bytes
 
   // Appends n records (segments of 35 records each), with channel "c"
   // acknowledged up to `acked` (none if 0).

@@ -14,19 +14,23 @@
 //   one is woken). Records not delivered yet come first; after nack() they
 //   are delivered again before kClosed.
 // Ordering: seq order; after nack() or a reopen, delivery restarts at the
-//   oldest unacknowledged message.
+//   oldest unacknowledged message; after seek(), at the seq it moved to.
 // Cancellation: waiting calls take a Context and return kCancelled or
 //   kDeadlineExceeded; nothing is acknowledged by a cancelled call.
 // Ownership: the Channel shares its topic's files: it may outlive the Topic
 //   object (it reads what is there; the topic takes no appends). Messages
 //   are copied out.
 // Errors: kIOError (position file), kCorruption is never returned for a
-//   record: damaged ranges are skipped and counted (skipped_corrupt()).
+//   record: damaged ranges are skipped and counted (skipped_corrupt());
+//   kInvalidArgument for an ack of what was not delivered and a seek past
+//   the end or in a read-only topic.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +53,11 @@ struct ChannelOptions {
 struct LogMessage {
   std::uint64_t seq = 0;
   std::string payload;
+  // When it was appended: the writer's wall clock, in whole microseconds,
+  // never earlier than the record before it (a clock stepped back repeats
+  // the last time). Empty for records of segments written by a sluice
+  // before the append time was recorded (docs/log_format.md, format 1).
+  std::optional<std::chrono::system_clock::time_point> time;
 };
 
 class Channel {
@@ -68,6 +77,29 @@ class Channel {
   Status ack(std::uint64_t seq);
   // Forget deliveries not acknowledged: they are delivered again.
   void nack();
+  // Moves the channel's acknowledged position to `seq`, the next record to
+  // deliver: back to replay (the records from seq on are unacknowledged
+  // again), forward to skip a backlog (they count as acknowledged). A purge
+  // (drop everything not acknowledged) is seek(topic.next_seq()). Returns
+  // where it went: `seq`, or, if seq is before the oldest retained record,
+  // that record (a retention cap or acknowledgements deleted the rest:
+  // compare to see it clamped). Deliveries not acknowledged are forgotten
+  // (as nack); delivery continues at the returned seq.
+  // - Durable when it returns, in every durability mode (the position file
+  //   is fdatasynced; in kPerAppend/kGroupCommit the records before it were
+  //   synced first, so it never points past what a power cut keeps).
+  // - The topic bound counts from the slowest position: after a move back,
+  //   the replayed records count toward max_unconsumed again, so appends
+  //   wait (or fail, per on_bound) until this channel catches up. Retention
+  //   keeps what the channel now needs (it can only move back to what is
+  //   still retained). A move forward frees room: appenders waiting at the
+  //   bound, in any process, are woken, and segments every channel passed
+  //   are deleted.
+  // - Needs the writer: kInvalidArgument in a read-only topic (retention and
+  //   the bound live with the writer). kInvalidArgument past
+  //   Topic::next_seq(); kIOError if the position cannot be written (then
+  //   the position on disk is the old one or seq).
+  Result<std::uint64_t> seek(std::uint64_t seq);
   // Loop: take a batch, run handler on each message in order, ack the batch
   // after the last success. A handler error stops the loop: messages from
   // the failed one on are redelivered (nack) and the error is returned.

@@ -21,7 +21,9 @@
 //   kInvalidArgument (bad TopicOptions).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,12 @@ struct SegmentInspection {
   std::uint64_t base_seq = 0;  // from the file name
   bool header_valid = false;
   std::uint32_t flags = 0;      // header flags (valid header only)
+  // Format version (valid header only): 2, records carry their append time;
+  // 1, written by a sluice before the append time (records have none).
+  std::uint32_t version = 0;
+  // Append times of the first and last valid record (version 2, records > 0).
+  std::optional<std::chrono::system_clock::time_point> first_time;
+  std::optional<std::chrono::system_clock::time_point> last_time;
   bool after_gap = false;       // flag: the seqs before base_seq are a known loss
   bool closed_mark = false;     // flag: the topic's closed mark (end of stream)
   bool sealed = false;          // a later segment exists: nothing is appended here

@@ -43,6 +43,7 @@
 namespace sluice {
 
 class Channel;
+class LogCursor;
 struct ChannelOptions;
 
 // What an append's return promises (docs/durability.md):
@@ -186,6 +187,41 @@ class Topic {
 
   std::uint64_t next_seq() const;    // the seq the next append gets
   std::uint64_t first_seq() const;   // the oldest retained seq
+
+  // The first retained record appended at or after `t`: its seq, or
+  // next_seq() if there is none (every record is older, or there is none).
+  // A search, not a scan: each segment keeps a sparse index of its records'
+  // append times (docs/log_format.md), so it reads at most 64 KiB of one
+  // segment. Append times never decrease along the log (LogMessage::time).
+  // Records of format 1 segments (written by a sluice before the append
+  // time) have no time: a segment of them counts as appended when its file
+  // was last modified (its seal, or its last append), so such a segment
+  // whose file changed at or after t answers with its first record. The
+  // answer is then never after a record appended at or after t, but may be
+  // before records appended earlier (replay gives more, never less). In a
+  // read-only topic, among the records the writer has published. kIOError
+  // if a segment cannot be read; kCorruption for a record damaged since the
+  // topic was opened.
+  Result<std::uint64_t> seq_at_time(std::chrono::system_clock::time_point t) const;
+
+  // A cursor over the records from `from_seq` on, reading without taking
+  // (cursor.h): no position, no lock, nothing written, so it may run beside
+  // the channels and appenders of this and other processes (open the topic
+  // read_only there). A from_seq before the oldest retained record starts
+  // at that record (LogCursor::start() says where); past next_seq():
+  // kInvalidArgument. Works on a read-only topic (it looks for what the
+  // writer published first).
+  Result<std::unique_ptr<LogCursor>> cursor(std::uint64_t from_seq) const;
+
+  // A channel's acknowledged position (the first seq it has not
+  // acknowledged) read without opening the channel and without taking its
+  // lock: from memory if the channel is open through this Topic, else from
+  // its position file. Clamped to the retained log as opening the channel
+  // would: at least first_seq() (a cap deleted what is below) and at most
+  // next_seq(); a position file that never reached the disk gives
+  // first_seq(). kNotFound if there is no such channel; kCorruption if its
+  // file holds no valid position; kIOError.
+  Result<std::uint64_t> channel_position(std::string_view name) const;
   std::uint64_t disk_bytes() const;  // bytes in retained segments
   const RecoveryReport& recovery() const;
   RetentionStats retention() const;

@@ -1,0 +1,84 @@
+// A read position in a topic's segments, shared by Channel (which adds a
+// persisted position) and LogCursor (which has none): reads complete,
+// visible records in seq order, skipping ranges recovery found corrupt and
+// segments a retention cap deleted, and counting what it skips. Private.
+//
+// Thread safety: one thread at a time per Reader; any number of Readers
+// run beside the topic's appenders (they read below each segment's `end`,
+// take the topic lock only to look for the next segment or to locate a seq).
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "log/segment.h"
+#include "log/topic_impl.h"
+#include "sluice/log/channel.h"
+
+namespace sluice::log {
+
+class Reader {
+ public:
+  explicit Reader(std::shared_ptr<Topic::Impl> topic) : topic_(std::move(topic)) {}
+
+  // Moves to `seq` (the oldest retained record if seq is before it): to the
+  // segment index entry at or before it; the next read passes over the
+  // records below seq (kIndexSpacing bytes at most, or records that were not
+  // visible yet, when they come).
+  void seek(std::uint64_t seq);
+  // Reads the record at the position into *m (nullptr: passes over it) and
+  // advances (have = true), or finds nothing new yet (have = false).
+  // kCorruption for a record damaged after recovery; kIOError.
+  Status read_one(LogMessage* m, bool& have);
+
+  Topic::Impl& topic() const { return *topic_; }
+  const std::shared_ptr<Topic::Impl>& topic_ptr() const { return topic_; }
+  // The seq of the next record it returns.
+  std::uint64_t next_seq() const { return std::max(next_seq_, min_seq_); }
+  // The readable end of the segment it is in (no lock): it moves when
+  // records there become visible.
+  std::uint64_t segment_end() const { return seg_->end.load(std::memory_order_acquire); }
+
+  // Records lost to corruption, each counted once even if a seek rewinds
+  // over them.
+  std::uint64_t corrupt() const { return corrupt_.count; }
+  // Gaps jumped in a read-only topic: segments a cap deleted (or the
+  // writer's recovery found damaged) before this reader got there.
+  std::uint64_t gaps() const { return gaps_; }
+  // Records jumped in the writer's process because a cap deleted the
+  // segment being read (the writer counted them for open channels).
+  std::uint64_t capped() const { return capped_; }
+
+ private:
+  // Makes [at, at + n) of seg_ available in buf_ (n <= end - at).
+  Status fill(std::uint64_t at, std::size_t n);
+
+  struct Lost {
+    std::uint64_t count = 0;
+    std::uint64_t counted_to = 0;  // seqs below this are counted already
+    void add(std::uint64_t from, std::uint64_t to) {
+      from = std::max(from, counted_to);
+      if (to <= from) return;
+      count += to - from;
+      counted_to = to;
+    }
+  };
+
+  std::shared_ptr<Topic::Impl> topic_;  // a reader may outlive its Topic object
+  // The record at (seg_, off_) has seq next_seq_.
+  std::shared_ptr<Segment> seg_;
+  std::uint64_t off_ = kSegmentHeaderSize;
+  std::uint64_t next_seq_ = 0;
+  std::uint64_t min_seq_ = 0;  // records below it are passed over
+  Lost corrupt_;
+  std::uint64_t gaps_ = 0;
+  std::uint64_t capped_ = 0;
+
+  std::string buf_;  // bytes of buf_seg_ from buf_off_
+  std::shared_ptr<Segment> buf_seg_;
+  std::uint64_t buf_off_ = 0;
+};
+
+}  // namespace sluice::log
