@@ -7,8 +7,11 @@
 --   2 the meta hash         <prefix>:{<topic>}:meta    appended, trimmed, dropped,
 --                                                       dead:<channel>, dropped:<channel>,
 --                                                       visibility:<channel> (ms),
+--                                                       purged:<channel>,
 --                                                       created, bound, cap, age and
---                                                       replicas (create), closed
+--                                                       replicas (create), closed,
+--                                                       removed_to (the newest entry
+--                                                       retention or a cap removed)
 --   3 the acked hash        <prefix>:{<topic>}:acked   channel -> messages acknowledged
 --                                                       (or dead-lettered, or dropped) by it
 --   4 the wake list         <prefix>:{<topic>}:wake    a token per ack, for a waiting append
@@ -17,8 +20,9 @@
 -- A channel's unacknowledged count is appended - acked[channel]; the bound
 -- compares the largest of those (the slowest channel) with the topic's bound.
 -- Every operation that removes a message from a channel's unacknowledged
--- ones (ack, dead letter, a cap's drop, a channel deleted) adds to its acked
--- count and pushes the wake token, so an append waiting at the bound retries.
+-- ones (ack, dead letter, a cap's drop, a channel deleted, a seek forward, a
+-- purge) adds to its acked count and pushes the wake token, so an append
+-- waiting at the bound retries; a seek back lowers it again.
 
 local STREAM, META, ACKED, WAKE, DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local op = ARGV[1]
@@ -117,6 +121,7 @@ local function drop_oldest(entries)
   -- Every id below the one after `last`: exactly these entries.
   local ms, seq = split(last)
   redis.call('XTRIM', STREAM, 'MINID', '=', string.format('%d-%d', ms, seq + 1))
+  redis.call('HSET', META, 'removed_to', last)
   if dropped > 0 then redis.call('HINCRBY', META, 'dropped', dropped) end
   if k > dropped then redis.call('HINCRBY', META, 'trimmed', k - dropped) end
   return dropped
@@ -296,7 +301,7 @@ if op == 'leave' then
   local ch = ARGV[2]
   local g = redis.pcall('XGROUP', 'DESTROY', STREAM, ch)
   local had = redis.call('HDEL', ACKED, ch)
-  redis.call('HDEL', META, 'dead:' .. ch, 'dropped:' .. ch, 'visibility:' .. ch)
+  redis.call('HDEL', META, 'dead:' .. ch, 'dropped:' .. ch, 'visibility:' .. ch, 'purged:' .. ch)
   if had > 0 then wake() end
   if had > 0 or g == 1 then return 1 end
   return 0
@@ -514,14 +519,19 @@ if op == 'trim' then
     end
     if keep == nil or less(need, keep) then keep = need end
   end
+  -- The newest entry this removes, recorded for seek (what is gone).
+  local newest = redis.call('XREVRANGE', STREAM, '(' .. keep, '-', 'COUNT', 1)
   local n = redis.call('XTRIM', STREAM, 'MINID', keep)
-  if n > 0 then redis.call('HINCRBY', META, 'trimmed', n) end
+  if n > 0 then
+    redis.call('HINCRBY', META, 'trimmed', n)
+    if newest[1] then redis.call('HSET', META, 'removed_to', newest[1][1]) end
+  end
   return n + aged
 end
 
 -- stats: { appended, retained, trimmed, dead-letter length, dropped,
 -- {channel, acked, pending, dead-lettered, dropped, visibility (ms; 0:
--- none of its own)}..., recorded bound, closed (0/1), exists (0/1),
+-- none of its own), purged}..., recorded bound, closed (0/1), exists (0/1),
 -- recorded cap, recorded age (ms), recorded replicas, appended bytes (-1:
 -- unknown, appended to by a sluice that did not count them) }
 if op == 'stats' then
@@ -534,9 +544,10 @@ if op == 'stats' then
     local p = redis.pcall('XPENDING', STREAM, ch)
     local pending = 0
     if type(p) == 'table' and not p.err then pending = tonumber(p[1]) end
-    local c = redis.call('HMGET', META, 'dead:' .. ch, 'dropped:' .. ch, 'visibility:' .. ch)
+    local c = redis.call('HMGET', META, 'dead:' .. ch, 'dropped:' .. ch, 'visibility:' .. ch,
+                         'purged:' .. ch)
     chans[#chans + 1] = { ch, tonumber(acked[i + 1]), pending, tonumber(c[1] or '0'),
-                          tonumber(c[2] or '0'), tonumber(c[3] or '0') }
+                          tonumber(c[2] or '0'), tonumber(c[3] or '0'), tonumber(c[4] or '0') }
   end
   local e = 0
   if exists() then e = 1 end
@@ -546,6 +557,156 @@ if op == 'stats' then
            redis.call('XLEN', DEAD), tonumber(m[3] or '0'), chans, tonumber(m[4] or '0'), c, e,
            tonumber(m[6] or '0'), tonumber(m[7] or '0'), tonumber(m[8] or '0'),
            tonumber(m[9] or ((tonumber(m[1] or '0') > 0) and '-1' or '0')) }
+end
+
+-- peek CHANNEL AFTER MAX: the channel's unacknowledged messages in id order,
+-- read only (no delivery, claim, position or consumer changes). AFTER '':
+-- from the first one: its pending entries (held by any consumer, with
+-- their delivery counts) merged with the entries after the group's last
+-- delivered id. Else only those after AFTER (a caller pages with the last
+-- id it got). Reply { {id, payload, deliveries, ...} of pending entries
+-- after AFTER (at most MAX, in id order; entries deleted from the stream
+-- left out), the XRANGE reply of the entries after START = the larger of
+-- the last delivered id and AFTER (at most MAX less the pending entries at
+-- or before START, which come before all of them) }. The caller merges the
+-- two by id and keeps the first MAX. NOTOPIC, or NOGROUP for no channel.
+if op == 'peek' then
+  local ch, after, max = ARGV[2], ARGV[3], tonumber(ARGV[4])
+  if redis.call('EXISTS', STREAM) == 0 then return no_topic() end
+  local last = nil
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', STREAM)) do
+    if field(g, 'name') == ch then
+      last = field(g, 'last-delivered-id')
+      break
+    end
+  end
+  if last == nil then return redis.error_reply('NOGROUP no channel ' .. ch) end
+  local start = last
+  if after ~= '' and less(last, after) then start = after end
+  local from = '-'
+  if after ~= '' then from = '(' .. after end
+  local held, first = {}, 0
+  for _, p in ipairs(redis.call('XPENDING', STREAM, ch, from, '+', ARGV[4])) do
+    local e = redis.call('XRANGE', STREAM, p[1], p[1])
+    if e[1] then
+      held[#held + 1] = p[1]
+      held[#held + 1] = field(e[1][2], 'd') or ''
+      held[#held + 1] = p[4]
+      if not less(start, p[1]) then first = first + 1 end
+    end
+  end
+  local fresh = {}
+  if max > first then
+    fresh = redis.call('XRANGE', STREAM, '(' .. start, '+', 'COUNT',
+                       string.format('%d', max - first))
+  end
+  return { held, fresh }
+end
+
+-- seek CHANNEL ID and purge CHANNEL: move the channel (its consumer group)
+-- so that its next read delivers the first entry after ID ('$': after the
+-- newest, as does an ID past it; purge: always after the newest), with
+-- XGROUP SETID, and drop its pending entries (XACK: no consumer holds them
+-- any more; a later ack of one by its old holder counts nothing, and its
+-- keep-alive no longer finds it its own). The channel's unacknowledged
+-- messages are then exactly the entries after its position, and its acked
+-- count is moved by the difference (HINCRBY, so appended - acked stays
+-- exact): a seek back makes the replayed entries count toward the bound
+-- again; less unacknowledged than before (a seek forward, a purge) wakes the
+-- appends waiting at the bound. An ID before the oldest retained entry
+-- whose messages retention or a cap removed (recorded in removed_to; a
+-- topic that has none recorded: whenever entries were removed) stops at the
+-- last removed entry and says so. The count of the entries after the new
+-- position costs nothing at the start or the end; elsewhere, the script
+-- counts the shorter side of the stream, a page of 1000 from each end in
+-- turn. Seek reply { position, the id of the first entry after it ('' if
+-- none), clamped (0/1), pending entries dropped, unacknowledged now,
+-- unacknowledged before }; purge reply: how many messages it dropped
+-- (counted in purged:<channel>). NOTOPIC, or NOGROUP for no channel.
+if op == 'seek' or op == 'purge' then
+  local ch = ARGV[2]
+  if redis.call('EXISTS', STREAM) == 0 then return no_topic() end
+  local found = false
+  for _, g in ipairs(redis.call('XINFO', 'GROUPS', STREAM)) do
+    if field(g, 'name') == ch then
+      found = true
+      break
+    end
+  end
+  if not found then return redis.error_reply('NOGROUP no channel ' .. ch) end
+  local dropped = 0
+  while true do
+    local p = redis.call('XPENDING', STREAM, ch, '-', '+', 1000)
+    if #p == 0 then break end
+    local ids = {}
+    for i, e in ipairs(p) do ids[i] = e[1] end
+    dropped = dropped + xack_all(ch, ids)
+  end
+  local info = redis.call('XINFO', 'STREAM', STREAM)
+  local len, newest = field(info, 'length'), field(info, 'last-generated-id')
+  local added = field(info, 'entries-added')  -- nil before Redis 7.0
+  local oldest = field(info, 'first-entry')
+  if oldest then oldest = oldest[1] else oldest = nil end
+  local pos, clamped = newest, 0
+  if op == 'seek' and ARGV[3] ~= '$' and less(ARGV[3], newest) then
+    pos = ARGV[3]
+    local removed_to = redis.call('HGET', META, 'removed_to')
+    if removed_to then
+      if less(pos, removed_to) then
+        pos = removed_to
+        clamped = 1
+      end
+    elseif (added or 0) > len and (oldest == nil or less(pos, oldest)) then
+      clamped = 1  -- entries were removed, none recorded where: some may be after pos
+    end
+  end
+  -- How many entries come after pos.
+  local count = 0
+  if oldest == nil or not less(pos, newest) then
+    count = 0
+  elseif less(pos, oldest) then
+    count = len
+  else
+    local front, back, fstart, bstart = 0, 0, '-', '+'
+    while true do
+      local f = redis.call('XRANGE', STREAM, fstart, pos, 'COUNT', 1000)
+      front = front + #f
+      if #f < 1000 then
+        count = len - front
+        break
+      end
+      fstart = '(' .. f[#f][1]
+      local b = redis.call('XREVRANGE', STREAM, bstart, '(' .. pos, 'COUNT', 1000)
+      back = back + #b
+      if #b < 1000 then
+        count = back
+        break
+      end
+      bstart = '(' .. b[#b][1]
+    end
+  end
+  if added then
+    -- Redis's own lag (XINFO GROUPS) stays right too.
+    redis.call('XGROUP', 'SETID', STREAM, ch, pos, 'ENTRIESREAD', string.format('%d', added - count))
+  else
+    redis.call('XGROUP', 'SETID', STREAM, ch, pos)
+  end
+  local appended = tonumber(redis.call('HGET', META, 'appended') or '0')
+  local was = tonumber(redis.call('HGET', ACKED, ch) or '0')
+  local now = appended - count
+  if now < 0 then now = 0 end
+  if now ~= was then redis.call('HINCRBY', ACKED, ch, string.format('%d', now - was)) end
+  if now > was then wake() end
+  if op == 'purge' then
+    local n = appended - was
+    if n < 0 then n = 0 end
+    if n > 0 then redis.call('HINCRBY', META, 'purged:' .. ch, string.format('%d', n)) end
+    return n
+  end
+  local next_id = ''
+  local e = redis.call('XRANGE', STREAM, '(' .. pos, '+', 'COUNT', 1)
+  if e[1] then next_id = e[1][1] end
+  return { pos, next_id, clamped, dropped, appended - now, appended - was }
 end
 
 -- destroy: every key of the topic. Reply: keys removed.

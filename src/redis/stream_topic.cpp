@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -79,6 +80,39 @@ std::pair<std::uint64_t, std::uint64_t> id_parts(std::string_view id) {
   if (dash != std::string_view::npos)
     std::from_chars(id.data() + dash + 1, id.data() + id.size(), seq);
   return {ms, seq};
+}
+
+// An entry id as the scripts take it, "ms-seq" ("ms" is "ms-0"): digits,
+// each part within 64 bits. nullopt if `id` is not one.
+std::optional<std::string> normal_id(std::string_view id) {
+  const auto part = [](std::string_view p, std::uint64_t& v) {
+    if (p.empty() || p.size() > 20) return false;
+    auto [end, ec] = std::from_chars(p.data(), p.data() + p.size(), v);
+    return ec == std::errc() && end == p.data() + p.size();
+  };
+  std::uint64_t ms = 0, seq = 0;
+  const auto dash = id.find('-');
+  if (!part(id.substr(0, dash), ms)) return std::nullopt;
+  if (dash != std::string_view::npos && !part(id.substr(dash + 1), seq)) return std::nullopt;
+  return std::to_string(ms) + "-" + std::to_string(seq);
+}
+
+Status bad_id(std::string_view what, std::string_view id) {
+  return {StatusCode::kInvalidArgument,
+          std::string(what) + ": '" + std::string(id) +
+              "' is not a stream entry id (\"<ms>-<seq>\" or \"<ms>\")"};
+}
+
+// A stream entry {id, {field, value, ...}} as a message (payload: field d);
+// false if the reply has another shape.
+bool parse_entry(const redisReply* e, StreamMessage& m) {
+  if (e == nullptr || e->type != REDIS_REPLY_ARRAY || e->elements != 2) return false;
+  m.id = std::string(text(e->element[0]));
+  const redisReply* fields = e->element[1];
+  for (std::size_t f = 0; fields->type == REDIS_REPLY_ARRAY && f + 1 < fields->elements; f += 2) {
+    if (text(fields->element[f]) == "d") m.payload = std::string(text(fields->element[f + 1]));
+  }
+  return true;
 }
 
 // Names go inside a hash tag and key names: no braces, no blanks.
@@ -186,6 +220,20 @@ bool slice_left(const Context& ctx, const RedisOptions& o, std::chrono::millisec
 }
 
 }  // namespace
+
+std::chrono::system_clock::time_point stream_id_time(std::string_view id) noexcept {
+  using std::chrono::system_clock;
+  std::uint64_t ms = 0;
+  const std::string_view head = id.substr(0, id.find('-'));
+  auto [end, ec] = std::from_chars(head.data(), head.data() + head.size(), ms);
+  if (head.empty() || ec != std::errc() || end != head.data() + head.size()) return {};
+  // Past what the clock's type holds (year 2262 with nanoseconds): its end.
+  constexpr auto kMost =
+      std::chrono::duration_cast<std::chrono::milliseconds>(system_clock::duration::max()).count();
+  if (ms > static_cast<std::uint64_t>(kMost)) return system_clock::time_point::max();
+  return system_clock::time_point(std::chrono::duration_cast<system_clock::duration>(
+      std::chrono::milliseconds(static_cast<std::int64_t>(ms))));
+}
 
 // ---- StreamTopic ----
 
@@ -406,7 +454,7 @@ Result<StreamTopicStats> StreamTopic::stats() {
   const redisReply* chans = r->element[5];
   for (std::size_t i = 0; i < chans->elements; ++i) {
     const redisReply* c = chans->element[i];
-    if (c->type != REDIS_REPLY_ARRAY || c->elements != 6) return unexpected(*conn_, "stats");
+    if (c->type != REDIS_REPLY_ARRAY || c->elements != 7) return unexpected(*conn_, "stats");
     StreamChannelStats cs;
     cs.name = std::string(text(c->element[0]));
     const std::uint64_t acked = integer(c->element[1]);
@@ -415,6 +463,7 @@ Result<StreamTopicStats> StreamTopic::stats() {
     cs.dead_lettered = integer(c->element[3]);
     cs.skipped_retention = integer(c->element[4]);
     cs.visibility_timeout = millis(c->element[5]);
+    cs.purged = integer(c->element[6]);
     st.channels.push_back(std::move(cs));
   }
   std::sort(st.channels.begin(), st.channels.end(),
@@ -462,6 +511,123 @@ Status StreamTopic::destroy() {
   Reply r = run(*conn_, keys_, args, err);
   if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*conn_, r, err, "destroy");
   return Status::Ok();
+}
+
+Result<std::vector<StreamMessage>> StreamTopic::peek(std::string_view channel,
+                                                     std::string_view after_id, std::size_t max) {
+  if (Status s = validate(); !s.ok()) return s;
+  if (Status s = check_name("channel", channel); !s.ok()) return s;
+  if (max == 0) return Status{StatusCode::kInvalidArgument, "StreamTopic::peek: max is 0"};
+  std::string after;
+  if (!after_id.empty()) {
+    auto id = normal_id(after_id);
+    if (!id) return bad_id("StreamTopic::peek", after_id);
+    after = std::move(*id);
+  }
+  // The script's counts are Lua numbers: keep them well inside 2^53.
+  const std::string count = std::to_string(std::min<std::size_t>(max, INT32_MAX));
+  const std::string_view args[] = {"peek", channel, after, count};
+  CallError err;
+  Reply r = run(*conn_, keys_, args, err);
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+      r->element[0]->type != REDIS_REPLY_ARRAY || r->element[1]->type != REDIS_REPLY_ARRAY ||
+      r->element[0]->elements % 3 != 0) {
+    return failed(*conn_, r, err, "peek");
+  }
+  // Pending ones (with their delivery counts) and those not delivered yet,
+  // each in id order: merged, an id in both counted as pending.
+  const redisReply* held = r->element[0];
+  const redisReply* fresh = r->element[1];
+  std::vector<StreamMessage> out;
+  out.reserve(std::min<std::size_t>(max, held->elements / 3 + fresh->elements));
+  std::size_t h = 0, f = 0;
+  StreamMessage next_fresh;
+  bool have_fresh = false;
+  while (out.size() < max) {
+    if (!have_fresh && f < fresh->elements) {
+      if (!parse_entry(fresh->element[f++], next_fresh)) return unexpected(*conn_, "peek");
+      next_fresh.deliveries = 0;
+      have_fresh = true;
+    }
+    const bool have_held = h < held->elements;
+    if (!have_held && !have_fresh) break;
+    if (have_held) {
+      const std::string_view id = text(held->element[h]);
+      if (!have_fresh || id_parts(id) <= id_parts(next_fresh.id)) {
+        if (have_fresh && id == next_fresh.id) have_fresh = false;  // pending wins
+        out.push_back({std::string(id), std::string(text(held->element[h + 1])),
+                       static_cast<std::uint32_t>(
+                           std::min<std::uint64_t>(integer(held->element[h + 2]), UINT32_MAX))});
+        h += 3;
+        continue;
+      }
+    }
+    out.push_back(std::move(next_fresh));
+    next_fresh = StreamMessage{};
+    have_fresh = false;
+  }
+  return out;
+}
+
+Status StreamTopic::seek_impl(std::string_view channel, const std::string& id,
+                              StreamSeekResult* where) {
+  const std::string_view args[] = {"seek", channel, id};
+  CallError err;
+  Reply r = run(*conn_, keys_, args, err);
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 6) {
+    Status s = failed(*conn_, r, err, "seek");
+    if (!r && err.maybe_ran) {
+      return {s.code(), std::string(s.message()) + "; whether channel '" + std::string(channel) +
+                            "' moved is unknown (seek again: it lands at the same place)"};
+    }
+    return s;
+  }
+  if (where != nullptr) {
+    where->position = std::string(text(r->element[0]));
+    where->next_id = std::string(text(r->element[1]));
+    where->clamped = integer(r->element[2]) != 0;
+    where->dropped_pending = integer(r->element[3]);
+    where->unacknowledged = integer(r->element[4]);
+    where->unacknowledged_before = integer(r->element[5]);
+  }
+  return Status::Ok();
+}
+
+Status StreamTopic::seek(std::string_view channel, std::string_view id, StreamSeekResult* where) {
+  if (Status s = validate(); !s.ok()) return s;
+  if (Status s = check_name("channel", channel); !s.ok()) return s;
+  if (id == "$") return seek_impl(channel, "$", where);
+  auto normal = normal_id(id);
+  if (!normal) return bad_id("StreamTopic::seek", id);
+  return seek_impl(channel, *normal, where);
+}
+
+Status StreamTopic::seek_time(std::string_view channel, std::chrono::system_clock::time_point t,
+                              StreamSeekResult* where) {
+  if (Status s = validate(); !s.ok()) return s;
+  if (Status s = check_name("channel", channel); !s.ok()) return s;
+  // The first entry of millisecond T is T-0: the position is the last
+  // possible id of T - 1.
+  const auto ms = std::chrono::floor<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  if (ms <= 0) return seek_impl(channel, "0-0", where);
+  return seek_impl(channel, std::to_string(ms - 1) + "-" + std::to_string(UINT64_MAX), where);
+}
+
+Result<std::uint64_t> StreamTopic::purge(std::string_view channel) {
+  if (Status s = validate(); !s.ok()) return s;
+  if (Status s = check_name("channel", channel); !s.ok()) return s;
+  const std::string_view args[] = {"purge", channel};
+  CallError err;
+  Reply r = run(*conn_, keys_, args, err);
+  if (!r || r->type != REDIS_REPLY_INTEGER) {
+    Status s = failed(*conn_, r, err, "purge");
+    if (!r && err.maybe_ran) {
+      return Status{s.code(), std::string(s.message()) + "; whether channel '" +
+                                  std::string(channel) + "' was purged is unknown"};
+    }
+    return s;
+  }
+  return integer(r.get());
 }
 
 Result<std::vector<std::string>> StreamTopic::list(const RedisOptions& redis,
@@ -784,17 +950,8 @@ Status StreamChannel::read_batch(std::vector<StreamMessage>& out, std::size_t ma
     }
     const redisReply* entries = stream->element[1];
     for (std::size_t i = 0; i < entries->elements; ++i) {
-      const redisReply* e = entries->element[i];
-      if (e->type != REDIS_REPLY_ARRAY || e->elements != 2) {
-        return unexpected(*topic_.conn_, "XREADGROUP");
-      }
       StreamMessage m;
-      m.id = std::string(text(e->element[0]));
-      const redisReply* fields = e->element[1];
-      for (std::size_t f = 0; fields->type == REDIS_REPLY_ARRAY && f + 1 < fields->elements;
-           f += 2) {
-        if (text(fields->element[f]) == "d") m.payload = std::string(text(fields->element[f + 1]));
-      }
+      if (!parse_entry(entries->element[i], m)) return unexpected(*topic_.conn_, "XREADGROUP");
       out.push_back(std::move(m));
     }
     if (out.size() > before) return Status::Ok();

@@ -1269,5 +1269,505 @@ TEST_F(StreamTopicTest, BadNamesAndSettingsAreInvalidArgument) {
   EXPECT_EQ(raw_.integer({"DBSIZE"}), 0);
 }
 
+// ---- peek, seek, purge ----
+
+// Redis's own view of a channel, for checking the counters from outside:
+// its last-delivered id, pending count and lag (XINFO GROUPS).
+struct GroupInfo {
+  std::string last;
+  long long pending = -1;
+  long long lag = -1;  // -1: Redis does not know
+  long long consumers = -1;
+};
+GroupInfo group_info(RawRedis& raw, const std::string& name) {
+  GroupInfo g;
+  auto r = raw.cmd({"XINFO", "GROUPS", "sluice:{t}:stream"});
+  for (std::size_t i = 0; i < r->elements; ++i) {
+    const redisReply* e = r->element[i];
+    std::map<std::string, const redisReply*> f;
+    for (std::size_t k = 0; k + 1 < e->elements; k += 2) f[e->element[k]->str] = e->element[k + 1];
+    if (std::string(f["name"]->str) != name) continue;
+    g.last = f["last-delivered-id"]->str;
+    g.pending = f["pending"]->integer;
+    g.consumers = f["consumers"]->integer;
+    if (f.count("lag") != 0 && f["lag"]->type == REDIS_REPLY_INTEGER) g.lag = f["lag"]->integer;
+  }
+  return g;
+}
+
+// Every pending entry of a channel: id, consumer, deliveries.
+std::vector<std::string> pending_list(RawRedis& raw, const std::string& name) {
+  auto r = raw.cmd({"XPENDING", "sluice:{t}:stream", name, "-", "+", "100000"});
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < r->elements; ++i) {
+    const redisReply* e = r->element[i];
+    out.push_back(std::string(e->element[0]->str) + " " + e->element[1]->str + " " +
+                  std::to_string(e->element[3]->integer));
+  }
+  return out;
+}
+
+// peek: the pending messages (any consumer's, with their delivery counts)
+// merged in id order with those not delivered yet (deliveries 0), the
+// acknowledged ones between them left out; pages continue after an id;
+// nothing changes on the server (positions, pending entries and their
+// counts, consumers, counters), and the consumer reads on as before.
+TEST_F(StreamTopicTest, PeekShowsPendingAndUndeliveredInIdOrderWithoutTakingAnything) {
+  auto t = topic();
+  auto a = joined("c");
+  auto b = joined("c");
+  ASSERT_EQ(append(t, numbered(0, 12)), StatusCode::kOk);
+  auto got = read(a, 4, /*ack=*/false);  // m0..m3
+  ASSERT_EQ(a.ack(std::span<const std::string>({got[1].id, got[2].id})), StatusCode::kOk);
+  ASSERT_EQ(a.nack(got[3]), StatusCode::kOk);
+  auto again = read(b, 1, /*ack=*/false);  // m3, claimed by b: its second delivery
+  ASSERT_EQ(payloads(again), numbered(3, 4));
+  ASSERT_EQ(again[0].deliveries, 2U);
+
+  const auto before_group = group_info(raw_, "c");
+  const auto before_pending = pending_list(raw_, "c");
+  const auto before_stats = channel_stats(t, "c");
+  auto all = t.peek("c", "", 100);
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<std::string> want = {"m0", "m3"};
+  for (int i = 4; i < 12; ++i) want.push_back("m" + std::to_string(i));
+  EXPECT_EQ(payloads(*all), want);
+  ASSERT_EQ(all->size(), want.size());
+  EXPECT_EQ((*all)[0].deliveries, 1U);
+  EXPECT_EQ((*all)[0].id, got[0].id);
+  EXPECT_EQ((*all)[1].deliveries, 2U);
+  for (std::size_t i = 2; i < all->size(); ++i) EXPECT_EQ((*all)[i].deliveries, 0U) << i;
+  EXPECT_EQ((*all)[0].time(), stream_id_time(got[0].id));
+
+  // Pages of 3, each after the last id of the one before: the same list.
+  std::vector<StreamMessage> paged;
+  std::string after;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto page = t.peek("c", after, 3);
+    ASSERT_TRUE(page.ok()) << page.status();
+    if (page->empty()) break;
+    EXPECT_LE(page->size(), 3U);
+    after = page->back().id;
+    for (auto& m : *page) paged.push_back(std::move(m));
+  }
+  EXPECT_EQ(payloads(paged), want);
+  auto mid = t.peek("c", got[0].id, 2);  // after m0: m3 (pending), m4
+  ASSERT_TRUE(mid.ok()) << mid.status();
+  EXPECT_EQ(payloads(*mid), (std::vector<std::string>{"m3", "m4"}));
+  EXPECT_EQ(t.peek("c", all->back().id, 5)->size(), 0U);
+
+  // Nothing moved.
+  const auto after_group = group_info(raw_, "c");
+  EXPECT_EQ(after_group.last, before_group.last);
+  EXPECT_EQ(after_group.pending, before_group.pending);
+  EXPECT_EQ(after_group.consumers, before_group.consumers);
+  EXPECT_EQ(pending_list(raw_, "c"), before_pending);
+  const auto after_stats = channel_stats(t, "c");
+  EXPECT_EQ(after_stats.unacknowledged, before_stats.unacknowledged);
+  EXPECT_EQ(after_stats.pending, before_stats.pending);
+  EXPECT_EQ(payloads(read(a, 2, /*ack=*/false)), numbered(4, 6));
+}
+
+TEST_F(StreamTopicTest, PeekOfAMissingTopicOrChannelIsNotFoundAndBadArgumentsAreRefused) {
+  auto t = topic();
+  EXPECT_EQ(t.peek("c", "", 10).status().code(), StatusCode::kNotFound);
+  ASSERT_EQ(append(t, numbered(0, 1)), StatusCode::kOk);
+  EXPECT_EQ(t.peek("c", "", 10).status().code(), StatusCode::kNotFound);
+  joined("c");
+  EXPECT_EQ(t.peek("c", "", 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.peek("c", "12-x", 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.peek("c", "$", 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.peek("c b", "", 1).status().code(), StatusCode::kInvalidArgument);
+  auto one = t.peek("c", "0", 10);  // "ms" is "ms-0"
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(payloads(*one), numbered(0, 1));
+}
+
+// A peek while a producer appends and a consumer reads and acknowledges
+// (in order, in two halves per batch) sees a snapshot: the first
+// unacknowledged message and a gapless run after it, the delivered ones
+// (pending) before the undelivered ones; its start never goes back.
+TEST_F(StreamTopicTest, APeekWhileAppendsAndAConsumerRunSeesAConsistentPrefix) {
+  constexpr int kTotal = 3000;
+  auto c = joined("c");
+  std::atomic<bool> stop{false};
+  std::thread producer([&] {
+    auto t = topic();
+    for (int i = 0; i < kTotal && !stop;) {
+      const int n = 1 + (i * 7) % 13;
+      std::vector<std::string> batch;
+      for (int k = 0; k < n && i < kTotal; ++k, ++i) batch.push_back(std::to_string(i));
+      if (append(t, batch) != StatusCode::kOk) break;
+    }
+  });
+  std::thread consumer([&] {
+    int seen = 0;
+    while (seen < kTotal && !stop) {
+      std::vector<StreamMessage> batch;
+      if (!c.next_batch(batch, 10, with_timeout(20s)).ok()) break;
+      std::vector<std::string> ids;
+      for (const auto& m : batch) ids.push_back(m.id);
+      const std::size_t half = ids.size() / 2;
+      if (c.ack(std::span<const std::string>(ids).first(half)) != StatusCode::kOk) break;
+      if (c.ack(std::span<const std::string>(ids).subspan(half)) != StatusCode::kOk) break;
+      seen += static_cast<int>(batch.size());
+    }
+  });
+  auto t = topic();
+  int start = 0;
+  int peeks = 0;
+  int with_pending = 0;
+  bool done = false;
+  while (!done && !HasFailure()) {
+    auto p = t.peek("c", "", 50);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ++peeks;
+    if (p->empty()) {
+      done = channel_stats(t, "c").unacknowledged == 0 && t.stats()->appended == kTotal;
+      continue;
+    }
+    const int first = std::stoi(p->front().payload);
+    EXPECT_GE(first, start) << "the first unacknowledged message went back";
+    start = first;
+    bool undelivered = false;
+    for (std::size_t i = 0; i < p->size(); ++i) {
+      const StreamMessage& m = (*p)[i];
+      EXPECT_EQ(m.payload, std::to_string(first + static_cast<int>(i))) << "a gap or a repeat";
+      if (m.deliveries == 0) undelivered = true;
+      EXPECT_TRUE(m.deliveries == (undelivered ? 0U : 1U)) << "pending after undelivered";
+      if (i == 0 && m.deliveries == 1) ++with_pending;
+    }
+  }
+  stop = true;
+  producer.join();
+  consumer.join();
+  EXPECT_GT(peeks, 10);
+  EXPECT_GT(with_pending, 0) << "no peek saw a message held by the consumer";
+}
+
+// seek back: the replayed messages come again and count toward the bound
+// again (an append waits, or is refused, until the channel catches up);
+// Redis's own lag agrees with the counters after the seek.
+TEST_F(StreamTopicTest, ASeekBackReplaysAndTheReplayedCountTowardTheBound) {
+  StreamTopicOptions o;
+  o.max_unconsumed = 10;
+  o.on_bound = BoundPolicy::kFail;
+  auto t = topic(o);
+  const std::string chans[] = {"c"};
+  ASSERT_EQ(t.create(chans), StatusCode::kOk);
+  auto c = joined("c", o);
+  ASSERT_EQ(append(t, numbered(0, 10)), StatusCode::kOk);
+  auto first = read(c, 10);
+  EXPECT_EQ(channel_stats(t, "c").unacknowledged, 0U);
+  StreamSeekResult where;
+  ASSERT_EQ(t.seek("c", "0-0", &where), StatusCode::kOk);
+  EXPECT_EQ(where.position, "0-0");
+  EXPECT_EQ(where.next_id, first[0].id);
+  EXPECT_FALSE(where.clamped);
+  EXPECT_EQ(where.unacknowledged_before, 0U);
+  EXPECT_EQ(where.unacknowledged, 10U);
+  EXPECT_EQ(channel_stats(t, "c").unacknowledged, 10U);
+  auto g = group_info(raw_, "c");
+  EXPECT_EQ(g.lag + g.pending, 10);
+  EXPECT_EQ(t.append("x").status().code(), StatusCode::kRejected);  // at the bound again
+  auto replay = read(c, 5);
+  EXPECT_EQ(payloads(replay), numbered(0, 5));
+  for (const auto& m : replay) EXPECT_EQ(m.deliveries, 1U);
+  ASSERT_EQ(append(t, numbered(10, 15)), StatusCode::kOk);  // room for five
+  EXPECT_EQ(t.append("x").status().code(), StatusCode::kRejected);
+  EXPECT_EQ(payloads(read(c, 10)), [] {
+    auto v = numbered(5, 15);
+    return v;
+  }());
+  EXPECT_EQ(channel_stats(t, "c").unacknowledged, 0U);
+  g = group_info(raw_, "c");
+  EXPECT_EQ(g.lag, 0);
+  EXPECT_EQ(g.pending, 0);
+}
+
+// seek to an id in the middle of a stream longer than the script's pages
+// (1000): the next read is the entry after it, and the count of the
+// entries after it (which the script counts on the shorter side) is exact.
+TEST_F(StreamTopicTest, ASeekToAnIdCountsExactlyWhatComesAfterIt) {
+  auto t = topic();
+  auto c = joined("c");
+  constexpr int kN = 2600;
+  std::vector<std::string> ids;
+  for (int at = 0; at < kN; at += 500) {
+    auto batch = numbered(at, std::min(kN, at + 500));
+    ASSERT_EQ(append(t, batch), StatusCode::kOk);
+  }
+  auto p = t.peek("c", "", kN);
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->size(), static_cast<std::size_t>(kN));
+  for (const int at : {1200, 99, 2400, 1999, 0, kN - 1, 1000, 1001}) {
+    StreamSeekResult where;
+    ASSERT_EQ(t.seek("c", (*p)[at].id, &where), StatusCode::kOk) << at;
+    EXPECT_EQ(where.position, (*p)[at].id);
+    EXPECT_EQ(where.unacknowledged, static_cast<std::uint64_t>(kN - 1 - at)) << at;
+    EXPECT_EQ(channel_stats(t, "c").unacknowledged, static_cast<std::uint64_t>(kN - 1 - at));
+    const auto g = group_info(raw_, "c");
+    EXPECT_EQ(g.lag, kN - 1 - at) << at;
+    if (at < kN - 1) {
+      EXPECT_EQ(where.next_id, (*p)[at + 1].id);
+      auto m = c.next(with_timeout(5s));
+      ASSERT_TRUE(m.ok()) << m.status();
+      EXPECT_EQ(m->payload, "m" + std::to_string(at + 1));
+    } else {
+      EXPECT_EQ(where.next_id, "");
+    }
+  }
+  // "$", or an id past the newest: the end.
+  StreamSeekResult end;
+  ASSERT_EQ(t.seek("c", "$", &end), StatusCode::kOk);
+  EXPECT_EQ(end.position, p->back().id);
+  EXPECT_EQ(end.unacknowledged, 0U);
+  EXPECT_EQ(end.dropped_pending, 1U);  // the last read's message
+  ASSERT_EQ(t.seek("c", "99999999999999-0", &end), StatusCode::kOk);
+  EXPECT_EQ(end.position, p->back().id);
+  ASSERT_EQ(t.seek("c", "0", &end), StatusCode::kOk);
+  EXPECT_EQ(end.unacknowledged, static_cast<std::uint64_t>(kN));
+}
+
+// seek forward (and purge) frees room under the bound: an append waiting
+// there is woken at once, not at the end of its (long) wait slice.
+TEST_F(StreamTopicTest, ASeekForwardOrAPurgeWakesAnAppendWaitingAtTheBound) {
+  StreamTopicOptions o;
+  o.max_unconsumed = 4;
+  RedisOptions slow_slices = server_.options();
+  slow_slices.wait_slice = 5s;
+  slow_slices.io_timeout = 20s;
+  auto t = topic(o);
+  auto c = joined("c", o);
+  ASSERT_EQ(append(t, numbered(0, 4)), StatusCode::kOk);
+  auto held = read(c, 2, /*ack=*/false);
+  for (const bool purge : {false, true}) {
+    auto waiting = std::async(std::launch::async, [&] {
+      StreamTopic tw(slow_slices, "t", o);
+      return tw.append("w", with_timeout(3s)).status().code();
+    });
+    ASSERT_TRUE(eventually([&] { return raw_.blocked_clients() == 1; }));
+    const auto t0 = std::chrono::steady_clock::now();
+    if (purge) {
+      auto n = t.purge("c");
+      ASSERT_TRUE(n.ok()) << n.status();
+      EXPECT_EQ(*n, 4U);  // m2 (held), m3 and the first "w"
+    } else {
+      StreamSeekResult where;
+      ASSERT_EQ(t.seek("c", held[1].id, &where), StatusCode::kOk);  // skip m0 (held) and m1
+      EXPECT_EQ(where.unacknowledged_before, 4U);
+      EXPECT_EQ(where.unacknowledged, 2U);
+      EXPECT_EQ(where.dropped_pending, 2U);
+    }
+    EXPECT_EQ(waiting.get(), StatusCode::kOk);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+    if (!purge) {
+      EXPECT_EQ(channel_stats(t, "c").unacknowledged, 3U);  // m2, m3, w
+      held = read(c, 1, /*ack=*/false);                     // m2 held for the purge
+      ASSERT_EQ(payloads(held), numbered(2, 3));
+      ASSERT_EQ(append(t, {"m3b"}), StatusCode::kOk);  // at the bound again
+    }
+  }
+  auto cs = channel_stats(t, "c");
+  EXPECT_EQ(cs.unacknowledged, 1U);  // the second "w"
+  EXPECT_EQ(cs.pending, 0U);
+  EXPECT_EQ(cs.purged, 4U);
+}
+
+// What a consumer held when a seek took it back: its ack counts nothing
+// (the message comes again), unless the message was delivered again by
+// then: an ack is of the message, so it then acknowledges it, counted
+// once, and the new holder's ack counts nothing. Its nack is ignored.
+TEST_F(StreamTopicTest, WhatAConsumerHeldBeforeASeekIsNoLongerItsOwn) {
+  auto t = topic();
+  auto a = joined("c");
+  auto b = joined("c");
+  ASSERT_EQ(append(t, numbered(0, 10)), StatusCode::kOk);
+  auto held = read(a, 5, /*ack=*/false);  // m0..m4
+  StreamSeekResult where;
+  ASSERT_EQ(t.seek("c", held[2].id, &where), StatusCode::kOk);  // after m2
+  EXPECT_EQ(where.dropped_pending, 5U);
+  EXPECT_EQ(where.unacknowledged, 7U);
+  EXPECT_TRUE(pending_list(raw_, "c").empty());
+  std::vector<std::string> ids;
+  for (const auto& m : held) ids.push_back(m.id);
+  ASSERT_EQ(a.ack(std::span<const std::string>(ids).subspan(4)), StatusCode::kOk);  // m4
+  ASSERT_EQ(a.nack(std::span<const std::string>(ids).first(4)), StatusCode::kOk);
+  EXPECT_EQ(channel_stats(t, "c").unacknowledged, 7U);
+  auto replay = read(b, 7, /*ack=*/false);
+  EXPECT_EQ(payloads(replay), numbered(3, 10));  // m3, m4 again, first delivery
+  EXPECT_EQ(replay[0].deliveries, 1U);
+  ASSERT_EQ(a.ack(std::span<const std::string>(ids).subspan(3, 1)), StatusCode::kOk);  // m3
+  EXPECT_EQ(channel_stats(t, "c").unacknowledged, 6U);
+  ASSERT_EQ(b.ack(replay[0]), StatusCode::kOk);  // m3 again: nothing
+  EXPECT_EQ(channel_stats(t, "c").unacknowledged, 6U);
+  std::vector<std::string> rest;
+  for (std::size_t i = 1; i < replay.size(); ++i) rest.push_back(replay[i].id);
+  ASSERT_EQ(b.ack(rest), StatusCode::kOk);
+  EXPECT_EQ(channel_stats(t, "c").unacknowledged, 0U);
+}
+
+// A keep-alive does not renew what a seek took from its consumer: replayed
+// to another consumer, the messages stay there through several rounds.
+TEST_F(StreamTopicTest, AKeepAliveDoesNotTakeBackWhatASeekGaveToAnother) {
+  auto t = topic();
+  StreamTopicOptions keep;
+  keep.keep_alive = true;
+  keep.visibility_timeout = 300ms;
+  auto a = joined("c", keep);
+  auto b = joined("c");
+  ASSERT_EQ(append(t, numbered(0, 3)), StatusCode::kOk);
+  auto held = read(a, 3, /*ack=*/false);
+  ASSERT_EQ(t.seek("c", "0-0"), StatusCode::kOk);
+  auto replay = read(b, 3, /*ack=*/false);
+  ASSERT_EQ(payloads(replay), numbered(0, 3));
+  // Three timeouts: nine rounds of a's keep-alive.
+  std::this_thread::sleep_for(900ms);
+  for (const auto& line : pending_list(raw_, "c")) {
+    EXPECT_NE(line.find(" " + b.consumer() + " 1"), std::string::npos) << line;
+  }
+  EXPECT_EQ(pending_list(raw_, "c").size(), 3U);
+}
+
+// A consumer blocked in a read when a seek moves its channel back gets the
+// replayed messages within its wait slice.
+TEST_F(StreamTopicTest, AReadBlockedWhenTheChannelMovesBackGetsTheReplay) {
+  auto t = topic();
+  auto c = joined("c");
+  ASSERT_EQ(append(t, numbered(0, 3)), StatusCode::kOk);
+  read(c, 3);
+  auto reading = std::async(std::launch::async, [&] {
+    std::vector<StreamMessage> out;
+    Status s = c.next_batch(out, 10, with_timeout(10s));
+    return std::make_pair(s, out);
+  });
+  ASSERT_TRUE(eventually([&] { return raw_.blocked_clients() == 1; }));
+  ASSERT_EQ(t.seek("c", "0"), StatusCode::kOk);
+  auto [s, out] = reading.get();
+  ASSERT_EQ(s, StatusCode::kOk);
+  EXPECT_EQ(payloads(out), numbered(0, 3));
+}
+
+// seek before what retention kept (the cap here; trim() below) stops at the
+// oldest retained message and says so; from the last removed id on there
+// is nothing to say.
+TEST_F(StreamTopicTest, ASeekBeforeTheOldestRetainedStopsThereAndSaysSo) {
+  StreamTopicOptions o;
+  o.max_retained_messages = 5;
+  auto t = topic(o);
+  auto c = joined("c", o);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(t.append("m" + std::to_string(i)).value());
+  StreamSeekResult where;
+  ASSERT_EQ(t.seek("c", "0-0", &where), StatusCode::kOk);
+  EXPECT_TRUE(where.clamped);
+  EXPECT_EQ(where.position, ids[4]);  // the last removed
+  EXPECT_EQ(where.next_id, ids[5]);
+  EXPECT_EQ(where.unacknowledged, 5U);
+  ASSERT_EQ(t.seek("c", ids[3], &where), StatusCode::kOk);
+  EXPECT_TRUE(where.clamped);
+  ASSERT_EQ(t.seek("c", ids[4], &where), StatusCode::kOk);
+  EXPECT_FALSE(where.clamped);
+  EXPECT_EQ(payloads(read(c, 5)), numbered(5, 10));
+
+  // Retention by acknowledgement.
+  auto t2 = StreamTopic(server_.options(), "t2");
+  StreamChannel c2(server_.options(), "t2", "c");
+  ASSERT_EQ(c2.join(), StatusCode::kOk);
+  std::vector<std::string> ids2;
+  for (int i = 0; i < 6; ++i) ids2.push_back(t2.append("m" + std::to_string(i)).value());
+  read(c2, 4);
+  EXPECT_EQ(t2.trim().value(), 4U);
+  ASSERT_EQ(t2.seek("c", "0-0", &where), StatusCode::kOk);
+  EXPECT_TRUE(where.clamped);
+  EXPECT_EQ(where.next_id, ids2[4]);
+  EXPECT_EQ(where.unacknowledged, 2U);
+  ASSERT_EQ(t2.seek("c", ids2[3], &where), StatusCode::kOk);
+  EXPECT_FALSE(where.clamped);
+}
+
+// seek_time: the first message appended at or after a time (by the ids'
+// milliseconds, the server's clock). Waiting here is for the server's
+// clock to pass a millisecond, read from it.
+TEST_F(StreamTopicTest, ASeekToATimeStartsAtTheFirstMessageAppendedFromThen) {
+  auto t = topic();
+  auto c = joined("c");
+  auto server_ms = [&] {
+    auto r = raw_.cmd({"TIME"});
+    return std::stoll(r->element[0]->str) * 1000 + std::stoll(r->element[1]->str) / 1000;
+  };
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(t.append("m" + std::to_string(i)).value());
+  const auto ms0 = std::stoll(ids[2].substr(0, ids[2].find('-')));
+  ASSERT_TRUE(eventually([&] { return server_ms() > ms0; }));
+  for (int i = 3; i < 6; ++i) ids.push_back(t.append("m" + std::to_string(i)).value());
+  read(c, 6);
+  const auto at = stream_id_time(ids[3]);
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::milliseconds>(at.time_since_epoch()).count(),
+            std::stoll(ids[3].substr(0, ids[3].find('-'))));
+  StreamSeekResult where;
+  ASSERT_EQ(t.seek_time("c", at + 500us, &where), StatusCode::kOk);  // within that millisecond
+  EXPECT_EQ(where.next_id, ids[3]);
+  EXPECT_EQ(where.unacknowledged, 3U);
+  EXPECT_EQ(payloads(read(c, 3)), numbered(3, 6));
+  ASSERT_EQ(t.seek_time("c", std::chrono::system_clock::time_point{}, &where), StatusCode::kOk);
+  EXPECT_EQ(where.next_id, ids[0]);
+  EXPECT_EQ(where.unacknowledged, 6U);
+  ASSERT_EQ(t.seek_time("c", std::chrono::system_clock::now() + std::chrono::hours(1), &where),
+            StatusCode::kOk);
+  EXPECT_EQ(where.position, ids[5]);  // the end
+  EXPECT_EQ(where.unacknowledged, 0U);
+  EXPECT_EQ(stream_id_time("not an id"), std::chrono::system_clock::time_point{});
+}
+
+// purge drops what the channel has not acknowledged, pending and not yet
+// delivered, and nothing of the other channels; counted in its stats; what
+// comes after is delivered as usual; a purged message's ack counts nothing.
+TEST_F(StreamTopicTest, APurgeDropsWhatTheChannelHasNotAcknowledgedAndCountsIt) {
+  auto t = topic();
+  auto c = joined("c");
+  auto other = joined("other");
+  ASSERT_EQ(append(t, numbered(0, 10)), StatusCode::kOk);
+  read(c, 2);
+  auto held = read(c, 3, /*ack=*/false);
+  auto n = t.purge("c");
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 8U);
+  auto cs = channel_stats(t, "c");
+  EXPECT_EQ(cs.unacknowledged, 0U);
+  EXPECT_EQ(cs.pending, 0U);
+  EXPECT_EQ(cs.purged, 8U);
+  EXPECT_EQ(channel_stats(t, "other").unacknowledged, 10U);
+  EXPECT_EQ(channel_stats(t, "other").purged, 0U);
+  ASSERT_EQ(c.ack(held[0]), StatusCode::kOk);
+  EXPECT_EQ(channel_stats(t, "c").unacknowledged, 0U);
+  EXPECT_EQ(t.peek("c", "", 10)->size(), 0U);
+  std::vector<StreamMessage> none;
+  EXPECT_EQ(c.next_batch(none, 10, with_timeout(100ms)), StatusCode::kDeadlineExceeded);
+  ASSERT_EQ(append(t, {"after"}), StatusCode::kOk);
+  EXPECT_EQ(payloads(read(c, 1)), (std::vector<std::string>{"after"}));
+  EXPECT_EQ(t.purge("c").value(), 0U);
+  EXPECT_EQ(channel_stats(t, "c").purged, 8U);
+  EXPECT_EQ(t.purge("nope").status().code(), StatusCode::kNotFound);
+  // Deleting the channel forgets its count.
+  ASSERT_EQ(t.delete_channel("c"), StatusCode::kOk);
+  joined("c");
+  EXPECT_EQ(channel_stats(t, "c").purged, 0U);
+}
+
+TEST_F(StreamTopicTest, ASeekOfAMissingTopicOrChannelIsNotFoundAndABadIdIsRefused) {
+  auto t = topic();
+  EXPECT_EQ(t.seek("c", "0"), StatusCode::kNotFound);
+  EXPECT_EQ(t.purge("c").status().code(), StatusCode::kNotFound);
+  joined("c");
+  EXPECT_EQ(t.seek("x", "0"), StatusCode::kNotFound);
+  EXPECT_EQ(t.seek("c", ""), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.seek("c", "1-2-3"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.seek("c", "-1"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.seek("c", "+"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.seek("c", "184467440737095516160"), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.seek("c", "$"), StatusCode::kOk);
+}
+
 }  // namespace
 }  // namespace sluice

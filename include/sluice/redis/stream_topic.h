@@ -34,7 +34,12 @@
 //   for that long, as by a consumer that died), or given back (nack), is
 //   delivered again to a consumer of the channel (XAUTOCLAIM) with its
 //   delivery count raised; past max_deliveries it goes to the topic's
-//   dead-letter stream instead, and counts as acknowledged.
+//   dead-letter stream instead, and counts as acknowledged. StreamTopic's
+//   seek (replay from an id or a time, or skip ahead) and purge move a
+//   channel's position and take its pending messages back from their
+//   consumers: what a consumer held then is no longer its own (its ack of
+//   it counts nothing). peek reads a channel's unacknowledged messages
+//   without taking them.
 // Bound and retention: appends never pass max_unconsumed messages that the
 //   slowest channel has not acknowledged, checked atomically with the XADD
 //   (one script). trim() removes only what every channel acknowledged (XTRIM
@@ -152,10 +157,40 @@ struct StreamTopicOptions {
   StartFrom start = StartFrom::kBeginning;
 };
 
+// When the entry with this id ("<ms>-<seq>") was appended: its ms part, the
+// server's clock (Redis makes ids from it; a clock that went back makes ids
+// from the newest one seen). The epoch for a string that is not an id.
+std::chrono::system_clock::time_point stream_id_time(std::string_view id) noexcept;
+
 struct StreamMessage {
-  std::string id;                // the stream entry id, "ms-seq"
-  std::string payload;           // the bytes appended
-  std::uint32_t deliveries = 1;  // 1 the first time; more once delivered again
+  std::string id;       // the stream entry id, "ms-seq"
+  std::string payload;  // the bytes appended
+  // 1 the first time; more once delivered again. From StreamTopic::peek:
+  // the deliveries so far (0: not delivered yet).
+  std::uint32_t deliveries = 1;
+
+  // When it was appended (stream_id_time(id)).
+  std::chrono::system_clock::time_point time() const noexcept { return stream_id_time(id); }
+};
+
+// Where StreamTopic::seek moved a channel.
+struct StreamSeekResult {
+  // The channel's position (its consumer group's last-delivered id): its
+  // next read delivers the first entry after it.
+  std::string position;
+  // That entry's id; empty if there is none yet (at the end).
+  std::string next_id;
+  // The seek asked for a place before the oldest retained entry, and some
+  // messages after that place are gone (retention or a cap removed them):
+  // it stopped at the oldest retained one instead.
+  bool clamped = false;
+  // Delivered, unacknowledged messages the seek took back from their
+  // consumers (they come again if they are after the new position).
+  std::uint64_t dropped_pending = 0;
+  // The channel's unacknowledged messages (toward the bound) before the
+  // seek and now: the entries after its position.
+  std::uint64_t unacknowledged_before = 0;
+  std::uint64_t unacknowledged = 0;
 };
 
 struct StreamChannelStats {
@@ -169,6 +204,8 @@ struct StreamChannelStats {
   // Its own visibility timeout (set_visibility_timeout; 0: none, each
   // handle goes by its options').
   std::chrono::milliseconds visibility_timeout{0};
+  // Messages dropped unacknowledged by StreamTopic::purge.
+  std::uint64_t purged = 0;
 };
 
 struct StreamTopicStats {
@@ -242,6 +279,58 @@ class StreamTopic {
   // Deletes the topic's keys (stream, channels, counters, dead letters).
   Status destroy();
 
+  // Looking without taking, going back, dropping (docs/redis_streams.md,
+  // "Peek, seek, purge"). Each is one script: atomic against every other
+  // call on the topic, from any handle.
+  //
+  // Up to `max` (>= 1) of the channel's unacknowledged messages, in id
+  // order, without delivering, acknowledging or claiming them, and without
+  // changing a position, a delivery count, a consumer or the bound.
+  // `after_id` empty: from the channel's first unacknowledged message: its
+  // pending ones (delivered and held by any consumer, `deliveries` as
+  // counted so far) merged in id order with those after its position (not
+  // delivered yet: `deliveries` 0); acknowledged ones between them do not
+  // show. Else only those after `after_id` (an id "ms-seq" or "ms"): page
+  // with the last id of the previous page. Each call is a snapshot
+  // (appends, reads and acks run before or after it, never in between);
+  // an empty result means nothing after `after_id`, a short one does not.
+  // kNotFound if the topic or the channel does not exist.
+  Result<std::vector<StreamMessage>> peek(std::string_view channel, std::string_view after_id,
+                                          std::size_t max);
+  // Moves channel `channel` so that its next read delivers the first entry
+  // after `id` ("ms-seq" or "ms"; "0-0" or "0": the oldest retained; "$", or
+  // any id past the newest: the end, after the newest), and drops its
+  // pending messages: whoever held them holds them no longer (its
+  // keep-alive no longer renews them, its nack or give_back of them is
+  // ignored, and its ack of one counts nothing, unless the message has
+  // been delivered again by then (replayed): an ack is of the message, so
+  // it then acknowledges it, counted once). Live consumers read from the
+  // new position at their next read (one blocked in a read: within one
+  // wait slice). The channel's
+  // unacknowledged messages are then exactly those after the position:
+  // moving back makes them count toward the bound again (producers wait
+  // until the channel catches up); moving forward frees room (appends
+  // waiting at the bound are woken). An `id` before the oldest retained
+  // entry, with messages after it gone (retention, a cap), stops at the
+  // oldest retained one: where->clamped says so. `where` (if given) says
+  // where it went. Costs nothing to the start or the end; elsewhere the
+  // script counts the entries on the shorter side of the position (about a
+  // microsecond per entry, on the server). kNotFound if the topic or the
+  // channel does not exist; kInvalidArgument for a bad id.
+  Status seek(std::string_view channel, std::string_view id, StreamSeekResult* where = nullptr);
+  // seek() to the first message appended at or after `t` (by the ids' ms
+  // part, the server's clock): the position is the last id of the
+  // millisecond before it.
+  Status seek_time(std::string_view channel, std::chrono::system_clock::time_point t,
+                   StreamSeekResult* where = nullptr);
+  // Drops every message channel `channel` has not acknowledged, pending
+  // and not yet delivered (seek to the end), without touching the other
+  // channels or the topic; how many. Counted in the channel's stats
+  // (StreamChannelStats::purged); the room it frees wakes appends waiting
+  // at the bound. What a consumer held then is as after a seek. kNotFound
+  // if the topic or the channel does not exist.
+  Result<std::uint64_t> purge(std::string_view channel);
+
   // The names of the topics under `prefix` on that server, sorted (SCAN:
   // the server is not stalled).
   static Result<std::vector<std::string>> list(const RedisOptions& redis,
@@ -254,6 +343,7 @@ class StreamTopic {
   friend class StreamChannel;
   Status append_impl(std::span<const std::string_view> batch, const Context& ctx, std::size_t* done,
                      std::string* first_id);
+  Status seek_impl(std::string_view channel, const std::string& id, StreamSeekResult* where);
   Status validate() const;
 
   std::string name_;
