@@ -66,6 +66,8 @@ struct ChannelInfo {
   // Moved to the dead-letter stream after too many deliveries (Redis
   // Streams topics).
   std::uint64_t dead_lettered = 0;
+  // Dropped unacknowledged by QueueStore::purge, ever.
+  std::uint64_t purged = 0;
 };
 
 // What a queue is made of: the backend's own (kDefault: the embedded
@@ -237,6 +239,54 @@ struct ReaderOptions {
   std::chrono::milliseconds visibility{0};
 };
 
+// Reads a channel's messages without taking them (QueueStore::peek): no
+// role, acknowledgement, position, delivery count or bound changes.
+// Thread safety: one thread at a time. Blocking: never waits for messages.
+class QueuePeek {
+ public:
+  virtual ~QueuePeek() = default;
+  // Appends 0..max messages, in the order the channel would deliver them,
+  // and moves past them. OK with none appended: nothing more now.
+  virtual Status next(std::vector<StoreMessage>& out, std::size_t max) = 0;
+};
+
+// Where QueueStore::peek starts (default: the channel's first
+// unacknowledged message, those a running reader holds included).
+struct PeekFrom {
+  // The embedded store: from this seq (before the oldest retained message:
+  // from that one).
+  std::optional<std::uint64_t> seq;
+  // Redis Streams topics: the messages after this id.
+  std::string after_id;
+};
+
+// Where QueueStore::seek moves a channel: the next message it delivers.
+struct SeekTarget {
+  enum class Kind : std::uint8_t {
+    kStart,  // the oldest message still retained
+    kEnd,    // after the newest: what is there counts as acknowledged
+    kSeq,    // the embedded store: the message with this seq
+    kId,     // Redis Streams topics: the first message after this id
+    kTime,   // the first message put at or after this time
+  };
+  Kind kind = Kind::kStart;
+  std::uint64_t seq = 0;
+  std::string id;
+  std::chrono::system_clock::time_point time{};
+};
+
+struct SeekResult {
+  // Where the channel now is: "seq N" (its next message), or "after ID".
+  std::string position;
+  // The place asked for was before the oldest message retention kept: the
+  // channel stopped at that message instead.
+  bool clamped = false;
+  // The channel's messages not acknowledged now (they count toward the
+  // bound), before and after.
+  std::uint64_t unacknowledged_before = 0;
+  std::uint64_t unacknowledged = 0;
+};
+
 class QueueStore {
  public:
   virtual ~QueueStore() = default;
@@ -283,6 +333,38 @@ class QueueStore {
   // remove waits up to 30 s for a client inside an operation, then deletes;
   // a writer or reader still open gets kNotFound at its next call.
   virtual Status remove(std::string_view name) = 0;
+  // Reads `channel`'s messages from `from` without taking them (QueuePeek).
+  // What it sees is a prefix of the channel while puts and gets run. The
+  // embedded store reads the log (seq and time given); a Streams topic its
+  // unacknowledged messages (id, time, deliveries so far: 0 for those not
+  // yet delivered); a pressure queue the head of its waiting list (messages
+  // readers have taken are theirs: not shown). kNotFound for no such queue
+  // or channel.
+  virtual Result<std::unique_ptr<QueuePeek>> peek(std::string_view name, std::string_view channel,
+                                                  const PeekFrom& from) = 0;
+  Result<std::unique_ptr<QueuePeek>> peek(std::string_view name, std::string_view channel) {
+    return peek(name, channel, PeekFrom{});
+  }
+  // Moves `channel`'s position to `to`: back to replay (the messages from
+  // there on are unacknowledged again and count toward the bound, so puts
+  // wait until the channel catches up), forward to skip (room freed: puts
+  // waiting at the bound go on). Embedded: takes the writer role and the
+  // channel's (waiting for a running put and get as writer() and reader()
+  // do, under ctx: kInUse naming the holder when it ends); durable on
+  // return. Streams: the channel's held messages are taken back from their
+  // readers (docs/cli.md, "seek"). Pressure queues have no positions:
+  // kInvalidArgument, as for a target the backend has no such thing as
+  // (kSeq on Streams, kId on the embedded store). kNotFound for no such
+  // queue or channel.
+  virtual Result<SeekResult> seek(std::string_view name, std::string_view channel,
+                                  const SeekTarget& to, const Context& ctx) = 0;
+  // Drops every message `channel` has not acknowledged (a pressure queue:
+  // every waiting message; those readers have taken stay theirs), without
+  // deleting the queue; how many. Counted in ChannelInfo::purged. Takes
+  // the roles seek() takes. Puts waiting at the bound go on if the channel
+  // was the slowest.
+  virtual Result<std::uint64_t> purge(std::string_view name, std::string_view channel,
+                                      const Context& ctx) = 0;
   // Queue names, sorted.
   virtual Result<std::vector<std::string>> list() = 0;
   virtual Result<QueueInfo> stat(std::string_view name) = 0;

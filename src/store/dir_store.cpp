@@ -25,6 +25,7 @@
 #include "log/position.h"    // stat reads channel positions without opening (locking) them
 #include "log/topic_impl.h"  // open_for_writing_here
 #include "sluice/log/channel.h"
+#include "sluice/log/cursor.h"
 #include "sluice/log/topic.h"
 
 namespace sluice::store {
@@ -72,6 +73,16 @@ Status write_file_synced(const std::string& path, std::string_view bytes) {
   const int err = errno;
   ::close(fd);
   return rc == 0 ? Status::Ok() : errno_status("fsync", path, err);
+}
+
+// Replaces `path` whole (a synced temporary file renamed over it, then the
+// directory synced): a crash leaves the old contents or the new.
+Status replace_file_synced(const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  ::unlink(tmp.c_str());
+  if (Status s = write_file_synced(tmp, bytes); !s.ok()) return s;
+  if (::rename(tmp.c_str(), path.c_str()) != 0) return errno_status("rename", tmp);
+  return sync_dir(path.substr(0, path.rfind('/')));
 }
 
 // Runs `attempt` until it gives something other than kInUse, sleeping with
@@ -421,6 +432,158 @@ Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
   return std::unique_ptr<QueueReader>(new DirReader(*fd, std::move(*topic), std::move(*ch)));
 }
 
+namespace {
+
+// Reads a channel's messages through a read-only topic and a LogCursor:
+// nothing is locked or written, so it runs beside put and get.
+class DirPeek final : public QueuePeek {
+ public:
+  DirPeek(std::unique_ptr<Topic> topic, std::unique_ptr<LogCursor> cursor)
+      : topic_(std::move(topic)), cursor_(std::move(cursor)) {}
+  Status next(std::vector<StoreMessage>& out, std::size_t max) override {
+    msgs_.clear();
+    if (Status s = cursor_->next_batch(msgs_, max); !s.ok()) return s;
+    for (LogMessage& m : msgs_) {
+      StoreMessage& o = out.emplace_back();
+      o.data = std::move(m.payload);
+      o.seq = m.seq;
+      o.time = m.time;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::unique_ptr<Topic> topic_;
+  std::unique_ptr<LogCursor> cursor_;
+  std::vector<LogMessage> msgs_;
+};
+
+std::string purged_path(const std::string& qdir, std::string_view channel) {
+  return qdir + "/readers/" + std::string(channel) + ".purged";
+}
+
+// The count in a channel's .purged file (0 if there is none).
+std::uint64_t read_purged(const std::string& path) {
+  std::ifstream in(path);
+  std::uint64_t n = 0;
+  in >> n;
+  return in ? n : 0;
+}
+
+Status no_channel(std::string_view queue, std::string_view channel) {
+  return {StatusCode::kNotFound, "queue '" + std::string(queue) + "' has no channel '" +
+                                     std::string(channel) + "' (sluice stat lists them)"};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<QueuePeek>> DirStore::peek(std::string_view name, std::string_view channel,
+                                                  const PeekFrom& from) {
+  auto meta = read_meta(name);
+  if (!meta.ok()) return meta.status();
+  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (!from.after_id.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "the embedded store's messages have seqs, not ids: peek from a seq");
+  }
+  auto topic = Topic::open(queue_dir(name) + "/topic",
+                           topic_options(opt_, meta->bound, meta->max_age, true));
+  if (!topic.ok()) return topic.status();
+  std::uint64_t at = 0;
+  if (from.seq) {
+    at = std::min(*from.seq, (*topic)->next_seq());
+  } else {
+    auto pos = (*topic)->channel_position(channel);
+    if (pos.code() == StatusCode::kNotFound) return no_channel(name, channel);
+    if (!pos.ok()) return pos.status();
+    at = *pos;
+  }
+  auto cursor = (*topic)->cursor(at);
+  if (!cursor.ok()) return cursor.status();
+  return std::unique_ptr<QueuePeek>(new DirPeek(std::move(*topic), std::move(*cursor)));
+}
+
+Result<DirStore::Moved> DirStore::move_channel(
+    std::string_view name, std::string_view channel, const Context& ctx,
+    const std::function<Result<std::uint64_t>(Topic&)>& target, bool count_purged) {
+  auto meta = read_meta(name);
+  if (!meta.ok()) return meta.status();
+  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  // The writer's role: retention and the bound live with the writer.
+  auto topic = writer_topic(name, *meta, ctx);
+  if (!topic.ok()) return topic.status();
+  const std::string qdir = queue_dir(name);
+  auto before = (*topic)->channel_position(channel);
+  if (before.code() == StatusCode::kNotFound) return no_channel(name, channel);
+  if (!before.ok()) return before.status();
+  // The channel's role: a running get of it finishes first.
+  const std::string lock_path = qdir + "/readers/" + std::string(channel) + ".lock";
+  auto fd = wait_for_role<int>(ctx, [&] { return lock_channel(lock_path, name, channel); });
+  if (!fd.ok()) return fd.status();
+  struct CloseFd {
+    int fd;
+    ~CloseFd() { ::close(fd); }
+  } role{*fd};
+  auto ch = (*topic)->channel(channel);
+  if (!ch.ok()) return ch.status();
+  auto to = target(**topic);
+  if (!to.ok()) return to.status();
+  auto at = (*ch)->seek(*to);
+  if (!at.ok()) return at.status();
+  Moved m{.from = *before, .to = *at, .next_seq = (*topic)->next_seq()};
+  if (count_purged && m.to > m.from) {
+    const std::string path = purged_path(qdir, channel);
+    const std::uint64_t total = read_purged(path) + (m.to - m.from);
+    if (Status s = replace_file_synced(path, std::to_string(total) + "\n"); !s.ok()) return s;
+  }
+  return m;
+}
+
+Result<SeekResult> DirStore::seek(std::string_view name, std::string_view channel,
+                                  const SeekTarget& to, const Context& ctx) {
+  if (to.kind == SeekTarget::Kind::kId) {
+    return Status(StatusCode::kInvalidArgument,
+                  "the embedded store's messages have seqs, not ids: seek to a seq, a time, the "
+                  "start or the end");
+  }
+  auto m = move_channel(
+      name, channel, ctx,
+      [&](Topic& t) -> Result<std::uint64_t> {
+        switch (to.kind) {
+          case SeekTarget::Kind::kStart:
+            return t.first_seq();
+          case SeekTarget::Kind::kEnd:
+            return t.next_seq();
+          case SeekTarget::Kind::kTime:
+            return t.seq_at_time(to.time);
+          default:
+            if (to.seq > t.next_seq()) {
+              return Status(StatusCode::kInvalidArgument,
+                            "seq " + std::to_string(to.seq) + " is past the end of queue '" +
+                                std::string(name) + "' (its next seq is " +
+                                std::to_string(t.next_seq()) + ")");
+            }
+            return to.seq;
+        }
+      },
+      false);
+  if (!m.ok()) return m.status();
+  SeekResult r;
+  r.position = "seq " + std::to_string(m->to);
+  r.clamped = to.kind == SeekTarget::Kind::kSeq && m->to > to.seq;
+  r.unacknowledged_before = m->next_seq - std::min(m->from, m->next_seq);
+  r.unacknowledged = m->next_seq - std::min(m->to, m->next_seq);
+  return r;
+}
+
+Result<std::uint64_t> DirStore::purge(std::string_view name, std::string_view channel,
+                                      const Context& ctx) {
+  auto m = move_channel(
+      name, channel, ctx, [](Topic& t) -> Result<std::uint64_t> { return t.next_seq(); }, true);
+  if (!m.ok()) return m.status();
+  return m->to > m->from ? m->to - m->from : 0;
+}
+
 Status DirStore::close(std::string_view name, const Context& ctx) {
   auto meta = read_meta(name);
   if (!meta.ok()) return meta.status();
@@ -524,7 +687,11 @@ Result<QueueInfo> DirStore::stat(std::string_view name) {
     const std::uint64_t at =
         std::max(p.state == log::PositionState::kValid ? p.slot.next_seq : 0, first);
     consumed = std::min(consumed, at);
-    info.channel_info.push_back({.name = ch, .lag = info.produced - std::min(at, info.produced)});
+    info.channel_info.push_back({.name = ch,
+                                 .lag = info.produced - std::min(at, info.produced),
+                                 .pending = 0,
+                                 .dead_lettered = 0,
+                                 .purged = read_purged(purged_path(queue_dir(name), ch))});
   }
   info.consumed = consumed;
   info.length = info.produced - info.consumed;

@@ -4,12 +4,15 @@
 //                                           written once
 //   <store>/queues/<name>/topic/            the queue's Topic (its own LOCK, channels/)
 //   <store>/queues/<name>/readers/<ch>.lock flock'd by the channel's reader
+//   <store>/queues/<name>/readers/<ch>.purged messages purge() dropped, ever
+//                                           (decimal; written whole, synced)
 //   <store>/tmp/                            staging for create and delete
 // Our files sit beside the topic directory, not in it: the topic's recovery
 // owns what is inside (it removes stray *.tmp files, for one). Private.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,6 +35,13 @@ class DirStore final : public QueueStore {
   Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
                                               const Context& ctx,
                                               const ReaderOptions& options) override;
+  using QueueStore::peek;
+  Result<std::unique_ptr<QueuePeek>> peek(std::string_view name, std::string_view channel,
+                                          const PeekFrom& from) override;
+  Result<SeekResult> seek(std::string_view name, std::string_view channel, const SeekTarget& to,
+                          const Context& ctx) override;
+  Result<std::uint64_t> purge(std::string_view name, std::string_view channel,
+                              const Context& ctx) override;
   Status close(std::string_view name, const Context& ctx) override;
   Status remove(std::string_view name) override;
   Result<std::vector<std::string>> list() override;
@@ -50,6 +60,16 @@ class DirStore final : public QueueStore {
                                               const Context& ctx);
   // The queue's queue.meta; kNotFound "no queue" if it is missing.
   Result<Meta> read_meta(std::string_view name) const;
+  // seek() and purge(): the writer's topic and the channel's role, held
+  // while `move` runs on the channel; `purged` counts what it dropped.
+  struct Moved {
+    std::uint64_t from = 0;  // the channel's position before
+    std::uint64_t to = 0;    // and after
+    std::uint64_t next_seq = 0;
+  };
+  Result<Moved> move_channel(std::string_view name, std::string_view channel, const Context& ctx,
+                             const std::function<Result<std::uint64_t>(Topic&)>& target,
+                             bool count_purged);
 
   std::string dir_;
   StoreOptions opt_;

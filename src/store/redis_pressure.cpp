@@ -183,7 +183,30 @@ class RedisReader final : public QueueReader {
   std::vector<std::string> taken_;  // in flight after pending_, not yet returned by get
 };
 
+// The head of the waiting list. The protocol has no cursor: each page asks
+// for the head again and skips what was shown (a get between two pages
+// shifts the list: the next page may repeat or miss messages at its edge).
+class PressurePeek final : public QueuePeek {
+ public:
+  explicit PressurePeek(PressureQueue q) : q_(std::move(q)) {}
+  Status next(std::vector<StoreMessage>& out, std::size_t max) override {
+    auto head = q_.peek(shown_ + max);
+    if (!head.ok()) return head.status();
+    for (std::size_t i = shown_; i < head->size(); ++i) out.emplace_back().data = std::move((*head)[i]);
+    shown_ = std::max(shown_, head->size());
+    return Status::Ok();
+  }
+
+ private:
+  PressureQueue q_;
+  std::size_t shown_ = 0;
+};
+
 }  // namespace
+
+std::unique_ptr<QueuePeek> pressure_peek(PressureQueue q) {
+  return std::make_unique<PressurePeek>(std::move(q));
+}
 
 std::unique_ptr<QueueWriter> pressure_writer(PressureQueue q) {
   return std::make_unique<RedisWriter>(std::move(q));

@@ -190,6 +190,99 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
   return pressure_reader(std::move(q), std::move(consumer));
 }
 
+namespace {
+
+Status pressure_has_one_channel(std::string_view name, std::string_view channel) {
+  return {StatusCode::kInvalidArgument,
+          "channel '" + std::string(channel) + "': queue '" + std::string(name) +
+              "' is a pressure queue, which has one channel, 'default'"};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<QueuePeek>> RedisStore::peek(std::string_view name,
+                                                    std::string_view channel,
+                                                    const PeekFrom& from) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  auto found = find(name);
+  if (!found.ok()) return found.status();
+  if (from.seq) {
+    return Status(StatusCode::kInvalidArgument,
+                  "Redis messages have no seqs: peek a Streams topic from an id (after_id)");
+  }
+  if (found->kind == Kind::kStream) {
+    StreamTopic t(opt_, std::string(name), stream_options());
+    // Not found now rather than at the first page.
+    auto page = t.peek(channel, from.after_id.empty() ? "" : from.after_id, 1);
+    if (!page.ok()) return page.status();
+    return stream_peek(std::move(t), std::string(channel), from.after_id);
+  }
+  if (channel != kDefaultChannel) return pressure_has_one_channel(name, channel);
+  if (!from.after_id.empty()) {
+    return Status(StatusCode::kInvalidArgument,
+                  "a pressure queue has no ids: peek shows the head of its waiting list");
+  }
+  return pressure_peek(std::move(*found->queue));
+}
+
+Result<SeekResult> RedisStore::seek(std::string_view name, std::string_view channel,
+                                    const SeekTarget& to, const Context& ctx) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
+  auto found = find(name);
+  if (!found.ok()) return found.status();
+  if (found->kind != Kind::kStream) {
+    return Status(StatusCode::kInvalidArgument,
+                  "queue '" + std::string(name) +
+                      "' is a pressure queue: it keeps no history and no positions, so there is "
+                      "nothing to seek (purge drops what waits)");
+  }
+  StreamTopic t(opt_, std::string(name), stream_options());
+  StreamSeekResult where;
+  Status s;
+  switch (to.kind) {
+    case SeekTarget::Kind::kStart:
+      s = t.seek(channel, "0-0", &where);
+      break;
+    case SeekTarget::Kind::kEnd:
+      s = t.seek(channel, "$", &where);
+      break;
+    case SeekTarget::Kind::kId:
+      s = t.seek(channel, to.id, &where);
+      break;
+    case SeekTarget::Kind::kTime:
+      s = t.seek_time(channel, to.time, &where);
+      break;
+    case SeekTarget::Kind::kSeq:
+      return Status(StatusCode::kInvalidArgument,
+                    "a Streams topic's messages have ids, not seqs: seek to an id, a time, the "
+                    "start or the end");
+  }
+  if (!s.ok()) return s;
+  SeekResult r;
+  r.position = "after " + where.position;
+  r.clamped = where.clamped;
+  r.unacknowledged_before = where.unacknowledged_before;
+  r.unacknowledged = where.unacknowledged;
+  return r;
+}
+
+Result<std::uint64_t> RedisStore::purge(std::string_view name, std::string_view channel,
+                                        const Context& ctx) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
+  auto found = find(name);
+  if (!found.ok()) return found.status();
+  if (found->kind == Kind::kStream) {
+    return StreamTopic(opt_, std::string(name), stream_options()).purge(channel);
+  }
+  if (channel != kDefaultChannel) return pressure_has_one_channel(name, channel);
+  return found->queue->purge();
+}
+
 Status RedisStore::close(std::string_view name, const Context& ctx) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   auto found = find(name);
@@ -260,7 +353,8 @@ Result<QueueInfo> RedisStore::stat(std::string_view name) {
     info.channel_info = {{.name = std::string(kDefaultChannel),
                           .lag = st.length,
                           .pending = st.in_flight,
-                          .dead_lettered = 0}};
+                          .dead_lettered = 0,
+                          .purged = st.purged}};
     return info;
   }
   const StreamTopicStats& st = found->stream;
@@ -278,7 +372,8 @@ Result<QueueInfo> RedisStore::stat(std::string_view name) {
     info.channel_info.push_back({.name = c.name,
                                  .lag = c.unacknowledged - std::min(c.pending, c.unacknowledged),
                                  .pending = c.pending,
-                                 .dead_lettered = c.dead_lettered});
+                                 .dead_lettered = c.dead_lettered,
+                                 .purged = c.purged});
   }
   info.length = behind;
   info.consumed = info.produced - std::min(behind, info.produced);

@@ -47,6 +47,10 @@ std::unique_ptr<QueueWriter> pressure_writer(PressureQueue q);
 std::unique_ptr<QueueReader> pressure_reader(PressureQueue q, std::string consumer);
 std::unique_ptr<QueueWriter> stream_writer(StreamTopic t);
 std::unique_ptr<QueueReader> stream_reader(StreamChannel c);
+// Peeks (QueueStore::peek): a pressure queue's waiting list, a Streams
+// topic's channel from `after_id` (empty: its first unacknowledged message).
+std::unique_ptr<QueuePeek> pressure_peek(PressureQueue q);
+std::unique_ptr<QueuePeek> stream_peek(StreamTopic t, std::string channel, std::string after_id);
 
 class RedisStore final : public QueueStore {
  public:
@@ -61,6 +65,13 @@ class RedisStore final : public QueueStore {
   Result<std::unique_ptr<QueueReader>> reader(std::string_view name, std::string_view channel,
                                               const Context& ctx,
                                               const ReaderOptions& options) override;
+  using QueueStore::peek;
+  Result<std::unique_ptr<QueuePeek>> peek(std::string_view name, std::string_view channel,
+                                          const PeekFrom& from) override;
+  Result<SeekResult> seek(std::string_view name, std::string_view channel, const SeekTarget& to,
+                          const Context& ctx) override;
+  Result<std::uint64_t> purge(std::string_view name, std::string_view channel,
+                              const Context& ctx) override;
   Status close(std::string_view name, const Context& ctx) override;
   Status remove(std::string_view name) override;
   Result<std::vector<std::string>> list() override;

@@ -99,7 +99,37 @@ class StreamReader final : public QueueReader {
   std::uint64_t acked_ = 0;        // the acknowledged prefix's length
 };
 
+// A channel's unacknowledged messages, a page per call (StreamTopic::peek,
+// one script each), continuing after the last id shown.
+class StreamPeek final : public QueuePeek {
+ public:
+  StreamPeek(StreamTopic t, std::string channel, std::string after_id)
+      : t_(std::move(t)), channel_(std::move(channel)), after_(std::move(after_id)) {}
+  Status next(std::vector<StoreMessage>& out, std::size_t max) override {
+    auto page = t_.peek(channel_, after_, max);
+    if (!page.ok()) return page.status();
+    for (StreamMessage& m : *page) {
+      StoreMessage& o = out.emplace_back();
+      o.data = std::move(m.payload);
+      o.id = m.id;
+      o.time = id_time(m.id);
+      o.deliveries = m.deliveries;
+      after_ = std::move(m.id);
+    }
+    return Status::Ok();
+  }
+
+ private:
+  StreamTopic t_;
+  std::string channel_;
+  std::string after_;  // empty: from the channel's first unacknowledged message
+};
+
 }  // namespace
+
+std::unique_ptr<QueuePeek> stream_peek(StreamTopic t, std::string channel, std::string after_id) {
+  return std::make_unique<StreamPeek>(std::move(t), std::move(channel), std::move(after_id));
+}
 
 std::unique_ptr<QueueWriter> stream_writer(StreamTopic t) {
   return std::make_unique<StreamWriter>(std::move(t));
