@@ -74,5 +74,28 @@ TEST(ArgsTest, WhatIsNotADurationIsRefusedWithTheFormsThatWork) {
             "'99999999999999999999999999' is too long (at most 100 years)");
 }
 
+TEST(ArgsTest, TimesInRfc3339OrUnixSeconds) {
+  using namespace std::chrono;
+  std::string error;
+  const auto at = [&](const char* text) {
+    auto t = parse_time(text, &error);
+    EXPECT_TRUE(t.has_value()) << text << ": " << error;
+    return t ? duration_cast<milliseconds>(t->time_since_epoch()).count() : -1;
+  };
+  EXPECT_EQ(at("1970-01-01T00:00:00Z"), 0);
+  EXPECT_EQ(at("2026-11-26T00:15:55.839Z"), 1795652155839);
+  EXPECT_EQ(at("2026-11-26 01:15:55.839+01:00"), 1795652155839);
+  EXPECT_EQ(at("2026-11-25T23:45:55.839-00:30"), 1795652155839);
+  EXPECT_EQ(at("2024-02-29T12:00:00z"), 1709208000000);  // a leap day
+  EXPECT_EQ(at("@1795652155"), 1795652155000);
+  EXPECT_EQ(at("@1795652155.25"), 1795652155250);
+  for (const char* bad : {"", "yesterday", "2026-11-26", "2026-11-26T01:02:03", "2026-13-01T00:00:00Z",
+                          "2026-11-26T24:00:00Z", "2026-11-26T01:02:03.Z", "2026-11-26T01:02:03+1",
+                          "@", "@-5", "@5m", "@1e9"}) {
+    EXPECT_FALSE(parse_time(bad, &error).has_value()) << bad;
+    EXPECT_NE(error.find("is not a time"), std::string::npos) << bad << ": " << error;
+  }
+}
+
 }  // namespace
 }  // namespace sluice::cli

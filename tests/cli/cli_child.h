@@ -109,6 +109,17 @@ class Child {
     }
     return out;
   }
+  // Reads stdout a byte at a time up to and including the next newline (a
+  // reader that takes exactly one line out of the pipe); returns the line.
+  std::string read_one_line() {
+    std::string line;
+    char c = 0;
+    while (::read(out_, &c, 1) == 1) {
+      line += c;
+      if (c == '\n') break;
+    }
+    return line;
+  }
   // Reads stderr until it holds `needle` (or EOF); returns all read so far.
   std::string read_err_until(std::string_view needle) {
     while (err.find(needle) == std::string::npos) {

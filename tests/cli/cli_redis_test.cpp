@@ -279,7 +279,7 @@ TEST_F(CliRedisTest, CreatePutGetStatLsCloseDelete) {
             "name=jobs\nbound=100\nclosed=false\nlength=2\nwaiting=2\nin_flight=0\nproduced=5\n"
             "consumed=3\nproduced_bytes=30\nconsumed_bytes=18\nchannels=default\nkind=pressure\n"
             "max_age=0\nreplicas=0\nchannel.default.lag=2\nchannel.default.pending=0\n"
-            "channel.default.dead_lettered=0\n");
+            "channel.default.dead_lettered=0\nchannel.default.purged=0\n");
   EXPECT_NE(run({"stat", "other"}).out.find("\nbound=0\n"), std::string::npos);
   r = run({"ls"});
   ASSERT_EQ(r.rc, 0) << r.err;
@@ -322,9 +322,9 @@ TEST_F(CliRedisTest, AStreamsTopicHasNamedChannelsLagAndPending) {
   EXPECT_EQ(r.out,
             "name=events\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
             "produced_bytes=30\nchannels=audit,default\nkind=stream\nmax_age=0\nreplicas=0\n"
-            "channel.audit.lag=0\nchannel.audit.pending=0\nchannel.audit.dead_lettered=0\n"
+            "channel.audit.lag=0\nchannel.audit.pending=0\nchannel.audit.dead_lettered=0\nchannel.audit.purged=0\n"
             "channel.default.lag=2\nchannel.default.pending=0\n"
-            "channel.default.dead_lettered=0\n");
+            "channel.default.dead_lettered=0\nchannel.default.purged=0\n");
   // Streams topics count the bytes put, not those taken, and have no
   // waiting list (docs/cli.md): left out above, null in JSON.
   r = run({"stat", "events", "--json"});
@@ -522,7 +522,7 @@ TEST_F(CliRedisTest, InterleavesWithThePressureProtocolsReferenceClient) {
             "name=q\nbound=50\nclosed=false\nlength=0\nwaiting=0\nin_flight=0\nproduced=5\n"
             "consumed=5\nproduced_bytes=5\nconsumed_bytes=5\nchannels=default\nkind=pressure\n"
             "max_age=0\nreplicas=0\nchannel.default.lag=0\nchannel.default.pending=0\n"
-            "channel.default.dead_lettered=0\n");
+            "channel.default.dead_lettered=0\nchannel.default.purged=0\n");
   // A queue the reference client made is a sluice queue; its close ends a get.
   testutil::ReferenceClient ref2(server_.port(), "theirs");
   ref2.create(0);
@@ -618,7 +618,7 @@ TEST_F(CliRedisTest, StatSplitsAPressureQueuesLengthIntoWaitingAndInFlight) {
             "name=q\nbound=3\nclosed=false\nlength=5\nwaiting=3\nin_flight=2\nproduced=6\n"
             "consumed=1\nproduced_bytes=36\nconsumed_bytes=6\nchannels=default\nkind=pressure\n"
             "max_age=0\nreplicas=0\nchannel.default.lag=3\nchannel.default.pending=2\n"
-            "channel.default.dead_lettered=0\n");
+            "channel.default.dead_lettered=0\nchannel.default.purged=0\n");
   r = run({"stat", "q", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("\"length\":5,\"waiting\":3,\"in_flight\":2,\"produced\":6,\"consumed\":1,"

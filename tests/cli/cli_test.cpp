@@ -59,7 +59,7 @@ TEST_F(CliTest, CreatePutGetStat) {
             "name=jobs\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
             "channels=default\nkind=log\nmax_age=0\nreplicas=0\nchannel.default.lag=2\n"
             "channel.default.pending=0\n"
-            "channel.default.dead_lettered=0\n");
+            "channel.default.dead_lettered=0\nchannel.default.purged=0\n");
   // The embedded store keeps no byte counts (docs/cli.md), and waiting and
   // in_flight are pressure queues': left out above, null here.
   r = run({"stat", "jobs", "--json"});
@@ -70,7 +70,7 @@ TEST_F(CliTest, CreatePutGetStat) {
       "\"in_flight\":null,\"produced\":5,\"consumed\":3,\"produced_bytes\":null,"
       "\"consumed_bytes\":null,\"channels\":[\"default\"],\"kind\":\"log\",\"max_age\":0,"
       "\"replicas\":0,"
-      "\"channel_info\":[{\"name\":\"default\",\"lag\":2,\"pending\":0,\"dead_lettered\":0}]}\n");
+      "\"channel_info\":[{\"name\":\"default\",\"lag\":2,\"pending\":0,\"dead_lettered\":0,\"purged\":0}]}\n");
   r = run({"get", "jobs", "--count", "2"});
   EXPECT_EQ(r.out, lines(3, 5));
 }

@@ -83,4 +83,101 @@ std::optional<double> parse_duration(std::string_view text, std::string* error) 
   return v;
 }
 
+namespace {
+
+// `n` digits at text[at...] as a number; false if they are not all digits.
+bool digits(std::string_view text, std::size_t at, std::size_t n, int* out) {
+  if (at + n > text.size()) return false;
+  int v = 0;
+  for (std::size_t i = at; i < at + n; ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+    v = v * 10 + (text[i] - '0');
+  }
+  *out = v;
+  return true;
+}
+
+// Days from 1970-01-01 to y-m-d in the proleptic Gregorian calendar
+// (Howard Hinnant's days_from_civil).
+std::int64_t days_from_civil(int y, int m, int d) {
+  y -= m <= 2;
+  const int era = (y >= 0 ? y : y - 399) / 400;
+  const int yoe = y - era * 400;
+  const int doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return static_cast<std::int64_t>(era) * 146097 + doe - 719468;
+}
+
+}  // namespace
+
+std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view text,
+                                                                std::string* error) {
+  using namespace std::chrono;
+  const std::string what =
+      quoted(text) +
+      " is not a time: give RFC 3339 (2026-11-26T01:02:03Z, 2026-11-26T01:02:03.5+01:00) or "
+      "@SECONDS since the Unix epoch (@1795652155)";
+  if (text.starts_with('@')) {
+    // Whole seconds and a fraction, each as integers: a double has no room
+    // for nanoseconds since 1970.
+    const std::string_view num = text.substr(1);
+    const std::size_t dot = num.find('.');
+    const std::string_view whole = num.substr(0, dot);
+    const std::string_view fraction = dot == std::string_view::npos ? "" : num.substr(dot + 1);
+    std::uint64_t secs = 0;
+    std::int64_t ns = 0, scale = 100000000;
+    const bool ok = all_digits(whole) && whole.size() <= 12 &&
+                    (dot == std::string_view::npos || all_digits(fraction)) &&
+                    std::from_chars(whole.data(), whole.data() + whole.size(), secs).ec ==
+                        std::errc();
+    if (!ok) {
+      *error = what;
+      return std::nullopt;
+    }
+    for (std::size_t i = 0; i < fraction.size() && scale > 0; ++i, scale /= 10) {
+      ns += (fraction[i] - '0') * scale;
+    }
+    return system_clock::time_point(
+        duration_cast<system_clock::duration>(seconds(secs) + nanoseconds(ns)));
+  }
+  int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
+  if (text.size() < 20 || !digits(text, 0, 4, &y) || text[4] != '-' || !digits(text, 5, 2, &mo) ||
+      text[7] != '-' || !digits(text, 8, 2, &d) ||
+      (text[10] != 'T' && text[10] != 't' && text[10] != ' ') || !digits(text, 11, 2, &h) ||
+      text[13] != ':' || !digits(text, 14, 2, &mi) || text[16] != ':' || !digits(text, 17, 2, &s) ||
+      mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) {
+    *error = what;
+    return std::nullopt;
+  }
+  std::size_t at = 19;
+  nanoseconds frac{0};
+  if (text[at] == '.') {
+    std::int64_t scale = 100000000;
+    std::size_t n = 0;
+    for (++at; at < text.size() && text[at] >= '0' && text[at] <= '9'; ++at, ++n) {
+      frac += nanoseconds((text[at] - '0') * scale);
+      scale /= 10;
+    }
+    if (n == 0) {
+      *error = what;
+      return std::nullopt;
+    }
+  }
+  minutes offset{0};
+  const std::string_view zone = text.substr(at);
+  if (zone == "Z" || zone == "z") {
+    // UTC
+  } else if (int oh = 0, om = 0; zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') &&
+                                 digits(zone, 1, 2, &oh) && zone[3] == ':' &&
+                                 digits(zone, 4, 2, &om) && oh <= 23 && om <= 59) {
+    offset = minutes((zone[0] == '-' ? -1 : 1) * (oh * 60 + om));
+  } else {
+    *error = what;
+    return std::nullopt;
+  }
+  const auto day = days_from_civil(y, mo, d);
+  const auto t = seconds(day * 86400 + h * 3600 + mi * 60 + std::min(s, 59)) - offset;
+  return system_clock::time_point(duration_cast<system_clock::duration>(t + frac));
+}
+
 }  // namespace sluice::cli

@@ -7,6 +7,7 @@
 // out-of-range count silently; these say what is wrong in one line.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -29,5 +30,12 @@ inline constexpr double kMaxDurationSeconds = 100.0 * 365 * 24 * 3600;
 // optional unit: ms, s, m (minutes) or h. No sign, exponent, inf or nan.
 // On failure returns nullopt and sets *error.
 std::optional<double> parse_duration(std::string_view text, std::string* error);
+
+// A point in time: RFC 3339 ("2026-11-26T01:02:03Z", "2026-11-26T01:02:03.5+01:00"; a
+// space may stand for the T), or seconds since the Unix epoch after '@' ("@1795652155",
+// "@1795652155.25"), as date(1) prints with +@%s. On failure returns nullopt and
+// sets *error.
+std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view text,
+                                                                std::string* error);
 
 }  // namespace sluice::cli

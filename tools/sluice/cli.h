@@ -48,5 +48,6 @@ std::stop_token stop_on_signals();
 void add_queue_commands(CLI::App& app, Globals& g);  // create, close, delete, ls, stat
 void add_io_commands(CLI::App& app, Globals& g);     // put, get
 void add_log_commands(CLI::App& app, Globals& g);    // log verify, log inspect, repair
+void add_look_commands(CLI::App& app, Globals& g);   // peek, seek, purge
 
 }  // namespace sluice::cli

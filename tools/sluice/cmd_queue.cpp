@@ -131,7 +131,7 @@ void add_queue_commands(CLI::App& app, Globals& g) {
       "print a queue's state: name, bound, closed, length (pressure queues: waiting + "
       "in_flight), produced, consumed, produced_bytes and consumed_bytes (where the backend "
       "keeps them), channels, kind, max_age (seconds), replicas, and each channel's lag (not yet "
-      "delivered), pending (delivered, not acknowledged) and dead letters");
+      "delivered), pending (delivered, not acknowledged), dead letters and purged");
   stat->add_option("NAME", a->name, "queue name")->required();
   stat->add_flag("--json", a->json, "one JSON object instead of key=value lines");
   stat->callback([&g, a] {
@@ -167,7 +167,8 @@ void add_queue_commands(CLI::App& app, Globals& g) {
         const std::string k = "channel." + c.name + ".";
         std::cout << k << "lag=" << c.lag << "\n"
                   << k << "pending=" << c.pending << "\n"
-                  << k << "dead_lettered=" << c.dead_lettered << "\n";
+                  << k << "dead_lettered=" << c.dead_lettered << "\n"
+                  << k << "purged=" << c.purged << "\n";
       }
     }
   });

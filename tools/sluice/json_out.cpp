@@ -132,6 +132,7 @@ std::string stat_json(const QueueInfo& info) {
     o["lag"] = c.lag;
     o["pending"] = c.pending;
     o["dead_lettered"] = c.dead_lettered;
+    o["purged"] = c.purged;
     chans.push_back(std::move(o));
   }
   j["channel_info"] = std::move(chans);

@@ -185,6 +185,7 @@ int main(int argc, char** argv) {
       "not found, 130 interrupted.");
   add_queue_commands(app, g);
   add_io_commands(app, g);
+  add_look_commands(app, g);
   add_log_commands(app, g);
   try {
     app.parse(argc, argv);

@@ -1,0 +1,231 @@
+// peek, seek and purge through the real binary, on every backend that can
+// have them (docs/cli.md, "Looking back"): a pressure queue has no history
+// or positions, so seek there is exit 2 with the reason.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/cli_child.h"
+#include "testutil/temp_dir.h"
+#include "testutil/wait_for.h"
+#ifdef SLUICE_TEST_REDIS
+#include "testutil/redis_server.h"
+#endif
+
+namespace sluice {
+namespace {
+
+using testutil::Child;
+using testutil::Outcome;
+
+struct Backend {
+  std::string name;
+  bool redis = false;
+  std::string create_flag;  // "--stream" for a Streams topic
+};
+
+std::ostream& operator<<(std::ostream& os, const Backend& b) { return os << b.name; }
+
+class CliLookTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+#ifdef SLUICE_TEST_REDIS
+    if (GetParam().redis) {
+      server_ = std::make_unique<testutil::RedisServer>();
+      store_ = "redis://127.0.0.1:" + std::to_string(server_->port()) + "/0";
+    }
+#endif
+  }
+  bool pressure() const { return GetParam().name == "redis"; }
+  bool stream() const { return GetParam().name == "redis_stream"; }
+
+  std::vector<std::string> cmd(std::vector<std::string> args) const {
+    args.insert(args.begin(), {SLUICE_CLI, "--store", store_});
+    return args;
+  }
+  Outcome run(std::vector<std::string> args, const std::string& input = "") {
+    Child c(cmd(std::move(args)));
+    c.write_stdin(input);
+    c.close_stdin();
+    return c.finish();
+  }
+  void create(const std::string& q, const std::string& bound = "1000") {
+    std::vector<std::string> args = {"create", q, "--bound", bound};
+    if (!GetParam().create_flag.empty()) args.push_back(GetParam().create_flag);
+    Outcome r = run(args);
+    ASSERT_EQ(r.rc, 0) << r.err;
+  }
+  static std::string lines(int from, int to) {
+    std::string s;
+    for (int i = from; i <= to; ++i) s += "m" + std::to_string(i) + "\n";
+    return s;
+  }
+  std::string stat(const std::string& q, const std::string& key) {
+    Outcome r = run({"stat", q});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    const auto at = r.out.find("\n" + key + "=");
+    if (at == std::string::npos) return "";
+    const auto from = at + key.size() + 2;
+    return r.out.substr(from, r.out.find('\n', from) - from);
+  }
+
+#ifdef SLUICE_TEST_REDIS
+  std::unique_ptr<testutil::RedisServer> server_;
+#endif
+  std::string store_ = testutil::test_dir("cli_look").string();
+};
+
+// peek writes what the channel has not acknowledged and takes nothing: the
+// counts stay, and a get then gets the same messages.
+TEST_P(CliLookTest, PeekShowsWhatIsUnacknowledgedWithoutTakingIt) {
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, lines(1, 5)).rc, 0);
+  ASSERT_EQ(run({"get", "q", "--count", "2"}).out, lines(1, 2));
+  Outcome p = run({"peek", "q"});
+  EXPECT_EQ(p.rc, 0) << p.err;
+  EXPECT_EQ(p.out, lines(3, 5));
+  p = run({"peek", "q", "--count", "2"});
+  EXPECT_EQ(p.out, lines(3, 4));
+  p = run({"peek", "q", "--format", "json", "--count", "1"});
+  ASSERT_EQ(p.rc, 0) << p.err;
+  const auto j = nlohmann::json::parse(p.out);
+  EXPECT_EQ(j["data"], "m3");
+  if (GetParam().name == "embedded") EXPECT_EQ(j["seq"], 2);
+  if (stream()) {
+    EXPECT_TRUE(j["id"].is_string());
+    EXPECT_EQ(j["deliveries"], 0);  // not delivered yet
+  }
+  EXPECT_EQ(stat("q", "consumed"), "2");
+  EXPECT_EQ(stat("q", "length"), "3");
+  EXPECT_EQ(run({"get", "q", "--count", "3"}).out, lines(3, 5));
+  EXPECT_EQ(run({"peek", "q"}).out, "");
+  EXPECT_EQ(run({"peek", "q", "--channel", "nope"}).rc, pressure() ? 2 : 3);
+}
+
+// What a running get holds (delivered, not acknowledged) is still the
+// channel's: peek shows it. (A pressure queue's readers take messages out of
+// the queue: those are not there.)
+TEST_P(CliLookTest, PeekIncludesWhatARunningGetHolds) {
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, lines(1, 3)).rc, 0);
+  // A get whose reader (this test) takes one line: it holds the other two.
+  Child get(cmd({"get", "q", "--count", "3", "--linger", "60s"}));
+  get.close_stdin();
+  EXPECT_EQ(get.read_one_line(), "m1\n");
+  EXPECT_TRUE(testutil::eventually([&] { return stat("q", "consumed") == "1"; }));
+  Outcome p = run({"peek", "q"});
+  EXPECT_EQ(p.rc, 0) << p.err;
+  EXPECT_EQ(p.out, pressure() ? "" : lines(2, 3));
+  get.kill_now();
+}
+
+TEST_P(CliLookTest, SeekBackReplaysAndForwardSkips) {
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, lines(1, 5)).rc, 0);
+  ASSERT_EQ(run({"get", "q", "--count", "5"}).out, lines(1, 5));
+  Outcome s = run({"seek", "q", "--to-start"});
+  if (pressure()) {
+    EXPECT_EQ(s.rc, 2) << s.err;
+    EXPECT_NE(s.err.find("no history"), std::string::npos) << s.err;
+    return;
+  }
+  ASSERT_EQ(s.rc, 0) << s.err;
+  EXPECT_NE(s.out.find("unacknowledged_before=0\nunacknowledged=5\n"), std::string::npos) << s.out;
+  EXPECT_EQ(stat("q", "length"), "5");  // replayed: they count toward the bound again
+  EXPECT_EQ(run({"get", "q", "--count", "5"}).out, lines(1, 5));
+  ASSERT_EQ(run({"put", "q"}, lines(6, 8)).rc, 0);
+  s = run({"seek", "q", "--to-end"});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  EXPECT_NE(s.out.find("unacknowledged_before=3\nunacknowledged=0\n"), std::string::npos) << s.out;
+  EXPECT_EQ(run({"get", "q", "--timeout", "200ms"}).out, "");
+  // The backend's own kind of place only.
+  s = run({"seek", "q", stream() ? "--to-seq" : "--to-id", stream() ? "2" : "0-1"});
+  EXPECT_EQ(s.rc, 2) << s.err;
+  s = run({"seek", "q"});
+  EXPECT_EQ(s.rc, 2) << s.err;
+  s = run({"seek", "q", "--to-time", "yesterday"});
+  EXPECT_EQ(s.rc, 2) << s.err;
+  EXPECT_NE(s.err.find("is not a time"), std::string::npos) << s.err;
+}
+
+// --to-time: the first message put at or after T.
+TEST_P(CliLookTest, SeekToATimeReplaysFromTheFirstMessagePutThen) {
+  if (pressure()) GTEST_SKIP() << "a pressure queue has no positions (SeekBack... checks exit 2)";
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, lines(1, 2)).rc, 0);
+  // T lies after the first put's clock reading (Streams ids have ms).
+  const auto t = std::chrono::system_clock::now() + std::chrono::milliseconds(5);
+  while (std::chrono::system_clock::now() < t + std::chrono::milliseconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the clock must pass T
+  }
+  ASSERT_EQ(run({"put", "q"}, lines(3, 4)).rc, 0);
+  ASSERT_EQ(run({"get", "q", "--count", "4"}).out, lines(1, 4));
+  const auto us =
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  const std::string at = "@" + std::to_string(us / 1000000) + "." + [&] {
+    std::string f = std::to_string(us % 1000000);
+    return std::string(6 - f.size(), '0') + f;
+  }();
+  Outcome s = run({"seek", "q", "--to-time", at});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  EXPECT_EQ(run({"get", "q", "--count", "2"}).out, lines(3, 4));
+}
+
+// purge drops what the channel has not acknowledged, counts it, and a put
+// waiting at the bound goes on.
+TEST_P(CliLookTest, PurgeDropsTheBacklogAndWakesAPutAtTheBound) {
+  create("q", "3");
+  Child put(cmd({"put", "q"}));
+  put.write_stdin(lines(1, 5));
+  put.close_stdin();
+  ASSERT_TRUE(testutil::eventually([&] { return stat("q", "produced") == "3"; }));
+  Outcome p = run({"purge", "q"});
+  ASSERT_EQ(p.rc, 0) << p.err;
+  EXPECT_NE(p.out.find("purged=3\n"), std::string::npos) << p.out;
+  const Outcome rest = put.finish();  // room again: the last two go in
+  EXPECT_EQ(rest.rc, 0) << rest.err;
+  EXPECT_EQ(run({"get", "q", "--count", "2"}).out, lines(4, 5));
+  EXPECT_EQ(stat("q", "channel.default.purged"), "3");
+}
+
+// seek and purge wait for a running get of the channel (embedded: its role);
+// --no-wait is exit 6 naming it.
+TEST_P(CliLookTest, SeekWaitsForTheChannelsReaderOrFailsFastWithNoWait) {
+  if (GetParam().name != "embedded") GTEST_SKIP() << "Redis roles are held only while a call waits";
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, lines(1, 2)).rc, 0);
+  Child get(cmd({"get", "q"}));
+  get.close_stdin();
+  ASSERT_EQ(get.read_lines(2), lines(1, 2));
+  Outcome s = run({"seek", "q", "--to-start", "--no-wait"});
+  EXPECT_EQ(s.rc, 6) << s.err;
+  EXPECT_NE(s.err.find("PID"), std::string::npos) << s.err;
+  s = run({"purge", "q", "--no-wait"});
+  EXPECT_EQ(s.rc, 6) << s.err;
+  get.signal(SIGTERM);
+  get.finish();
+  s = run({"seek", "q", "--to-start", "--no-wait"});
+  EXPECT_EQ(s.rc, 0) << s.err;
+}
+
+#ifdef SLUICE_TEST_REDIS
+INSTANTIATE_TEST_SUITE_P(Backends, CliLookTest,
+                         ::testing::Values(Backend{"embedded", false, ""},
+                                           Backend{"redis", true, ""},
+                                           Backend{"redis_stream", true, "--stream"}),
+                         [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
+#else
+INSTANTIATE_TEST_SUITE_P(Backends, CliLookTest, ::testing::Values(Backend{"embedded", false, ""}),
+                         [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
+#endif
+
+}  // namespace
+}  // namespace sluice

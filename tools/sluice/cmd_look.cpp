@@ -1,0 +1,221 @@
+// peek (look without taking), seek (move a channel) and purge (drop what a
+// channel has not acknowledged): docs/cli.md, "Looking back".
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <optional>
+
+#include "args.h"
+#include "cli.h"
+#include "framing.h"
+#include "json_out.h"
+#include "options.h"
+#include "progress.h"
+
+namespace sluice::cli {
+namespace {
+
+struct LookArgs {
+  std::string name;
+  std::string channel = std::string(kDefaultChannel);
+  // peek
+  std::uint64_t count = 0;  // 0: all there is now
+  std::optional<std::uint64_t> from_seq;
+  std::string from_id;
+  std::string framing_opt;
+  bool nul = false;
+  bool binary = false;
+  std::string format;
+  // seek
+  std::optional<std::uint64_t> to_seq;
+  std::string to_id;
+  std::string to_time;
+  bool to_start = false;
+  bool to_end = false;
+  bool no_wait = false;
+  double timeout = -1;
+};
+
+bool write_all(int fd, const std::string& bytes) {
+  std::size_t off = 0;
+  while (off < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    off += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+int run_peek(Globals& g, const LookArgs& a) {
+  auto store = open_store(g, "peek", &g.rc);
+  if (!store) return g.rc;
+  std::signal(SIGPIPE, SIG_IGN);  // a reader that stops early ends the peek: nothing was taken
+  PeekFrom from;
+  from.seq = a.from_seq;
+  from.after_id = a.from_id;
+  auto p = store->peek(a.name, a.channel, from);
+  if (!p.ok()) return fail("peek", queue_label(a.name), p.status());
+  Framing framing = Framing::kLine;
+  if (a.nul) framing = Framing::kNul;
+  if (a.binary) framing = Framing::kBinary;
+  if (!a.framing_opt.empty()) framing = parse_framing(a.framing_opt).value_or(Framing::kLine);
+  const bool json = a.format == "json";
+  std::vector<StoreMessage> msgs;
+  std::string bytes;
+  for (std::uint64_t shown = 0; a.count == 0 || shown < a.count;) {
+    std::size_t want = 8192;
+    if (a.count != 0) want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - shown));
+    msgs.clear();
+    if (Status s = (*p)->next(msgs, want); !s.ok()) return fail("peek", queue_label(a.name), s);
+    if (msgs.empty()) break;  // nothing more now
+    bytes.clear();
+    for (const StoreMessage& m : msgs) {
+      if (json) {
+        append_message_json(m, a.channel, bytes);
+      } else {
+        append_frame(framing, m.data, bytes);
+      }
+    }
+    if (!write_all(STDOUT_FILENO, bytes)) {
+      if (errno == EPIPE) return kExitOk;  // the reader has what it wanted
+      const int err = errno;
+      return fail("peek", queue_label(a.name),
+                  {StatusCode::kIOError, std::string("write stdout: ") + std::strerror(err)});
+    }
+    shown += msgs.size();
+  }
+  return kExitOk;
+}
+
+// The seek's or purge's wait for the roles: all of it with --timeout, none
+// with --no-wait.
+Context role_context(const LookArgs& a, const std::stop_token& stop) {
+  if (a.timeout >= 0) return with_timeout(std::chrono::duration<double>(a.timeout), stop);
+  return Context(stop);
+}
+
+int run_seek(Globals& g, const LookArgs& a) {
+  SeekTarget to;
+  int given = 0;
+  if (a.to_seq) {
+    to.kind = SeekTarget::Kind::kSeq;
+    to.seq = *a.to_seq;
+    ++given;
+  }
+  if (!a.to_id.empty()) {
+    to.kind = SeekTarget::Kind::kId;
+    to.id = a.to_id;
+    ++given;
+  }
+  if (!a.to_time.empty()) {
+    std::string why;
+    auto t = parse_time(a.to_time, &why);
+    if (!t) return fail("seek", "--to-time", {StatusCode::kInvalidArgument, why});
+    to.kind = SeekTarget::Kind::kTime;
+    to.time = *t;
+    ++given;
+  }
+  if (a.to_start) {
+    to.kind = SeekTarget::Kind::kStart;
+    ++given;
+  }
+  if (a.to_end) {
+    to.kind = SeekTarget::Kind::kEnd;
+    ++given;
+  }
+  if (given != 1) {
+    return fail("seek", queue_label(a.name),
+                {StatusCode::kInvalidArgument,
+                 "give one place: --to-seq N, --to-id ID, --to-time T, --to-start or --to-end"});
+  }
+  auto store = open_store(g, "seek", &g.rc);
+  if (!store) return g.rc;
+  const Context ctx = role_context(a, stop_on_signals());
+  auto r = take_role(g.quiet, "seek", a.no_wait, ctx, [&](const Context& c) {
+    return store->seek(a.name, a.channel, to, c);
+  });
+  if (!r.ok()) return fail("seek", queue_label(a.name), r.status());
+  if (r->clamped) {
+    std::cerr << "sluice seek: " << queue_label(a.name) << ": channel '" << a.channel
+              << "': the messages before the oldest one retained are gone: stopped at "
+              << r->position << "\n";
+  }
+  std::cout << "channel=" << a.channel << "\nposition=" << r->position
+            << "\nunacknowledged_before=" << r->unacknowledged_before
+            << "\nunacknowledged=" << r->unacknowledged << "\n";
+  return kExitOk;
+}
+
+int run_purge(Globals& g, const LookArgs& a) {
+  auto store = open_store(g, "purge", &g.rc);
+  if (!store) return g.rc;
+  const Context ctx = role_context(a, stop_on_signals());
+  auto r = take_role(g.quiet, "purge", a.no_wait, ctx,
+                     [&](const Context& c) { return store->purge(a.name, a.channel, c); });
+  if (!r.ok()) return fail("purge", queue_label(a.name), r.status());
+  std::cout << "channel=" << a.channel << "\npurged=" << *r << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_look_commands(CLI::App& app, Globals& g) {
+  auto a = std::make_shared<LookArgs>();
+
+  auto* peek = app.add_subcommand(
+      "peek",
+      "write a channel's messages from its first unacknowledged one, without taking them: no "
+      "role, acknowledgement, position or bound changes");
+  peek->add_option("NAME", a->name, "queue name")->required();
+  peek->add_option("--channel", a->channel, "the channel to look at")->capture_default_str();
+  peek->add_option("--count", a->count, "at most N messages (default: all there are now)")
+      ->check(whole_number(1));
+  auto* from_seq = peek->add_option("--from-seq", a->from_seq,
+                                    "embedded store: from the message with this seq instead");
+  from_seq->check(whole_number(0));
+  peek->add_option("--from-id", a->from_id,
+                   "Redis Streams topic: the messages after this id instead")
+      ->excludes(from_seq);
+  auto* fr = peek->add_option("--framing", a->framing_opt, "as for get: line, nul or binary")
+                 ->check(CLI::IsMember({"line", "nul", "binary", "netstring"}));
+  auto* nul = peek->add_flag("-0,--null", a->nul, "--framing nul")->excludes(fr);
+  auto* bin = peek->add_flag("-b,--binary", a->binary, "--framing binary")->excludes(fr)->excludes(nul);
+  peek->add_option("--format", a->format, "json: one JSON object per message per line (as get)")
+      ->check(CLI::IsMember({"json"}))
+      ->excludes(fr)
+      ->excludes(nul)
+      ->excludes(bin);
+  peek->callback([&g, a] { g.rc = run_peek(g, *a); });
+
+  auto* seek = app.add_subcommand(
+      "seek",
+      "move a channel: back to replay (those messages are unacknowledged again and count toward "
+      "the bound), or forward to skip; waits for the queue's put and the channel's get");
+  seek->add_option("NAME", a->name, "queue name")->required();
+  seek->add_option("--channel", a->channel, "the channel to move")->capture_default_str();
+  seek->add_option("--to-seq", a->to_seq, "embedded store: deliver the message with this seq next")
+      ->check(whole_number(0));
+  seek->add_option("--to-id", a->to_id, "Redis Streams topic: deliver what comes after this id");
+  seek->add_option("--to-time", a->to_time,
+                   "deliver the first message put at or after T (RFC 3339, or @UNIX-SECONDS)");
+  seek->add_flag("--to-start", a->to_start, "the oldest message retained");
+  seek->add_flag("--to-end", a->to_end, "after the newest: skip everything there is");
+  seek->add_flag("--no-wait", a->no_wait, "fail at once (exit 6) if a put or get holds a role");
+  as_duration(seek->add_option("--timeout", a->timeout, "wait at most DURATION for the roles"));
+  seek->callback([&g, a] { g.rc = run_seek(g, *a); });
+
+  auto* purge = app.add_subcommand(
+      "purge",
+      "drop every message a channel has not acknowledged (a pressure queue: every waiting "
+      "message), without deleting the queue; waits for the queue's put and the channel's get");
+  purge->add_option("NAME", a->name, "queue name")->required();
+  purge->add_option("--channel", a->channel, "the channel to purge")->capture_default_str();
+  purge->add_flag("--no-wait", a->no_wait, "fail at once (exit 6) if a put or get holds a role");
+  as_duration(purge->add_option("--timeout", a->timeout, "wait at most DURATION for the roles"));
+  purge->callback([&g, a] { g.rc = run_purge(g, *a); });
+}
+
+}  // namespace sluice::cli
