@@ -797,10 +797,19 @@ TEST_F(LookbackTest, SeekForwardWakesAnAppenderWaitingAtTheBound) {
   auto c = std::move(*t->channel("c"));
   for (int i = 0; i < 5; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
   Status blocked;
-  std::thread appender([&] { blocked = t->append(msg(5), with_timeout(20s)).status(); });
+  std::atomic<bool> done{false};
+  std::stop_source stop;
+  std::thread appender([&] {
+    blocked = t->append(msg(5), Context(stop.get_token())).status();
+    done = true;
+  });
   ASSERT_TRUE(testutil::eventually([&] { return t->stats().bound_waits == 1; }));
   auto to = c->seek(5);  // skip the backlog
   ASSERT_TRUE(to.ok());
+  // Woken by the seek: any later wake-up would find the room too, so wait
+  // for it a bounded time only, then stop it (a failure).
+  EXPECT_TRUE(testutil::eventually([&] { return done.load(); }, 10s)) << "not woken";
+  stop.request_stop();
   appender.join();
   EXPECT_TRUE(blocked.ok()) << blocked;
   EXPECT_EQ(seqs(drain(*c)), std::vector<std::uint64_t>{5});
