@@ -132,19 +132,22 @@ Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told, int 
         told.told_durable(next);
       }
       if (life == 1 && i == end - records_per_life / 2) {
-        // Replay: b back to the oldest retained record. From the call on,
-        // its position on disk may be the new one; from its return it is.
+        // Replay: a back to the oldest retained record, which only the
+        // slower b held for it; then b's acks run retention, which must
+        // keep what a needs again. From the call on, a's position on disk
+        // may be the new one; from its return it is.
         const std::uint64_t to = t.first_seq();
-        told.durable_acked["b"] = std::min(told.durable_acked["b"], to);
-        auto moved = (*b)->seek(to);
-        if (!moved.ok()) return moved.status();
-        told.durable_acked["b"] = *moved;
-      }
-      if (life == 1 && i == end - records_per_life / 4) {
-        // Purge: a skips everything not acknowledged (durable on return).
-        auto moved = (*a)->seek(t.next_seq());
+        told.durable_acked["a"] = std::min(told.durable_acked["a"], to);
+        auto moved = (*a)->seek(to);
         if (!moved.ok()) return moved.status();
         told.durable_acked["a"] = *moved;
+        if (!drain(**b, d, told)) return {StatusCode::kIOError, "channel b"};
+      }
+      if (life == 1 && i == end - records_per_life / 4) {
+        // Purge: b skips everything not acknowledged (durable on return).
+        auto moved = (*b)->seek(t.next_seq());
+        if (!moved.ok()) return moved.status();
+        told.durable_acked["b"] = *moved;
       }
     }
     if (life == 1) {  // end of stream: durable in every mode

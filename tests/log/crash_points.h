@@ -47,9 +47,9 @@ TopicOptions cut_topic_options(Durability d);
 // Appends across several segment rolls (single appends and batches), two
 // channels consuming and acknowledging at different paces so retention
 // removes segments, syncs in the modes that need them, and a close and
-// reopen half-way, channel "b" moved back (Channel::seek) to the oldest
-// retained record and channel "a" purged (moved to the end) in the second
-// life, and a close() (end of stream) at the end, then a reopen of the
+// reopen half-way, channel "a" moved back (Channel::seek) to the oldest
+// retained record (which the slower "b" held) and "b" purged (moved to the
+// end) in the second life, and a close() (end of stream) at the end, then a reopen of the
 // closed topic. Single-threaded: the same calls in the same order each run.
 // Stops at the first error (the power cut). `records_per_life` 0: no
 // appends, so the close flags the empty first segment in place.
