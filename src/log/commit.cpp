@@ -201,7 +201,7 @@ Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payl
   if (Status s = reserve(*seg, seg->written + bytes, wopt_); !s.ok()) return s;
   const std::uint64_t at = seg->written;
   const std::uint64_t first = next_seq;
-  const TimeUs time = append_time();
+  const TimeUs time = seg->timed ? append_time() : 0;  // format 1 records have none
   if (Status s = write_records(*seg, payloads, first, time, bytes, buf_); !s.ok()) return s;
   if (opt.durability == Durability::kPerAppend) {
     ++syncs_;

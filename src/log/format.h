@@ -82,10 +82,6 @@ std::uint32_t segment_header_version(const char* in);
 // A record's append time: microseconds since the Unix epoch (wall clock).
 using TimeUs = std::int64_t;
 
-// Writes the record header for `payload` at `out` (24 bytes with a time,
-// 16 without: `time` nullopt writes format 1).
-void encode_record_header(char* out, std::uint64_t seq, std::optional<TimeUs> time,
-                          std::string_view payload);
 // Writes the whole record (header + payload) at `out`: seq, time and payload
 // first, length and CRC last, so that a reader in another process that sees
 // the length sees the rest too (x86 keeps store order; the CRC catches any

@@ -102,8 +102,7 @@ Status write_records(Segment& seg, std::span<const std::string_view> payloads,
     buf.resize(bytes);
     char* p = buf.data();
     for (std::string_view payload : payloads) {
-      encode_record_header(p, seq++, t, payload);
-      std::memcpy(p + h, payload.data(), payload.size());
+      encode_record(p, seq++, t, payload);
       p += h + payload.size();
     }
     if (Status s = seg.file->pwrite(buf.data(), bytes, at); !s.ok()) {

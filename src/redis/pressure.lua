@@ -13,7 +13,9 @@
 --       12 :closed, and for reliable gets 13 the consumer's in-flight list
 --       (${prefix}:${name}:inflight:${consumer}, registered in the set
 --       ${prefix}:${name}:inflight, its mark in the hash
---       ${prefix}:${name}:inflight_marks; none is one of the protocol's keys)
+--       ${prefix}:${name}:inflight_marks; none is one of the protocol's keys),
+--       for create, delete, stats and purge 13 the count of purged messages
+--       (${prefix}:${name}:purged: sluice's own, not the protocol's stats)
 -- ARGV: 1 operation, 2 client id, 3.. operation arguments.
 -- Reply: { status, ... } where status is OK, NOQUEUE, INUSE, CLOSED, FULL,
 --        EMPTY, EXISTS, REMNANTS, BUSY, NOTHELD, CHANGED or STALE.
@@ -263,7 +265,7 @@ elseif op == 'create' then
   -- that knows only the 12 keys: their messages went with it.
   local gone = 0
   for _, c in ipairs(redis.call('SMEMBERS', REG)) do gone = gone + forget(c) end
-  redis.call('DEL', REG, MARKS)
+  redis.call('DEL', REG, MARKS, KEYS[13])  -- and its purged count
   redis.call('SET', BOUND, ARGV[3])
   redis.call('LPUSH', PFREE, '0')
   redis.call('LPUSH', CFREE, '0')
@@ -282,7 +284,7 @@ elseif op == 'delete' then
       gone = gone + redis.call('LLEN', list_of(c))
       redis.call('DEL', list_of(c))
     end
-    redis.call('DEL', REG, MARKS)
+    redis.call('DEL', REG, MARKS, KEYS[13])
     return {'OK', gone}
   end
   -- Someone is inside an operation (another client's blocking put or get):
@@ -339,7 +341,35 @@ elseif op == 'stats' then
           num(PMSG), num(PBYTES), num(CMSG), num(CBYTES),
           redis.call('GET', PRODUCER) or '', redis.call('GET', CONSUMER) or '',
           redis.call('LLEN', PFREE), redis.call('LLEN', CFREE),
-          redis.call('LLEN', NOTFULL), live, old}
+          redis.call('LLEN', NOTFULL), live, old, num(KEYS[13])}
+
+elseif op == 'peek' then
+  -- ARGV[3]: LRANGE's start, "-<n>". The head of the queue, the next n
+  -- messages a get would take, oldest first. Takes no role, changes nothing.
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  local items = redis.call('LRANGE', DATA, ARGV[3], -1)
+  local reply = {'OK'}
+  for k = #items, 1, -1 do reply[#reply + 1] = items[k] end
+  return reply
+
+elseif op == 'purge' then
+  -- Drops every waiting message (reliable consumers' in-flight lists stay
+  -- theirs), counted in KEYS[13], not in the protocol's consumed stats.
+  -- The queue is below its bound now: the :not_full token is made sure of
+  -- as the protocol's Get does when it leaves the queue below the bound, so
+  -- producers waiting for room (any client's) wake. Takes no role: one
+  -- atomic step, between any client's commands.
+  if not exists(BOUND) then return {'NOQUEUE'} end
+  local n = redis.call('LLEN', DATA)
+  if n == 0 then return {'OK', 0} end
+  redis.call('DEL', DATA)
+  redis.call('INCRBY', KEYS[13], n)
+  if bound() > 0 then
+    local nf = redis.call('LLEN', NOTFULL)
+    if nf == 0 then redis.call('LPUSH', NOTFULL, '0')
+    elseif nf > 1 then redis.call('LTRIM', NOTFULL, 0, 0) end
+  end
+  return {'OK', n}
 
 elseif op == 'release' then
   -- ARGV[3]: 'producer' or 'consumer'. Gives back a role this client took in

@@ -20,6 +20,7 @@ std::string to_prometheus(const PressureStats& s, std::string_view name) {
       d(s.consumed_messages));
   one("sluice_redis_consumed_bytes_total", "counter", "Bytes got (all clients).",
       d(s.consumed_bytes));
+  one("sluice_redis_purged_messages_total", "counter", "Messages dropped by purge.", d(s.purged));
   one("sluice_redis_length", "gauge", "Messages in the queue now.", d(s.length));
   one("sluice_redis_bound", "gauge", "The queue's bound (0: unbounded).", d(s.bound));
   one("sluice_redis_in_flight", "gauge", "Messages taken by reliable gets, not acknowledged.",

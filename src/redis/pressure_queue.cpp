@@ -143,6 +143,7 @@ struct PressureQueue::Impl {
     const std::string base = conn.options().prefix + ":" + name;
     for (std::size_t i = 0; i < kKeyCount; ++i) keys[i] = base + std::string(kSuffix[i]);
     for (std::size_t i = 0; i < kKeyCount; ++i) key_views[i] = keys[i];
+    purged_key = keys[kData] + ":purged";
   }
   // Best effort: give back a role a failed call could not (see `owed`).
   ~Impl() { settle(); }
@@ -153,7 +154,10 @@ struct PressureQueue::Impl {
   redis::Connection conn;
   std::array<std::string, kKeyCount> keys;
   std::array<std::string_view, kKeyCount + 1> key_views;
-  std::string inflight_key;  // set for one run() by the reliable calls
+  // KEYS[13] for one run(): a reliable consumer's in-flight list, or the
+  // purged count (purged_key) for create, delete, stats and purge.
+  std::string key13;
+  std::string purged_key;
   std::vector<std::string_view> args;
   // A role a call took and could not give back because Redis could not be
   // reached, with the id it was taken under. The next call (or the
@@ -178,10 +182,10 @@ struct PressureQueue::Impl {
     args.push_back(id);
     if (!mode.empty()) args.push_back(mode);
     args.insert(args.end(), extra.begin(), extra.end());
-    std::span<const std::string_view> ks(key_views.data(), inflight_key.empty() ? 12 : 13);
-    if (!inflight_key.empty()) key_views[12] = inflight_key;
+    std::span<const std::string_view> ks(key_views.data(), key13.empty() ? 12 : 13);
+    if (!key13.empty()) key_views[12] = key13;
     answer.reply = conn.eval_script(ks, args, err);
-    inflight_key.clear();
+    key13.clear();
     if (!answer.reply) return err.status;
     const redisReply* r = answer.reply.get();
     if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(text(r));
@@ -210,12 +214,12 @@ struct PressureQueue::Impl {
   }
 
   void settle() {
-    const std::string keep = std::move(inflight_key);  // the caller's run() needs it
-    inflight_key.clear();
+    const std::string keep = std::move(key13);  // the caller's run() needs it
+    key13.clear();
     for (Role role : {kProducerRole, kConsumerRole}) {
       if (!owed[role].empty()) give_back(role, owed[role]);
     }
-    inflight_key = keep;
+    key13 = keep;
   }
 
   // Restores `role`'s token if its recorded holder is provably gone (killed
@@ -378,7 +382,7 @@ struct PressureQueue::Impl {
   // Runs `requeue` for `consumer`: how many went back, or STALE's status
   // with `*was_stale` set.
   Result<std::uint64_t> requeue(std::string_view consumer, bool* was_stale = nullptr) {
-    inflight_key = inflight_of(consumer);
+    key13 = inflight_of(consumer);
     const std::array<std::string_view, 1> extra = {consumer};
     Answer a;
     CallError err;
@@ -412,7 +416,7 @@ struct PressureQueue::Impl {
     for (;;) {
       Answer a;
       CallError err;
-      if (!consumer.empty()) inflight_key = inflight_of(consumer);
+      if (!consumer.empty()) key13 = inflight_of(consumer);
       if (Status s = run("get", extra, a, err, mode(holding, wait, ctx)); !s.ok()) {
         if (s.code() == StatusCode::kNotFound) holding = false;  // the script gave it back
         if (err.maybe_ran && !consumer.empty()) {
@@ -484,6 +488,7 @@ Status PressureQueue::create(std::uint64_t bound) {
   const std::string b = std::to_string(bound);
   const std::array<std::string_view, 1> extra = {b};
   Answer a;
+  impl_->key13 = impl_->purged_key;
   if (Status s = impl_->change("create", extra, a, "created"); !s.ok()) return s;
   if (a.word == "OK") return Status::Ok();  // a.at(1): leftovers' messages removed
   if (a.word == "EXISTS") {
@@ -526,8 +531,9 @@ Result<bool> PressureQueue::closed() {
 Result<PressureStats> PressureQueue::stats() {
   if (!impl_) return moved_from();
   Answer a;
+  impl_->key13 = impl_->purged_key;
   if (Status s = impl_->run("stats", a); !s.ok()) return s;
-  if (a.word != "OK" || a.size() != 15) return unexpected(a.reply.get());
+  if (a.word != "OK" || a.size() != 16) return unexpected(a.reply.get());
   PressureStats st;
   st.bound = integer(a.at(1));
   st.length = integer(a.at(2));
@@ -543,7 +549,33 @@ Result<PressureStats> PressureQueue::stats() {
   st.not_full = integer(a.at(12)) > 0;
   st.in_flight = integer(a.at(13));
   st.stale_in_flight = integer(a.at(14));
+  st.purged = integer(a.at(15));
   return st;
+}
+
+Result<std::vector<std::string>> PressureQueue::peek(std::size_t max) {
+  if (!impl_) return moved_from();
+  if (max == 0) return Status{StatusCode::kInvalidArgument, "PressureQueue::peek: max is 0"};
+  // LRANGE's start counts from the right end (the head): -max.
+  const std::string start = "-" + std::to_string(std::min<std::size_t>(max, INT64_MAX));
+  const std::array<std::string_view, 1> extra = {start};
+  Answer a;
+  CallError err;
+  if (Status s = impl_->run("peek", extra, a, err); !s.ok()) return s;
+  if (a.word != "OK") return unexpected(a.reply.get());
+  std::vector<std::string> out;
+  out.reserve(a.size() - 1);
+  for (std::size_t k = 1; k < a.size(); ++k) out.emplace_back(text(a.at(k)));
+  return out;
+}
+
+Result<std::uint64_t> PressureQueue::purge() {
+  if (!impl_) return moved_from();
+  Answer a;
+  impl_->key13 = impl_->purged_key;
+  if (Status s = impl_->change("purge", {}, a, "purged"); !s.ok()) return s;
+  if (a.word != "OK" || a.size() != 2) return unexpected(a.reply.get());
+  return integer(a.at(1));
 }
 
 PutResult PressureQueue::put(std::string_view message, const Context& ctx) {
@@ -614,7 +646,7 @@ Status PressureQueue::ack(std::string_view consumer, std::size_t n) {
   }
   const std::string count = std::to_string(n);
   const std::array<std::string_view, 2> extra = {count, consumer};
-  impl_->inflight_key = impl_->inflight_of(consumer);
+  impl_->key13 = impl_->inflight_of(consumer);
   Answer a;
   CallError err;
   if (Status s = impl_->run("ack", extra, a, err); !s.ok()) return s;
@@ -712,6 +744,7 @@ Result<std::uint64_t> PressureQueue::destroy(const Context& ctx) {
   Context::Clock::time_point recover_at{};
   for (;;) {
     Answer a;
+    impl_->key13 = impl_->purged_key;
     if (Status s = impl_->change("delete", {}, a, "deleted"); !s.ok()) return s;
     if (a.word == "OK") return integer(a.at(1));
     if (a.word != "BUSY" || a.size() != 3) return unexpected(a.reply.get());

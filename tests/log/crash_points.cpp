@@ -1,7 +1,9 @@
 #include "log/crash_points.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -13,6 +15,8 @@
 namespace sluice::testutil {
 
 namespace {
+
+using SysTime = std::chrono::system_clock::time_point;
 
 Context now_ctx() { return Context(std::stop_token{}, std::chrono::steady_clock::now()); }
 
@@ -49,6 +53,41 @@ Result<std::unique_ptr<Channel>> open_channel(Topic& t, const std::string& name,
   return c;
 }
 
+// Append times of what a topic delivers (all its retained records, in
+// order): see check_image.
+std::string check_times(Topic& t, const std::vector<LogMessage>& all) {
+  std::ostringstream why;
+  bool timed = false;
+  bool untimed_before = false;  // a format 1 record is retained
+  std::optional<SysTime> last;
+  for (const auto& m : all) {
+    if (!m.time) {
+      if (timed) {
+        why << "seq " << m.seq << " has no time after records with one; ";
+        return why.str();
+      }
+      untimed_before = true;
+      continue;
+    }
+    timed = true;
+    if (last && *m.time < *last) {
+      why << "seq " << m.seq << "'s time goes back; ";
+      return why.str();
+    }
+    last = m.time;
+  }
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (!all[i].time || (i > 0 && all[i - 1].time == all[i].time)) continue;
+    auto found = t.seq_at_time(*all[i].time);  // the first record of that time
+    if (!found.ok()) return why.str() + "seq_at_time: " + found.status().to_string() + "; ";
+    if (untimed_before ? *found > all[i].seq : *found != all[i].seq) {
+      why << "seq_at_time of seq " << all[i].seq << "'s time gives " << *found << "; ";
+      return why.str();
+    }
+  }
+  return why.str();
+}
+
 }  // namespace
 
 TopicOptions cut_topic_options(Durability d) {
@@ -61,11 +100,14 @@ TopicOptions cut_topic_options(Durability d) {
   return o;
 }
 
-Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told, int records_per_life) {
+Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told, int records_per_life,
+                             bool from_format1) {
   const TopicOptions o = cut_topic_options(d);
   int i = 0;
-  for (int life = 0; life < 2; ++life) {  // a clean close and reopen half-way
-    auto topic = log::open_topic(fs, kCutTopicDir, o);
+  for (int life = from_format1 ? -1 : 0; life < 2; ++life) {  // a clean reopen half-way
+    log::OpenHooks hooks;
+    hooks.untimed = life < 0;  // as an older sluice wrote
+    auto topic = log::open_topic(fs, kCutTopicDir, o, hooks);
     if (!topic.ok()) return topic.status();
     Topic& t = **topic;
     auto a = open_channel(t, "a", told);
@@ -88,6 +130,24 @@ Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told, int 
         const std::uint64_t next = t.next_seq();
         if (Status s = t.sync(); !s.ok()) return s;
         told.told_durable(next);
+      }
+      if (life == 1 && i == end - records_per_life / 2) {
+        // Replay: a back to the oldest retained record, which only the
+        // slower b held for it; then b's acks run retention, which must
+        // keep what a needs again. From the call on, a's position on disk
+        // may be the new one; from its return it is.
+        const std::uint64_t to = t.first_seq();
+        told.durable_acked["a"] = std::min(told.durable_acked["a"], to);
+        auto moved = (*a)->seek(to);
+        if (!moved.ok()) return moved.status();
+        told.durable_acked["a"] = *moved;
+        if (!drain(**b, d, told)) return {StatusCode::kIOError, "channel b"};
+      }
+      if (life == 1 && i == end - records_per_life / 4) {
+        // Purge: b skips everything not acknowledged (durable on return).
+        auto moved = (*b)->seek(t.next_seq());
+        if (!moved.ok()) return moved.status();
+        told.durable_acked["b"] = *moved;
       }
     }
     if (life == 1) {  // end of stream: durable in every mode
@@ -268,6 +328,7 @@ std::string check_image(FaultFileSystem& image, Durability d, const Told& told) 
   if (!check.ok()) return why.str() + "check channel: " + check.status().to_string();
   std::set<std::uint64_t> present;
   std::set<std::string> payloads_seen;
+  std::vector<LogMessage> delivered;
   std::vector<LogMessage> batch;
   std::uint64_t last = 0;
   bool any = false;
@@ -277,6 +338,7 @@ std::string check_image(FaultFileSystem& image, Durability d, const Told& told) 
     if (s.code() == StatusCode::kDeadlineExceeded && !closed) break;
     if (s.code() == StatusCode::kClosed && closed) break;
     if (!s.ok()) return why.str() + "reading: " + s.to_string();
+    delivered.insert(delivered.end(), batch.begin(), batch.end());
     for (const auto& m : batch) {
       if (any && m.seq <= last) why << "seq " << m.seq << " after " << last << "; ";
       any = true;
@@ -296,6 +358,7 @@ std::string check_image(FaultFileSystem& image, Durability d, const Told& told) 
     }
   }
   if (durable(d) && (*check)->skipped_corrupt() != 0) why << "records skipped as corrupt; ";
+  why << check_times(t, delivered);
   for (std::uint64_t s = std::max(first, slowest); s < told.durable_next; ++s) {
     if (!present.contains(s)) {
       why << "seq " << s << " was reported durable and is gone; ";

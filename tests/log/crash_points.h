@@ -47,12 +47,17 @@ TopicOptions cut_topic_options(Durability d);
 // Appends across several segment rolls (single appends and batches), two
 // channels consuming and acknowledging at different paces so retention
 // removes segments, syncs in the modes that need them, and a close and
-// reopen half-way, and a close() (end of stream) at the end, then a reopen
-// of the closed topic. Single-threaded: the same calls in the same order
-// each run. Stops at the first error (the power cut). `records_per_life` 0:
-// no appends, so the close flags the empty first segment in place.
+// reopen half-way, channel "a" moved back (Channel::seek) to the oldest
+// retained record (which the slower "b" held) and "b" purged (moved to the
+// end) in the second life, and a close() (end of stream) at the end, then a reopen of the
+// closed topic. Single-threaded: the same calls in the same order each run.
+// Stops at the first error (the power cut). `records_per_life` 0: no
+// appends, so the close flags the empty first segment in place.
+// `from_format1`: a first life writes segment format 1 (no append times),
+// as a sluice before the append time did; the next open moves on to
+// format 2.
 Status run_scripted_workload(FaultFileSystem& fs, Durability d, Told& told,
-                             int records_per_life = 30);
+                             int records_per_life = 30, bool from_format1 = false);
 
 // Several appenders (kGroupCommit: 3; otherwise 1) and an eager consumer
 // acknowledging every batch, plus sync() calls in kNone; once `records`
@@ -74,7 +79,11 @@ Status run_concurrent_workload(FaultFileSystem& fs, Durability d, int records, T
 // - in the durable modes, recovery found no corruption;
 // - if close() returned Ok, the topic is closed; if it is closed, close()
 //   was called; closed, it refuses appends, its channels end in kClosed, and
-//   recovery found no damage (in any mode: everything was synced first).
+//   recovery found no damage (in any mode: everything was synced first);
+// - append times: no record without one after a record with one (format 1
+//   segments only come first), times never decrease, and a search by each
+//   record's time (the sparse index recovery rebuilt) lands on the first
+//   record of that time or, before format 1 records, not after it.
 std::string check_image(FaultFileSystem& image, Durability d, const Told& told);
 
 }  // namespace sluice::testutil

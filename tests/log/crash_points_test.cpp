@@ -55,14 +55,15 @@ std::uint64_t every() {
 
 // Cuts at every call of the scripted workload with `records_per_life`
 // appends per life (it ends in a close()).
-void cut_every_call(const Param& p, int records_per_life, std::uint64_t min_calls) {
+void cut_every_call(const Param& p, int records_per_life, std::uint64_t min_calls,
+                    bool from_format1 = false) {
   const Durability d = p.durability;
   // The calls the workload makes when the power stays on.
   std::uint64_t total = 0;
   {
     FaultFileSystem fs;
     Told told;
-    ASSERT_TRUE(run_scripted_workload(fs, d, told, records_per_life).ok());
+    ASSERT_TRUE(run_scripted_workload(fs, d, told, records_per_life, from_format1).ok());
     ASSERT_TRUE(told.closed);
     total = fs.calls();
     auto image = fs.after_cut(CutMode::kDropUnsynced, 0);
@@ -75,7 +76,7 @@ void cut_every_call(const Param& p, int records_per_life, std::uint64_t min_call
     FaultFileSystem fs;
     fs.cut_at(k);
     Told told;
-    (void)run_scripted_workload(fs, d, told, records_per_life);  // fails from the cut on
+    (void)run_scripted_workload(fs, d, told, records_per_life, from_format1);  // fails from the cut on
     for (CutMode mode : {CutMode::kDropUnsynced, CutMode::kZeroFill, CutMode::kTorn}) {
       auto image = fs.after_cut(mode, k);
       const std::string why = check_image(*image, d, told);
@@ -94,8 +95,20 @@ void cut_every_call(const Param& p, int records_per_life, std::uint64_t min_call
 
 TEST_P(CrashPointsTest, EveryCallOfAScriptedWorkload) { cut_every_call(GetParam(), 30, 100); }
 
+// A topic an older sluice wrote (segment format 1, no append times): the
+// writer's open moves on to format 2 (a roll), and the workload goes on.
+TEST_P(CrashPointsTest, EveryCallOfAScriptedWorkloadOnAFormat1Topic) {
+  cut_every_call(GetParam(), 30, 100, /*from_format1=*/true);
+}
+
 // No record at all: the close flags the empty first segment in place.
 TEST_P(CrashPointsTest, EveryCallOfACloseOfAnEmptyTopic) { cut_every_call(GetParam(), 0, 10); }
+
+// An empty format 1 topic: the writer's open rewrites the empty segment's
+// header in format 2, then the close flags it.
+TEST_P(CrashPointsTest, EveryCallOfACloseOfAnEmptyFormat1Topic) {
+  cut_every_call(GetParam(), 0, 10, /*from_format1=*/true);
+}
 
 // A close() cut short by the power: it returns the error, and no append
 // follows a mark that may be on disk; the reopened topic is closed or not,

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -130,12 +131,16 @@ struct Verdict {
   std::uint64_t reordered = 0;   // one writer's appends out of their order
   std::uint64_t corrupted = 0;   // bytes that are not what was written
   std::uint64_t gaps = 0;        // seqs missing between first and next
-  bool clean() const { return lost + duplicated + reordered + corrupted + gaps == 0; }
+  // Records without an append time, or whose time is before the one before
+  // it, or whose time a search (seq_at_time, through the index recovery
+  // rebuilt) does not lead back to.
+  std::uint64_t bad_times = 0;
+  bool clean() const { return lost + duplicated + reordered + corrupted + gaps + bad_times == 0; }
   std::string str() const {
     return std::to_string(records) + " records: " + std::to_string(lost) + " lost, " +
            std::to_string(duplicated) + " duplicated, " + std::to_string(reordered) +
            " reordered, " + std::to_string(corrupted) + " corrupted, " + std::to_string(gaps) +
-           " gaps";
+           " gaps, " + std::to_string(bad_times) + " bad times";
   }
 };
 
@@ -145,10 +150,18 @@ Verdict verify(Topic& t, Channel& c, const std::map<std::uint64_t, std::uint64_t
   std::set<std::uint64_t> present;
   std::map<std::uint64_t, std::uint32_t> last_counter;  // per writer
   std::uint64_t expect = t.first_seq();
+  std::optional<std::chrono::system_clock::time_point> last_time;
   for (;;) {
     auto m = c.next(with_timeout(0ms));
     if (!m.ok()) break;
     ++v.records;
+    if (!m->time || (last_time && *m->time < *last_time)) {
+      ++v.bad_times;
+    } else if (m->time != last_time) {  // the first record of its time
+      auto found = t.seq_at_time(*m->time);
+      if (!found.ok() || *found != m->seq) ++v.bad_times;
+    }
+    if (m->time) last_time = m->time;
     if (m->seq != expect) ++v.gaps;
     expect = m->seq + 1;
     present.insert(m->seq);

@@ -519,5 +519,72 @@ TEST_F(PressureInteropTest, AReaderAcrossAReferenceDeleteAndCreateGetsNotFoundAn
   }
 }
 
+// peek shows what a reference producer put, in the order a reference
+// consumer then gets it, and takes nothing.
+TEST_F(PressureInteropTest, PeekShowsWhatAReferenceConsumerGetsNext) {
+  auto ref = reference();
+  ref.create(0);
+  for (const char* m : {"a", "b", "c"}) ref.put(m);
+  auto q = sluice_q();
+  const auto before = state("q");
+  EXPECT_EQ(*q.peek(2), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(state("q"), before);
+  EXPECT_EQ(ref.get(), "a");
+  EXPECT_EQ(*q.peek(5), (std::vector<std::string>{"b", "c"}));
+}
+
+// A reference producer blocked at the bound (in BRPOP on :not_full, holding
+// the producer role) continues after a sluice purge, as after a get; the
+// queue then works on for both clients, the protocol's keys as a get would
+// have left them but for the consumed counters, which count only gets (the
+// purge has its own).
+TEST_F(PressureInteropTest, AReferenceProducerWaitingForRoomContinuesAfterASluicePurge) {
+  auto ref = reference();
+  ref.create(2);
+  ref.put("a");
+  ref.put("b");
+  auto blocked = std::async(std::launch::async, [&] { reference().put("c"); });
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
+  auto q = sluice_q();
+  auto n = q.purge();
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 2U);
+  blocked.get();  // throws (and fails the test) if its BRPOP timed out
+  EXPECT_EQ(ref.get(), "c");
+  const std::vector<std::string> want = {
+      ":bound string 2",
+      ":consumer string <id>",
+      ":consumer_free list [0]",
+      ":not_full list [0]",
+      ":producer string <id>",
+      ":producer_free list [0]",
+      ":purged string 2",
+      ":stats:consumed_bytes string 1",
+      ":stats:consumed_messages string 1",
+      ":stats:produced_bytes string 3",
+      ":stats:produced_messages string 3",
+  };
+  EXPECT_EQ(state("q"), want);
+  // Both clients go on: a reference producer against a sluice consumer, at
+  // the bound, and the other way round.
+  std::jthread producer([&] {
+    auto p = reference();
+    for (int i = 0; i < 50; ++i) p.put("r" + std::to_string(i));
+  });
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(*q.get(with_timeout(10s)), "r" + std::to_string(i));
+  producer.join();
+  std::jthread sluice_producer([&] {
+    auto p = sluice_q();
+    for (int i = 0; i < 50; ++i)
+      EXPECT_TRUE(p.put("s" + std::to_string(i), with_timeout(10s)).ok());
+  });
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(ref.get(), "s" + std::to_string(i));
+  sluice_producer.join();
+  auto st = q.stats();
+  EXPECT_EQ(st->produced_messages, 103U);
+  EXPECT_EQ(st->consumed_messages, 101U);
+  EXPECT_EQ(st->purged, 2U);
+}
+
 }  // namespace
 }  // namespace sluice

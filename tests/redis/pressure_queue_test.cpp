@@ -833,5 +833,93 @@ TEST_F(PressureQueueTest, DatabaseAndPrefixAreHonoured) {
   EXPECT_EQ(raw_.lrange("custom:q"), std::vector<std::string>{"x"});
 }
 
+// peek: the head of the queue, the next messages a get would take, in
+// that order; nothing taken, no role, nothing changed (every key and value
+// the same); not what reliable consumers hold in flight.
+TEST_F(PressureQueueTest, PeekShowsTheHeadOfTheQueueWithoutTakingIt) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(10).ok());
+  EXPECT_TRUE(q.peek(5)->empty());
+  for (const char* m : {"a", "b", "c", "d", "e"}) ASSERT_TRUE(q.put(m).ok());
+  EXPECT_EQ(*q.get_reliable("w"), "a");
+  const auto before = raw_.dump(key() + "*", key());
+  EXPECT_EQ(*q.peek(2), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(*q.peek(100), (std::vector<std::string>{"b", "c", "d", "e"}));
+  EXPECT_EQ(raw_.dump(key() + "*", key()), before);
+  EXPECT_EQ(*q.get(), "b");
+  EXPECT_EQ(*q.peek(1), std::vector<std::string>{"c"});
+  EXPECT_EQ(q.peek(0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(queue("none").peek(1).status().code(), StatusCode::kNotFound);
+  PressureQueue moved = std::move(q);
+  EXPECT_EQ(q.peek(1).status().code(),
+            StatusCode::kInvalidArgument);  // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(q.purge().status().code(),
+            StatusCode::kInvalidArgument);  // NOLINT(bugprone-use-after-move)
+}
+
+// purge: every waiting message goes, counted in sluice's own key, not in
+// the protocol's consumed counters; what a reliable consumer holds stays
+// its own (and can be acknowledged); the queue stays, open, usable.
+TEST_F(PressureQueueTest, PurgeDropsTheWaitingMessagesAndCountsThemApart) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  for (const char* m : {"a", "b", "c", "d"}) ASSERT_TRUE(q.put(m).ok());
+  EXPECT_EQ(*q.get_reliable("w"), "a");
+  auto n = q.purge();
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 3U);
+  EXPECT_EQ(*q.length(), 0U);
+  EXPECT_EQ(raw_.get(key(":purged")), "3");
+  EXPECT_EQ(raw_.get(key(":stats:consumed_messages")), "<nil>");
+  auto st = q.stats();
+  EXPECT_EQ(st->purged, 3U);
+  EXPECT_EQ(st->consumed_messages, 0U);
+  EXPECT_EQ(st->in_flight, 1U);
+  EXPECT_EQ(st->produced_messages, st->consumed_messages + st->length + st->in_flight + st->purged);
+  const auto e = testutil::parse_prometheus(to_prometheus(*st, "q"));
+  EXPECT_EQ(e.at("sluice_redis_purged_messages_total{name=\"q\"}"), 3);
+  EXPECT_EQ(*q.inflight("w"), std::vector<std::string>{"a"});
+  ASSERT_TRUE(q.ack("w").ok());
+  EXPECT_EQ(*q.purge(), 0U);
+  ASSERT_TRUE(q.put("e").ok());
+  EXPECT_EQ(*q.get(), "e");
+  st = q.stats();
+  EXPECT_EQ(st->purged, 3U);
+  EXPECT_EQ(st->produced_messages, st->consumed_messages + st->length + st->in_flight + st->purged);
+  EXPECT_EQ(queue("none").purge().status().code(), StatusCode::kNotFound);
+  // delete takes the count with the queue, and create removes one left
+  // behind (a delete by a client that knows only the protocol's keys).
+  ASSERT_TRUE(q.destroy().ok());
+  EXPECT_EQ(raw_.integer({"DBSIZE"}), 0);
+  raw_.cmd({"SET", key(":purged"), "7"});
+  ASSERT_TRUE(q.create(0).ok());
+  EXPECT_EQ(q.stats()->purged, 0U);
+}
+
+// A put waiting for room at the bound (it holds the producer role and
+// waits on :not_full) is woken by a purge, at once, not at the end of its
+// (long) wait slice.
+TEST_F(PressureQueueTest, APurgeWakesAPutWaitingForRoom) {
+  RedisOptions slow_slices = server_.options();
+  slow_slices.wait_slice = 5s;
+  slow_slices.io_timeout = 20s;
+  auto q = queue();
+  ASSERT_TRUE(q.create(2).ok());
+  ASSERT_TRUE(q.put("a").ok());
+  ASSERT_TRUE(q.put("b").ok());
+  auto blocked = std::async(std::launch::async, [&] {
+    PressureQueue p(slow_slices, "q");
+    return p.put("c", with_timeout(3s)).status.code();
+  });
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(*q.purge(), 2U);
+  EXPECT_EQ(blocked.get(), StatusCode::kOk);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s);
+  EXPECT_EQ(*q.peek(10), std::vector<std::string>{"c"});
+  EXPECT_EQ(raw_.lrange(key(":not_full")), std::vector<std::string>{"0"});
+  EXPECT_EQ(raw_.lrange(key(":producer_free")), std::vector<std::string>{"0"});
+}
+
 }  // namespace
 }  // namespace sluice

@@ -1565,7 +1565,8 @@ TEST_F(StreamTopicTest, ASeekForwardOrAPurgeWakesAnAppendWaitingAtTheBound) {
       EXPECT_EQ(channel_stats(t, "c").unacknowledged, 3U);  // m2, m3, w
       held = read(c, 1, /*ack=*/false);                     // m2 held for the purge
       ASSERT_EQ(payloads(held), numbered(2, 3));
-      ASSERT_EQ(append(t, {"m3b"}), StatusCode::kOk);  // at the bound again
+      ASSERT_EQ(append(t, {"m3b"}, nullptr, with_timeout(5s)),
+                StatusCode::kOk);  // at the bound again
     }
   }
   auto cs = channel_stats(t, "c");

@@ -106,12 +106,15 @@ struct PressureStats {
   bool consumer_free = false;
   bool not_full = false;  // the :not_full token is present
   // Taken by reliable gets and not yet acknowledged (sluice's own keys).
-  // produced_messages == consumed_messages + length + in_flight.
+  // produced_messages == consumed_messages + length + in_flight + purged.
   std::uint64_t in_flight = 0;
   // In in-flight lists taken from an earlier queue of this name (deleted by
   // a client that knows only the protocol's keys, then made again): not
   // this queue's, never requeued; the next touch of such a list drops it.
   std::uint64_t stale_in_flight = 0;
+  // Dropped by purge() (sluice's own key, P:N:purged: the protocol's
+  // consumed counters do not count them).
+  std::uint64_t purged = 0;
 };
 
 // The snapshot in the Prometheus text format (sluice/metrics.h), labelled
@@ -146,6 +149,20 @@ class PressureQueue {
   Result<std::uint64_t> length();
   Result<bool> closed();
   Result<PressureStats> stats();
+
+  // The head of the queue: up to `max` (>= 1) messages, the next a get
+  // would take, in that order, without taking them. Takes no role and
+  // changes nothing; one atomic read (a snapshot while puts and gets run).
+  // Not the messages reliable consumers hold in flight (inflight()).
+  Result<std::vector<std::string>> peek(std::size_t max);
+  // Drops every message waiting in the queue, without deleting it or
+  // closing it; how many. Messages reliable consumers hold in flight stay
+  // theirs. Counted in sluice's own key (PressureStats::purged), never in
+  // the protocol's consumed counters. Producers waiting for room wake, any
+  // client's: the :not_full token is made sure of as the protocol's Get
+  // does. Takes no role (one atomic step). A pressure queue has no
+  // positions: there is no seek.
+  Result<std::uint64_t> purge();
 
   // Enqueue one message (any bytes), waiting for the role and for room;
   // holds the producer role while it waits for room.
