@@ -348,10 +348,12 @@ class QueueStore {
   // Moves `channel`'s position to `to`: back to replay (the messages from
   // there on are unacknowledged again and count toward the bound, so puts
   // wait until the channel catches up), forward to skip (room freed: puts
-  // waiting at the bound go on). Embedded: takes the writer role and the
-  // channel's (waiting for a running put and get as writer() and reader()
-  // do, under ctx: kInUse naming the holder when it ends); durable on
-  // return. Streams: the channel's held messages are taken back from their
+  // waiting at the bound go on). Embedded: takes the channel's role
+  // (waiting for a running get of it as reader() does, under ctx: kInUse
+  // naming the holder when it ends), and to move back the writer role too
+  // (retention and the bound live with the writer: it waits for a running
+  // put); forward is an acknowledgement, so a put waiting at the bound goes
+  // on. Durable on return. Streams: the channel's held messages are taken back from their
   // readers (docs/cli.md, "seek"). Pressure queues have no positions:
   // kInvalidArgument, as for a target the backend has no such thing as
   // (kSeq on Streams, kId on the embedded store). kNotFound for no such
@@ -361,8 +363,8 @@ class QueueStore {
   // Drops every message `channel` has not acknowledged (a pressure queue:
   // every waiting message; those readers have taken stay theirs), without
   // deleting the queue; how many. Counted in ChannelInfo::purged. Takes
-  // the roles seek() takes. Puts waiting at the bound go on if the channel
-  // was the slowest.
+  // the roles a forward seek() takes. Puts waiting at the bound go on if
+  // the channel was the slowest.
   virtual Result<std::uint64_t> purge(std::string_view name, std::string_view channel,
                                       const Context& ctx) = 0;
   // Queue names, sorted.

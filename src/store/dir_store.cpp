@@ -503,20 +503,24 @@ Result<std::unique_ptr<QueuePeek>> DirStore::peek(std::string_view name, std::st
   return std::unique_ptr<QueuePeek>(new DirPeek(std::move(*topic), std::move(*cursor)));
 }
 
+// The channel's role first (a running get of it finishes), then the place
+// to go, read from a read-only topic. Forward (a purge, a skip) is what an
+// acknowledgement does: the channel reads through to the place and acks, in
+// a read-only topic like any reader, so a put waiting at the bound (holding
+// the writer role) is woken rather than waited for. Back needs the writer:
+// retention and the bound's slowest position live with it (Channel::seek).
 Result<DirStore::Moved> DirStore::move_channel(
     std::string_view name, std::string_view channel, const Context& ctx,
     const std::function<Result<std::uint64_t>(Topic&)>& target, bool count_purged) {
   auto meta = read_meta(name);
   if (!meta.ok()) return meta.status();
   if (Status s = validate_queue_name(channel); !s.ok()) return s;
-  // The writer's role: retention and the bound live with the writer.
-  auto topic = writer_topic(name, *meta, ctx);
-  if (!topic.ok()) return topic.status();
   const std::string qdir = queue_dir(name);
-  auto before = (*topic)->channel_position(channel);
-  if (before.code() == StatusCode::kNotFound) return no_channel(name, channel);
-  if (!before.ok()) return before.status();
-  // The channel's role: a running get of it finishes first.
+  auto ro = Topic::open(qdir + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
+  if (!ro.ok()) return ro.status();
+  if (auto pos = (*ro)->channel_position(channel); pos.code() == StatusCode::kNotFound) {
+    return no_channel(name, channel);
+  }
   const std::string lock_path = qdir + "/readers/" + std::string(channel) + ".lock";
   auto fd = wait_for_role<int>(ctx, [&] { return lock_channel(lock_path, name, channel); });
   if (!fd.ok()) return fd.status();
@@ -524,13 +528,43 @@ Result<DirStore::Moved> DirStore::move_channel(
     int fd;
     ~CloseFd() { ::close(fd); }
   } role{*fd};
-  auto ch = (*topic)->channel(channel);
-  if (!ch.ok()) return ch.status();
-  auto to = target(**topic);
+  auto before = (*ro)->channel_position(channel);  // settled now: nobody reads it
+  if (!before.ok()) return before.status();
+  auto to = target(**ro);
   if (!to.ok()) return to.status();
-  auto at = (*ch)->seek(*to);
-  if (!at.ok()) return at.status();
-  Moved m{.from = *before, .to = *at, .next_seq = (*topic)->next_seq()};
+  Moved m{.from = *before, .to = *before, .next_seq = (*ro)->next_seq()};
+  if (*to >= *before) {
+    auto ch = (*ro)->channel(channel);
+    if (!ch.ok()) return ch.status();
+    std::vector<LogMessage> skip;
+    std::uint64_t last = 0;
+    bool any = false;
+    while ((*ch)->delivered() < *to) {
+      skip.clear();
+      const auto left = static_cast<std::size_t>(std::min<std::uint64_t>(*to - (*ch)->delivered(), 8192));
+      // The records below `to` are there: no wait, but a bound on a stall.
+      if (Status s = (*ch)->next_batch(skip, left, with_timeout(std::chrono::seconds(10)));
+          !s.ok()) {
+        if (s.code() == StatusCode::kClosed) break;
+        return s;
+      }
+      last = skip.back().seq;
+      any = true;
+    }
+    if (any) {
+      if (Status s = (*ch)->ack(last); !s.ok()) return s;
+    }
+    m.to = (*ch)->acked();
+  } else {
+    auto w = writer_topic(name, *meta, ctx);
+    if (!w.ok()) return w.status();
+    auto ch = (*w)->channel(channel);
+    if (!ch.ok()) return ch.status();
+    auto at = (*ch)->seek(*to);
+    if (!at.ok()) return at.status();
+    m.to = *at;
+    m.next_seq = (*w)->next_seq();
+  }
   if (count_purged && m.to > m.from) {
     const std::string path = purged_path(qdir, channel);
     const std::uint64_t total = read_purged(path) + (m.to - m.from);

@@ -98,7 +98,9 @@ TEST_P(CliLookTest, PeekShowsWhatIsUnacknowledgedWithoutTakingIt) {
   ASSERT_EQ(p.rc, 0) << p.err;
   const auto j = nlohmann::json::parse(p.out);
   EXPECT_EQ(j["data"], "m3");
-  if (GetParam().name == "embedded") EXPECT_EQ(j["seq"], 2);
+  if (GetParam().name == "embedded") {
+    EXPECT_EQ(j["seq"], 2);
+  }
   if (stream()) {
     EXPECT_TRUE(j["id"].is_string());
     EXPECT_EQ(j["deliveries"], 0);  // not delivered yet
