@@ -187,6 +187,7 @@ RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_pay
   if (get32(p + 4) != record_crc(len, seq, timed ? &v.time : nullptr, v.payload)) {
     return RecordView{};  // kInvalid
   }
+  v.time = std::clamp(v.time, kMinTimeUs, kMaxTimeUs);
   v.kind = RecordView::kValid;
   v.seq = seq;
   v.size = kUntimedRecordHeaderSize + len;

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -372,6 +373,54 @@ TEST_F(LookbackTest, SeqAtTimeFindsTheFirstRecordAtOrAfterATime) {
   auto r = open_reader(o);
   ASSERT_TRUE(r.ok()) << r.status();
   expect_search_matches_scan(**r, all, probes);
+}
+
+// The writer never lets times go back, but a segment's bytes may come from
+// elsewhere (a copy, a tool, a fuzzer): the search still finds the first
+// record at or after a time, and times past what system_clock holds
+// saturate rather than overflow.
+TEST_F(LookbackTest, SeqAtTimeIsExactWhereTheBytesHoldTimesOutOfOrder) {
+  const std::vector<log::TimeUs> times = {
+      100, 50, 300, 200, 250, 400, 350, std::numeric_limits<log::TimeUs>::max(), 500,
+      std::numeric_limits<log::TimeUs>::min(), 600};
+  fs::create_directories(dir_);
+  std::string seg(log::kSegmentHeaderSize, '\0');
+  log::encode_segment_header(seg.data(), 0);
+  TopicOptions o = small();
+  o.segment_bytes = 1 << 20;
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    // Entries every 64 KiB: large records give the index several.
+    const std::string payload(i % 2 == 0 ? 40000 : 10, static_cast<char>('a' + i));
+    std::string rec(log::kRecordHeaderSize + payload.size(), '\0');
+    log::encode_record(rec.data(), i, times[i], payload);
+    seg += rec;
+  }
+  { std::ofstream(dir_ / log::segment_name(0), std::ios::binary) << seg; }
+  o.max_message_bytes = 64 * 1024;
+  auto t = open(o);
+  ASSERT_TRUE(t->recovery().clean());
+  auto c = std::move(*t->channel("c"));
+  const auto all = drain(*c);
+  ASSERT_EQ(all.size(), times.size());
+  EXPECT_EQ(*all[7].time, SysTime::max() - (SysTime::max() - SysTime()) % 1us);  // saturated
+  std::vector<SysTime> probes;
+  for (const auto& m : all) {
+    probes.push_back(*m.time);
+    probes.push_back(*m.time + 1us);
+    probes.push_back(*m.time - 1us);
+  }
+  for (SysTime p : probes) {
+    std::uint64_t want = t->next_seq();
+    for (const auto& m : all) {
+      if (*m.time >= p) {
+        want = m.seq;
+        break;
+      }
+    }
+    auto got = t->seq_at_time(p);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(*got, want) << "t = " << p.time_since_epoch().count() << " ns";
+  }
 }
 
 TEST_F(LookbackTest, SeqAtTimeLooksOnlyAtRetainedRecordsAndFollowsTheWriter) {
