@@ -406,8 +406,8 @@ TEST_F(LookbackTest, SeqAtTimeIsExactWhereTheBytesHoldTimesOutOfOrder) {
   std::vector<SysTime> probes;
   for (const auto& m : all) {
     probes.push_back(*m.time);
-    probes.push_back(*m.time + 1us);
-    probes.push_back(*m.time - 1us);
+    if (*m.time < SysTime::max() - 1us) probes.push_back(*m.time + 1us);
+    if (*m.time > SysTime::min() + 1us) probes.push_back(*m.time - 1us);
   }
   for (SysTime p : probes) {
     std::uint64_t want = t->next_seq();
