@@ -13,15 +13,6 @@ std::shared_ptr<Segment> TopicCore::segment_after(const Segment* s, std::uint64_
   return nullptr;
 }
 
-std::shared_ptr<Segment> TopicCore::segment_for(std::uint64_t seq) const {
-  MutexLock lk(mu);
-  std::shared_ptr<Segment> best = segs.empty() ? nullptr : segs.front();
-  for (const auto& s : segs) {
-    if (s->base_seq <= seq) best = s;
-  }
-  return best;
-}
-
 Place TopicCore::locate(std::uint64_t seq) const {
   MutexLock lk(mu);
   Place p;
