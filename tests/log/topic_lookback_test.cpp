@@ -744,6 +744,43 @@ TEST_F(LookbackTest, AChannelPositionIsReadWithoutOpeningTheChannel) {
   EXPECT_EQ(t->channel_position("bad").code(), StatusCode::kCorruption);
 }
 
+// A channel that does not exist yet may start at a seq (get --from-seq,
+// --from-time), also from a read-only topic, where seek is refused.
+TEST_F(LookbackTest, ANewChannelStartsAtTheSeqItIsGiven) {
+  auto t = open();
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  {
+    auto c = std::move(*t->channel("c"));
+    (void)drain(*c);
+    ASSERT_TRUE(c->ack(199).ok());  // retention deletes the oldest segments
+  }
+  const std::uint64_t first = t->first_seq();
+  ASSERT_GT(first, 0U);
+  ChannelOptions at;
+  at.start_seq = 250;
+  auto mid = t->channel("mid", at);
+  ASSERT_TRUE(mid.ok()) << mid.status();
+  EXPECT_EQ((*mid)->acked(), 250U);
+  EXPECT_EQ(seqs(drain(**mid)), range(250, 300));
+  at.start_seq = 0;
+  auto early = t->channel("early", at);
+  ASSERT_TRUE(early.ok());
+  EXPECT_EQ((*early)->acked(), first);
+  at.start_seq = 301;
+  EXPECT_EQ(t->channel("late", at).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(dir_ / "channels" / "late.pos"));
+  at.start_seq = 290;
+  early->reset();
+  auto again = t->channel("early", at);  // exists: its own position wins
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->acked(), first);
+  auto r = open_reader();
+  ASSERT_TRUE(r.ok());
+  auto elsewhere = (*r)->channel("elsewhere", at);
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  EXPECT_EQ(seqs(drain(**elsewhere)), range(290, 300));
+}
+
 // ---------------------------------------------------------------------------
 // Channel::seek
 
