@@ -559,7 +559,7 @@ if op == 'stats' then
            tonumber(m[9] or ((tonumber(m[1] or '0') > 0) and '-1' or '0')) }
 end
 
--- peek CHANNEL AFTER MAX: the channel's unacknowledged messages in id order,
+-- peek CHANNEL AFTER MAX [OUTSIDE]: the channel's unacknowledged messages in id order,
 -- read only (no delivery, claim, position or consumer changes). AFTER '':
 -- from the first one: its pending entries (held by any consumer, with
 -- their delivery counts) merged with the entries after the group's last
@@ -569,7 +569,12 @@ end
 -- left out), the XRANGE reply of the entries after START = the larger of
 -- the last delivered id and AFTER (at most MAX less the pending entries at
 -- or before START, which come before all of them) }. The caller merges the
--- two by id and keeps the first MAX. NOTOPIC, or NOGROUP for no channel.
+-- two by id and keeps the first MAX. OUTSIDE '1': the caller reads the
+-- entries after AFTER itself, with XRANGE in the same MULTI/EXEC right
+-- after this script (a plain command's reply costs the server a third of
+-- what passing it through Lua does); when AFTER is at or past the last
+-- delivered id (START is AFTER), the reply's second element is then 1
+-- instead of those entries. NOTOPIC, or NOGROUP for no channel.
 if op == 'peek' then
   local ch, after, max = ARGV[2], ARGV[3], tonumber(ARGV[4])
   if redis.call('EXISTS', STREAM) == 0 then return no_topic() end
@@ -585,16 +590,29 @@ if op == 'peek' then
   if after ~= '' and less(last, after) then start = after end
   local from = '-'
   if after ~= '' then from = '(' .. after end
+  local pend = redis.call('XPENDING', STREAM, ch, from, '+', ARGV[4])
   local held, first = {}, 0
-  for _, p in ipairs(redis.call('XPENDING', STREAM, ch, from, '+', ARGV[4])) do
-    local e = redis.call('XRANGE', STREAM, p[1], p[1])
-    if e[1] then
-      held[#held + 1] = p[1]
-      held[#held + 1] = field(e[1][2], 'd') or ''
-      held[#held + 1] = p[4]
-      if not less(start, p[1]) then first = first + 1 end
+  if #pend > 0 then
+    -- The payloads: one XRANGE over the pending ids' span, at most as many
+    -- entries as there are pending ones (all of them when they are dense,
+    -- as a consumer's batch is); an id it did not reach, one lookup each.
+    local span = redis.call('XRANGE', STREAM, pend[1][1], pend[#pend][1], 'COUNT', #pend)
+    local j = 1
+    local all_before = not less(start, pend[#pend][1])
+    for _, p in ipairs(pend) do
+      local id = p[1]
+      while span[j] and span[j][1] ~= id and less(span[j][1], id) do j = j + 1 end
+      local e = span[j]
+      if not (e and e[1] == id) then e = redis.call('XRANGE', STREAM, id, id)[1] end
+      if e then  -- else deleted from the stream by hand: left out
+        held[#held + 1] = id
+        held[#held + 1] = field(e[2], 'd') or ''
+        held[#held + 1] = p[4]
+        if all_before or not less(start, id) then first = first + 1 end
+      end
     end
   end
+  if ARGV[5] == '1' and start == after then return { held, 1 } end
   local fresh = {}
   if max > first then
     fresh = redis.call('XRANGE', STREAM, '(' .. start, '+', 'COUNT',

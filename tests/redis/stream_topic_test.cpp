@@ -1437,6 +1437,20 @@ TEST_F(StreamTopicTest, APeekWhileAppendsAndAConsumerRunSeesAConsistentPrefix) {
       EXPECT_TRUE(m.deliveries == (undelivered ? 0U : 1U)) << "pending after undelivered";
       if (i == 0 && m.deliveries == 1) ++with_pending;
     }
+    // The next page (script and XRANGE in one MULTI/EXEC): a run of its
+    // own, after the first page, pending before undelivered.
+    auto next = t.peek("c", p->back().id, 50);
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (next->empty()) continue;
+    const int from = std::stoi(next->front().payload);
+    EXPECT_GT(from, std::stoi(p->back().payload));
+    undelivered = false;
+    for (std::size_t i = 0; i < next->size(); ++i) {
+      const StreamMessage& m = (*next)[i];
+      EXPECT_EQ(m.payload, std::to_string(from + static_cast<int>(i))) << "a gap or a repeat";
+      if (m.deliveries == 0) undelivered = true;
+      EXPECT_TRUE(m.deliveries == (undelivered ? 0U : 1U)) << "pending after undelivered";
+    }
   }
   stop = true;
   producer.join();
