@@ -433,8 +433,9 @@ int main(int argc, char** argv) {
   const double a1 = median(rate["append1"]), a64 = median(rate["append64"]);
   const double c64 = median(rate["consume64"]);
   const double s1 = median(rate["slow1"]), s4 = median(rate["slow4"]);
-  std::printf("# stream_compare: %d run(s), %ld messages of %zu bytes%s, medians\n\n", runs,
-              messages, kSize, quick ? " (quick)" : "");
+  std::printf(
+      "# stream_compare: %d run(s), %ld messages of %zu bytes (peek rows: %ld)%s, medians\n\n",
+      runs, messages, kSize, peek_messages, quick ? " (quick)" : "");
   std::printf("| workload | msg/s | vs |\n|---|---:|---|\n");
   const double pk = median(rate["peek"]), pr = median(rate["peek_read"]);
   const double pra = median(rate["peek_read_ack"]), ph = median(rate["peek_held"]);
