@@ -16,6 +16,10 @@
 --                                                       (or dead-lettered, or dropped) by it
 --   4 the wake list         <prefix>:{<topic>}:wake    a token per ack, for a waiting append
 --   5 the dead-letter stream <prefix>:{<topic>}:dead
+--   6 the seek index        <prefix>:{<topic>}:index   a sorted set of checkpoints,
+--                                                       "<id> <entries added up to it>"
+--                                                       scored by the id's ms, one per
+--                                                       1024 messages appended
 -- ARGV: 1 operation, then its arguments.
 -- A channel's unacknowledged count is appended - acked[channel]; the bound
 -- compares the largest of those (the slowest channel) with the topic's bound.
@@ -24,7 +28,8 @@
 -- purge) adds to its acked count and pushes the wake token, so an append
 -- waiting at the bound retries; a seek back lowers it again.
 
-local STREAM, META, ACKED, WAKE, DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local STREAM, META, ACKED, WAKE, DEAD, INDEX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
+                                               KEYS[6]
 local op = ARGV[1]
 
 -- The slowest channel's unacknowledged count (0 without channels).
@@ -122,6 +127,7 @@ local function drop_oldest(entries)
   local ms, seq = split(last)
   redis.call('XTRIM', STREAM, 'MINID', '=', string.format('%d-%d', ms, seq + 1))
   redis.call('HSET', META, 'removed_to', last)
+  redis.call('ZREMRANGEBYSCORE', INDEX, '-inf', string.format('(%d', ms))
   if dropped > 0 then redis.call('HINCRBY', META, 'dropped', dropped) end
   if k > dropped then redis.call('HINCRBY', META, 'trimmed', k - dropped) end
   return dropped
@@ -212,6 +218,17 @@ if op == 'append' then
     -- topic an older sluice appended to has no exact total).
     if m[7] or appended == 0 then redis.call('HINCRBY', META, 'appended_bytes', bytes) end
     appended = redis.call('HINCRBY', META, 'appended', room)
+    -- A seek checkpoint every 1024 messages: the newest id and how many
+    -- entries were ever added up to it (Redis 7's entries-added), so that
+    -- a seek counts from the nearest one instead of from an end.
+    if math.floor(appended / 1024) > math.floor((appended - room) / 1024) then
+      local info = redis.call('XINFO', 'STREAM', STREAM)
+      local newest, added = field(info, 'last-generated-id'), field(info, 'entries-added')
+      if added then
+        redis.call('ZADD', INDEX, string.sub(newest, 1, string.find(newest, '-', 1, true) - 1),
+                   newest .. ' ' .. string.format('%d', added))
+      end
+    end
   end
   local dropped = 0
   if cap > 0 then dropped = cap_to(cap) end
@@ -524,7 +541,12 @@ if op == 'trim' then
   local n = redis.call('XTRIM', STREAM, 'MINID', keep)
   if n > 0 then
     redis.call('HINCRBY', META, 'trimmed', n)
-    if newest[1] then redis.call('HSET', META, 'removed_to', newest[1][1]) end
+    if newest[1] then
+      redis.call('HSET', META, 'removed_to', newest[1][1])
+      -- Checkpoints of removed entries are of no use to a seek any more.
+      local ms = string.sub(newest[1][1], 1, string.find(newest[1][1], '-', 1, true) - 1)
+      redis.call('ZREMRANGEBYSCORE', INDEX, '-inf', '(' .. ms)
+    end
   end
   return n + aged
 end
@@ -685,8 +707,38 @@ if op == 'seek' or op == 'purge' then
   elseif less(pos, oldest) then
     count = len
   else
-    local front, back, fstart, bstart = 0, 0, '-', '+'
+    -- The checkpoint nearest before pos (at most one per 1024 appended, so
+    -- few share a millisecond), if it is still retained: the entries
+    -- after pos are then those ever added less those up to it, counted
+    -- from there. Three cursors in turn, a page each: from the checkpoint,
+    -- from the oldest and from the newest entry; the first to reach pos
+    -- gives the count, so it costs the shortest of the three.
+    local cp, cp_added = nil, nil
+    if added then
+      local ms = string.sub(pos, 1, string.find(pos, '-', 1, true) - 1)
+      local near = redis.call('ZREVRANGEBYSCORE', INDEX, ms, '-inf', 'LIMIT', 0, 8)
+      for _, c in ipairs(near) do
+        local sp = string.find(c, ' ', 1, true)
+        local id = string.sub(c, 1, sp - 1)
+        if not less(pos, id) and (cp == nil or less(cp, id)) then
+          cp, cp_added = id, tonumber(string.sub(c, sp + 1))
+        end
+      end
+      if cp ~= nil and less(cp, oldest) then cp = nil end
+    end
+    local front, back, mid, fstart, bstart = 0, 0, 0, '-', '+'
+    local mstart = nil
+    if cp ~= nil then mstart = '(' .. cp end
     while true do
+      if mstart ~= nil then
+        local m = redis.call('XRANGE', STREAM, mstart, pos, 'COUNT', 1000)
+        mid = mid + #m
+        if #m < 1000 then
+          count = math.min(math.max(added - cp_added - mid, 0), len)
+          break
+        end
+        mstart = '(' .. m[#m][1]
+      end
       local f = redis.call('XRANGE', STREAM, fstart, pos, 'COUNT', 1000)
       front = front + #f
       if #f < 1000 then
@@ -729,7 +781,7 @@ end
 
 -- destroy: every key of the topic. Reply: keys removed.
 if op == 'destroy' then
-  return redis.call('DEL', STREAM, META, ACKED, WAKE, DEAD)
+  return redis.call('DEL', STREAM, META, ACKED, WAKE, DEAD, INDEX)
 end
 
 return redis.error_reply('sluice stream script: unknown operation ' .. tostring(op))

@@ -26,9 +26,16 @@ using redis::CallError;
 using redis::Reply;
 
 // Key order shared with stream.lua.
-constexpr std::array<std::string_view, 5> kSuffix = {":stream", ":meta", ":acked", ":wake",
-                                                     ":dead"};
-enum Key : std::size_t { kStream, kMeta, kAcked, kWake, kDead };
+constexpr std::array<std::string_view, 6> kSuffix = {":stream", ":meta", ":acked",
+                                                     ":wake",   ":dead", ":index"};
+enum Key : std::size_t { kStream, kMeta, kAcked, kWake, kDead, kIndex };
+
+// The keys as the scripts take them (KEYS), in stream.lua's order.
+std::array<std::string_view, kSuffix.size()> key_views(const std::vector<std::string>& keys) {
+  std::array<std::string_view, kSuffix.size()> k;
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = keys[i];
+  return k;
+}
 
 // Messages per append script (and ids per ack or nack): one script never
 // stalls the server for long, and Lua's unpack() stays within its limit.
@@ -172,8 +179,7 @@ Status failed(const redis::Connection& conn, const Reply& r, const CallError& er
 // and its arguments.
 Reply run(redis::Connection& conn, const std::vector<std::string>& keys,
           std::span<const std::string_view> args, CallError& err) {
-  const std::array<std::string_view, kSuffix.size()> k = {keys[0], keys[1], keys[2], keys[3],
-                                                          keys[4]};
+  const auto k = key_views(keys);
   return conn.eval(redis::stream_script(), k, args, err);
 }
 
@@ -181,8 +187,7 @@ Reply run(redis::Connection& conn, const std::vector<std::string>& keys,
 Reply run_then(redis::Connection& conn, const std::vector<std::string>& keys,
                std::span<const std::string_view> args, std::span<const std::string_view> then,
                Reply& then_reply, CallError& err, CallError& then_err) {
-  const std::array<std::string_view, kSuffix.size()> k = {keys[0], keys[1], keys[2], keys[3],
-                                                          keys[4]};
+  const auto k = key_views(keys);
   return conn.eval_then(redis::stream_script(), k, args, then, then_reply, err, then_err);
 }
 
@@ -543,8 +548,7 @@ Result<std::vector<StreamMessage>> StreamTopic::peek(std::string_view channel,
     const std::string from = "(" + after;
     const std::string_view args[] = {"peek", channel, after, count, "1"};
     const std::string_view xrange[] = {"XRANGE", keys_[kStream], from, "+", "COUNT", count};
-    const std::array<std::string_view, kSuffix.size()> k = {keys_[0], keys_[1], keys_[2], keys_[3],
-                                                            keys_[4]};
+    const auto k = key_views(keys_);
     multi = conn_->eval_multi(redis::stream_script(), k, args, xrange, err);
     if (!multi && !err.status.ok()) return err.status;
     if (multi) {
@@ -836,8 +840,7 @@ class StreamChannel::KeepAlive {
   }
 
   Reply run_script(std::span<const std::string_view> args, CallError& err) {
-    const std::array<std::string_view, kSuffix.size()> k = {keys_[0], keys_[1], keys_[2], keys_[3],
-                                                            keys_[4]};
+    const auto k = key_views(keys_);
     return conn_.eval(redis::stream_script(), k, args, err);
   }
 
