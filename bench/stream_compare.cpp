@@ -19,7 +19,8 @@
 //     as `sluice get` does), alternately first; then peek of the same P
 //     messages held (pending: each one's payload looked up apart), seek
 //     back to the start over P pending messages (XACKs them all), and seek
-//     to the middle (the script counts the P/2 entries on the shorter side)
+//     to the middle (the script counts the entries after it from the
+//     nearest checkpoint)
 //   on a 3-primary Redis Cluster (made here with redis-cli --cluster create):
 //     append, batch 1 and batch 64, one producer per topic: 4 topics spread
 //     over the 3 shards against 1 topic (handles given the first node only)
@@ -450,8 +451,8 @@ int main(int argc, char** argv) {
               peek_messages, ph, ph / pk);
   std::printf("| seek to the start over %ld pending messages | %.1f ms | |\n", peek_messages,
               median(rate["seek_start"]));
-  std::printf("| seek to the middle of %ld messages (counts %ld) | %.1f ms | |\n", peek_messages,
-              peek_messages / 2, median(rate["seek_middle"]));
+  std::printf("| seek to the middle of %ld messages (%ld after it) | %.1f ms | |\n", peek_messages,
+              peek_messages - 1 - peek_messages / 2, median(rate["seek_middle"]));
   if (only_peek) {
     std::printf("\ntargets:\n- peek >= 0.9x next_batch: %.2fx %s\n", ratio,
                 ratio >= 0.9 ? "met" : "MISSED");
