@@ -356,6 +356,17 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
       if (Status s = t.sync_locked(); !s.ok()) return s;
     }
     start = options.start == StartFrom::kTail ? next_seq() : first_seq();
+    if (options.start_seq) {
+      if (*options.start_seq > next_seq()) {
+        (void)t.fs.remove(c->path);  // not created after all
+        return Status(StatusCode::kInvalidArgument,
+                      "channel '" + std::string(name) + "' to start at seq " +
+                          std::to_string(*options.start_seq) +
+                          ", past the end of the topic (next seq " + std::to_string(next_seq()) +
+                          ")");
+      }
+      start = std::max(*options.start_seq, first_seq());
+    }
     if (Status s = log::write_position(*c->file, 1, start); !s.ok()) return s;
     if (Status s = c->file->sync(); !s.ok()) return s;
     if (Status s = t.fs.sync_dir(t.channel_dir()); !s.ok()) return s;  // the new file

@@ -2,6 +2,8 @@
 // Normative description: docs/log_format.md. Private to the log module.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -81,6 +83,21 @@ std::uint32_t segment_header_version(const char* in);
 
 // A record's append time: microseconds since the Unix epoch (wall clock).
 using TimeUs = std::int64_t;
+// The times system_clock can hold (about +-292 years around 1970 in
+// nanoseconds). A time read from disk may be anything its CRC covers:
+// decode_record saturates it to this range, so every reader (and the writer
+// that continues after it) sees the same value.
+constexpr TimeUs kMaxTimeUs = std::chrono::floor<std::chrono::microseconds>(
+                                  std::chrono::system_clock::duration::max())
+                                  .count();
+constexpr TimeUs kMinTimeUs = std::chrono::ceil<std::chrono::microseconds>(
+                                  std::chrono::system_clock::duration::min())
+                                  .count();
+inline std::chrono::system_clock::time_point time_of(TimeUs us) {
+  return std::chrono::system_clock::time_point(
+      std::chrono::duration_cast<std::chrono::system_clock::duration>(
+          std::chrono::microseconds(std::clamp(us, kMinTimeUs, kMaxTimeUs))));
+}
 
 // Writes the whole record (header + payload) at `out`: seq, time and payload
 // first, length and CRC last, so that a reader in another process that sees

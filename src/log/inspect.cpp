@@ -154,8 +154,8 @@ Status describe_scanned(FileSystem& fs, const Scanned& s, std::uint64_t torn_byt
   g.flags = s.flags;
   g.version = s.timed ? kFormatVersion : kUntimedFormatVersion;
   if (s.has_time) {
-    g.first_time = std::chrono::system_clock::time_point(std::chrono::microseconds(s.first_time));
-    g.last_time = std::chrono::system_clock::time_point(std::chrono::microseconds(s.last_time));
+    g.first_time = time_of(s.first_time);
+    g.last_time = time_of(s.last_time);
   }
   auto size = file_size(fs, s.path);
   if (!size.ok()) return size.status();

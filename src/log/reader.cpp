@@ -102,7 +102,7 @@ Status Reader::read_one(LogMessage* m, bool& have) {
       m->seq = v.seq;
       m->payload.assign(v.payload);
       if (v.timed) {
-        m->time = std::chrono::system_clock::time_point(std::chrono::microseconds(v.time));
+        m->time = time_of(v.time);
       } else {
         m->time.reset();
       }

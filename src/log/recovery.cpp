@@ -39,9 +39,6 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
   while (off < size) {
     RecordView v = decode_record(data.data() + off, size - off, max_payload, expected, s.timed);
     if (v.kind == RecordView::kValid) {
-      if (s.index.empty() || off >= s.index.back().off + kIndexSpacing) {
-        s.index.push_back({expected, off, v.time});
-      }
       if (v.timed) {
         if (prev_time && v.time < *prev_time && s.time_backwards++ == 0) {
           s.first_backwards_seq = expected;
@@ -51,6 +48,9 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
         s.has_time = true;
         s.last_time = v.time;
         prev_time = v.time;
+      }
+      if (s.index.empty() || off >= s.index.back().off + kIndexSpacing) {
+        s.index.push_back({expected, off, s.max_time});  // as Segment::note
       }
       off += v.size;
       ++expected;

@@ -25,7 +25,12 @@ struct Skip {
 };
 
 // One entry of a segment's sparse index: the record at byte `off` has seq
-// `seq` and append time `time` (0 in a format 1 segment).
+// `seq`; `time` is the latest append time of the segment's records up to and
+// including it (0 in a format 1 segment). A running maximum, so that entries
+// are in time order even if records' times are not (the writer never lets
+// them go back, but the bytes may come from elsewhere): the first record at
+// or after a time t lies after the last entry whose time is below t, and at
+// or before the entry after it.
 struct IndexEntry {
   std::uint64_t seq = 0;
   std::uint64_t off = 0;
@@ -71,10 +76,12 @@ struct Segment {
   bool has_time = false;  // a timed record was noted
   // Notes the record at `off` (called for every record, in order).
   void note(std::uint64_t seq, std::uint64_t off, TimeUs time) {
-    if (index.empty() || off >= index.back().off + kIndexSpacing) index.push_back({seq, off, time});
     if (timed) {
       max_time = has_time ? std::max(max_time, time) : time;
       has_time = true;
+    }
+    if (index.empty() || off >= index.back().off + kIndexSpacing) {
+      index.push_back({seq, off, max_time});
     }
   }
 

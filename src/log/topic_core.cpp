@@ -13,15 +13,6 @@ std::shared_ptr<Segment> TopicCore::segment_after(const Segment* s, std::uint64_
   return nullptr;
 }
 
-std::shared_ptr<Segment> TopicCore::segment_for(std::uint64_t seq) const {
-  MutexLock lk(mu);
-  std::shared_ptr<Segment> best = segs.empty() ? nullptr : segs.front();
-  for (const auto& s : segs) {
-    if (s->base_seq <= seq) best = s;
-  }
-  return best;
-}
-
 Place TopicCore::locate(std::uint64_t seq) const {
   MutexLock lk(mu);
   Place p;
@@ -95,6 +86,8 @@ Result<std::uint64_t> TopicCore::seq_at_time(std::chrono::system_clock::time_poi
   // after t rounded up to one.
   const TimeUs want = std::chrono::ceil<std::chrono::microseconds>(t.time_since_epoch()).count();
   MutexLock lk(mu);
+  // Segments in seq order: the first whose latest time is at or after want
+  // holds the answer (the format 1 ones count by their files' times).
   for (const auto& sp : segs) {
     const Segment& seg = *sp;
     if (seg.index.empty()) continue;  // no record
@@ -109,9 +102,10 @@ Result<std::uint64_t> TopicCore::seq_at_time(std::chrono::system_clock::time_poi
       continue;
     }
     if (!seg.has_time || seg.max_time < want) continue;
-    // Times never decrease (the writer keeps each at least the one before):
-    // the answer is in this segment, at or before the first entry whose time
-    // is at least want.
+    // Every record of earlier segments is older than want; this segment has
+    // one at or after it. Entries hold running maxima: the first such record
+    // lies after the last entry below want and at or before the next one.
+    // (The writer never lets times go back, but this holds either way.)
     const auto& index = seg.index;
     auto it = std::partition_point(index.begin(), index.end(),
                                    [&](const IndexEntry& e) { return e.time < want; });

@@ -104,8 +104,6 @@ class TopicCore {
   // The segment after s (by base_seq: s may be gone), and first_seq.
   std::shared_ptr<Segment> segment_after(const Segment* s, std::uint64_t* first = nullptr) const
       SLUICE_EXCLUDES(mu);
-  // The segment holding seq (the oldest if seq is before it).
-  std::shared_ptr<Segment> segment_for(std::uint64_t seq) const SLUICE_EXCLUDES(mu);
   // The index entry of the segment holding seq at or before it (the oldest
   // segment's first record if seq is before it): reading on from there
   // reaches seq within kIndexSpacing bytes. Null seg if no segment.

@@ -447,6 +447,44 @@ Reply Connection::eval_then(std::string_view script, std::span<const std::string
   return r;
 }
 
+Reply Connection::eval_multi(std::string_view script, std::span<const std::string_view> keys,
+                             std::span<const std::string_view> args,
+                             std::span<const std::string_view> then, CallError& err) {
+  err = {};
+  const std::string* sha = loaded(script);
+  if (sha == nullptr || ctx_ == nullptr) return nullptr;
+  const std::string nkeys = std::to_string(keys.size());
+  const std::vector<std::string_view> argv = evalsha_argv(*sha, nkeys, keys, args);
+  const std::string_view multi[] = {"MULTI"};
+  const std::string_view exec[] = {"EXEC"};
+  if (!queue(multi, err) || !queue(argv, err) || !queue(then, err) || !queue(exec, err) ||
+      !flush("MULTI", err)) {
+    return nullptr;
+  }
+  // +OK, +QUEUED twice (or an error reply: a command refused while
+  // queueing, EXEC then aborts), then EXEC's. All four are read, whatever
+  // they say, so the next call reads its own reply.
+  bool queued = true;
+  for (const std::string_view what :
+       {std::string_view("MULTI"), std::string_view("EVALSHA"), then.front()}) {
+    Reply r = read_reply(what, err);
+    if (!r) return nullptr;
+    if (r->type == REDIS_REPLY_ERROR) queued = false;
+  }
+  Reply r = read_reply("EXEC", err);
+  if (!r) return nullptr;
+  if (!queued || r->type != REDIS_REPLY_ARRAY || r->elements != 2) return nullptr;
+  const redisReply* ran = r->element[0];
+  if (ran->type == REDIS_REPLY_ERROR) {
+    const std::string_view t = reply_text(ran);
+    if (t.starts_with("MOVED ") || t.starts_with("ASK ") || t.starts_with("TRYAGAIN") ||
+        t.starts_with("NOSCRIPT")) {
+      return nullptr;  // the script did not run: eval() knows what to do
+    }
+  }
+  return r;
+}
+
 Reply Connection::eval(std::string_view script, std::span<const std::string_view> keys,
                        std::span<const std::string_view> args, CallError& err) {
   err = {};

@@ -71,6 +71,21 @@ class Connection {
                   std::span<const std::string_view> args, std::span<const std::string_view> then,
                   Reply& then_reply, CallError& err, CallError& then_err);
 
+  // The script and then `then` (a command on the script's slot) as one
+  // transaction, MULTI, EVALSHA, `then`, EXEC, in one round trip: no other
+  // client's command runs between them. Returns EXEC's reply, an array of
+  // the two replies (either may be an error reply). Only when the script is
+  // loaded on this connection and the connection is up; otherwise, and when
+  // the transaction did not run or its script did not (a redirection,
+  // TRYAGAIN or NOSCRIPT: Redis Cluster refuses a queued command on a slot
+  // elsewhere), it returns null with err.status OK: the caller takes its
+  // other path (eval(), which follows, retries or loads). Null with an error
+  // status: the connection broke (err.maybe_ran as for call()). For reads
+  // that must see one state: the script may change nothing `then` relies on.
+  Reply eval_multi(std::string_view script, std::span<const std::string_view> keys,
+                   std::span<const std::string_view> args, std::span<const std::string_view> then,
+                   CallError& err);
+
   // The Status for a Redis error reply: authentication and permission
   // errors name the server and say what to fix (kInvalidArgument); any
   // other is kInternal.

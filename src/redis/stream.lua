@@ -16,6 +16,10 @@
 --                                                       (or dead-lettered, or dropped) by it
 --   4 the wake list         <prefix>:{<topic>}:wake    a token per ack, for a waiting append
 --   5 the dead-letter stream <prefix>:{<topic>}:dead
+--   6 the seek index        <prefix>:{<topic>}:index   a sorted set of checkpoints,
+--                                                       "<id> <entries added up to it>"
+--                                                       scored by the id's ms, one per
+--                                                       1024 messages appended
 -- ARGV: 1 operation, then its arguments.
 -- A channel's unacknowledged count is appended - acked[channel]; the bound
 -- compares the largest of those (the slowest channel) with the topic's bound.
@@ -24,7 +28,8 @@
 -- purge) adds to its acked count and pushes the wake token, so an append
 -- waiting at the bound retries; a seek back lowers it again.
 
-local STREAM, META, ACKED, WAKE, DEAD = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local STREAM, META, ACKED, WAKE, DEAD, INDEX = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
+                                               KEYS[6]
 local op = ARGV[1]
 
 -- The slowest channel's unacknowledged count (0 without channels).
@@ -122,6 +127,7 @@ local function drop_oldest(entries)
   local ms, seq = split(last)
   redis.call('XTRIM', STREAM, 'MINID', '=', string.format('%d-%d', ms, seq + 1))
   redis.call('HSET', META, 'removed_to', last)
+  redis.call('ZREMRANGEBYSCORE', INDEX, '-inf', string.format('(%d', ms))
   if dropped > 0 then redis.call('HINCRBY', META, 'dropped', dropped) end
   if k > dropped then redis.call('HINCRBY', META, 'trimmed', k - dropped) end
   return dropped
@@ -212,6 +218,17 @@ if op == 'append' then
     -- topic an older sluice appended to has no exact total).
     if m[7] or appended == 0 then redis.call('HINCRBY', META, 'appended_bytes', bytes) end
     appended = redis.call('HINCRBY', META, 'appended', room)
+    -- A seek checkpoint every 1024 messages: the newest id and how many
+    -- entries were ever added up to it (Redis 7's entries-added), so that
+    -- a seek counts from the nearest one instead of from an end.
+    if math.floor(appended / 1024) > math.floor((appended - room) / 1024) then
+      local info = redis.call('XINFO', 'STREAM', STREAM)
+      local newest, added = field(info, 'last-generated-id'), field(info, 'entries-added')
+      if added then
+        redis.call('ZADD', INDEX, string.sub(newest, 1, string.find(newest, '-', 1, true) - 1),
+                   newest .. ' ' .. string.format('%d', added))
+      end
+    end
   end
   local dropped = 0
   if cap > 0 then dropped = cap_to(cap) end
@@ -524,7 +541,12 @@ if op == 'trim' then
   local n = redis.call('XTRIM', STREAM, 'MINID', keep)
   if n > 0 then
     redis.call('HINCRBY', META, 'trimmed', n)
-    if newest[1] then redis.call('HSET', META, 'removed_to', newest[1][1]) end
+    if newest[1] then
+      redis.call('HSET', META, 'removed_to', newest[1][1])
+      -- Checkpoints of removed entries are of no use to a seek any more.
+      local ms = string.sub(newest[1][1], 1, string.find(newest[1][1], '-', 1, true) - 1)
+      redis.call('ZREMRANGEBYSCORE', INDEX, '-inf', '(' .. ms)
+    end
   end
   return n + aged
 end
@@ -559,7 +581,7 @@ if op == 'stats' then
            tonumber(m[9] or ((tonumber(m[1] or '0') > 0) and '-1' or '0')) }
 end
 
--- peek CHANNEL AFTER MAX: the channel's unacknowledged messages in id order,
+-- peek CHANNEL AFTER MAX [OUTSIDE]: the channel's unacknowledged messages in id order,
 -- read only (no delivery, claim, position or consumer changes). AFTER '':
 -- from the first one: its pending entries (held by any consumer, with
 -- their delivery counts) merged with the entries after the group's last
@@ -569,7 +591,12 @@ end
 -- left out), the XRANGE reply of the entries after START = the larger of
 -- the last delivered id and AFTER (at most MAX less the pending entries at
 -- or before START, which come before all of them) }. The caller merges the
--- two by id and keeps the first MAX. NOTOPIC, or NOGROUP for no channel.
+-- two by id and keeps the first MAX. OUTSIDE '1': the caller reads the
+-- entries after AFTER itself, with XRANGE in the same MULTI/EXEC right
+-- after this script (a plain command's reply costs the server a third of
+-- what passing it through Lua does); when AFTER is at or past the last
+-- delivered id (START is AFTER), the reply's second element is then 1
+-- instead of those entries. NOTOPIC, or NOGROUP for no channel.
 if op == 'peek' then
   local ch, after, max = ARGV[2], ARGV[3], tonumber(ARGV[4])
   if redis.call('EXISTS', STREAM) == 0 then return no_topic() end
@@ -585,16 +612,29 @@ if op == 'peek' then
   if after ~= '' and less(last, after) then start = after end
   local from = '-'
   if after ~= '' then from = '(' .. after end
+  local pend = redis.call('XPENDING', STREAM, ch, from, '+', ARGV[4])
   local held, first = {}, 0
-  for _, p in ipairs(redis.call('XPENDING', STREAM, ch, from, '+', ARGV[4])) do
-    local e = redis.call('XRANGE', STREAM, p[1], p[1])
-    if e[1] then
-      held[#held + 1] = p[1]
-      held[#held + 1] = field(e[1][2], 'd') or ''
-      held[#held + 1] = p[4]
-      if not less(start, p[1]) then first = first + 1 end
+  if #pend > 0 then
+    -- The payloads: one XRANGE over the pending ids' span, at most as many
+    -- entries as there are pending ones (all of them when they are dense,
+    -- as a consumer's batch is); an id it did not reach, one lookup each.
+    local span = redis.call('XRANGE', STREAM, pend[1][1], pend[#pend][1], 'COUNT', #pend)
+    local j = 1
+    local all_before = not less(start, pend[#pend][1])
+    for _, p in ipairs(pend) do
+      local id = p[1]
+      while span[j] and span[j][1] ~= id and less(span[j][1], id) do j = j + 1 end
+      local e = span[j]
+      if not (e and e[1] == id) then e = redis.call('XRANGE', STREAM, id, id)[1] end
+      if e then  -- else deleted from the stream by hand: left out
+        held[#held + 1] = id
+        held[#held + 1] = field(e[2], 'd') or ''
+        held[#held + 1] = p[4]
+        if all_before or not less(start, id) then first = first + 1 end
+      end
     end
   end
+  if ARGV[5] == '1' and start == after then return { held, 1 } end
   local fresh = {}
   if max > first then
     fresh = redis.call('XRANGE', STREAM, '(' .. start, '+', 'COUNT',
@@ -667,8 +707,38 @@ if op == 'seek' or op == 'purge' then
   elseif less(pos, oldest) then
     count = len
   else
-    local front, back, fstart, bstart = 0, 0, '-', '+'
+    -- The checkpoint nearest before pos (at most one per 1024 appended, so
+    -- few share a millisecond), if it is still retained: the entries
+    -- after pos are then those ever added less those up to it, counted
+    -- from there. Three cursors in turn, a page each: from the checkpoint,
+    -- from the oldest and from the newest entry; the first to reach pos
+    -- gives the count, so it costs the shortest of the three.
+    local cp, cp_added = nil, nil
+    if added then
+      local ms = string.sub(pos, 1, string.find(pos, '-', 1, true) - 1)
+      local near = redis.call('ZREVRANGEBYSCORE', INDEX, ms, '-inf', 'LIMIT', 0, 8)
+      for _, c in ipairs(near) do
+        local sp = string.find(c, ' ', 1, true)
+        local id = string.sub(c, 1, sp - 1)
+        if not less(pos, id) and (cp == nil or less(cp, id)) then
+          cp, cp_added = id, tonumber(string.sub(c, sp + 1))
+        end
+      end
+      if cp ~= nil and less(cp, oldest) then cp = nil end
+    end
+    local front, back, mid, fstart, bstart = 0, 0, 0, '-', '+'
+    local mstart = nil
+    if cp ~= nil then mstart = '(' .. cp end
     while true do
+      if mstart ~= nil then
+        local m = redis.call('XRANGE', STREAM, mstart, pos, 'COUNT', 1000)
+        mid = mid + #m
+        if #m < 1000 then
+          count = math.min(math.max(added - cp_added - mid, 0), len)
+          break
+        end
+        mstart = '(' .. m[#m][1]
+      end
       local f = redis.call('XRANGE', STREAM, fstart, pos, 'COUNT', 1000)
       front = front + #f
       if #f < 1000 then
@@ -711,7 +781,7 @@ end
 
 -- destroy: every key of the topic. Reply: keys removed.
 if op == 'destroy' then
-  return redis.call('DEL', STREAM, META, ACKED, WAKE, DEAD)
+  return redis.call('DEL', STREAM, META, ACKED, WAKE, DEAD, INDEX)
 end
 
 return redis.error_reply('sluice stream script: unknown operation ' .. tostring(op))

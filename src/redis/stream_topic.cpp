@@ -26,9 +26,16 @@ using redis::CallError;
 using redis::Reply;
 
 // Key order shared with stream.lua.
-constexpr std::array<std::string_view, 5> kSuffix = {":stream", ":meta", ":acked", ":wake",
-                                                     ":dead"};
-enum Key : std::size_t { kStream, kMeta, kAcked, kWake, kDead };
+constexpr std::array<std::string_view, 6> kSuffix = {":stream", ":meta", ":acked",
+                                                     ":wake",   ":dead", ":index"};
+enum Key : std::size_t { kStream, kMeta, kAcked, kWake, kDead, kIndex };
+
+// The keys as the scripts take them (KEYS), in stream.lua's order.
+std::array<std::string_view, kSuffix.size()> key_views(const std::vector<std::string>& keys) {
+  std::array<std::string_view, kSuffix.size()> k;
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] = keys[i];
+  return k;
+}
 
 // Messages per append script (and ids per ack or nack): one script never
 // stalls the server for long, and Lua's unpack() stays within its limit.
@@ -136,11 +143,9 @@ std::string consumer_name() {
 
 // The Status for a failed call: a lost connection as Connection reports
 // it; an error reply by what it means, naming the server.
-Status failed(const redis::Connection& conn, const Reply& r, const CallError& err,
-              std::string_view what) {
-  if (!r) return err.status;
+Status failed(const redis::Connection& conn, const redisReply* r, std::string_view what) {
   if (r->type != REDIS_REPLY_ERROR) return unexpected(conn, what);
-  const std::string_view t = text(r.get());
+  const std::string_view t = text(r);
   if (t.starts_with("NOTOPIC")) {
     return {StatusCode::kNotFound, "redis at " + conn.address() + " (" + std::string(what) +
                                        "): " + std::string(t.substr(8))};
@@ -164,12 +169,17 @@ Status failed(const redis::Connection& conn, const Reply& r, const CallError& er
           "redis error at " + conn.address() + " (" + std::string(what) + "): " + std::string(t)};
 }
 
+Status failed(const redis::Connection& conn, const Reply& r, const CallError& err,
+              std::string_view what) {
+  if (!r) return err.status;
+  return failed(conn, r.get(), what);
+}
+
 // Runs the topic's script: keys in stream.lua's order, then the operation
 // and its arguments.
 Reply run(redis::Connection& conn, const std::vector<std::string>& keys,
           std::span<const std::string_view> args, CallError& err) {
-  const std::array<std::string_view, kSuffix.size()> k = {keys[0], keys[1], keys[2], keys[3],
-                                                          keys[4]};
+  const auto k = key_views(keys);
   return conn.eval(redis::stream_script(), k, args, err);
 }
 
@@ -177,8 +187,7 @@ Reply run(redis::Connection& conn, const std::vector<std::string>& keys,
 Reply run_then(redis::Connection& conn, const std::vector<std::string>& keys,
                std::span<const std::string_view> args, std::span<const std::string_view> then,
                Reply& then_reply, CallError& err, CallError& then_err) {
-  const std::array<std::string_view, kSuffix.size()> k = {keys[0], keys[1], keys[2], keys[3],
-                                                          keys[4]};
+  const auto k = key_views(keys);
   return conn.eval_then(redis::stream_script(), k, args, then, then_reply, err, then_err);
 }
 
@@ -526,18 +535,47 @@ Result<std::vector<StreamMessage>> StreamTopic::peek(std::string_view channel,
   }
   // The script's counts are Lua numbers: keep them well inside 2^53.
   const std::string count = std::to_string(std::min<std::size_t>(max, INT32_MAX));
-  const std::string_view args[] = {"peek", channel, after, count};
   CallError err;
-  Reply r = run(*conn_, keys_, args, err);
-  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-      r->element[0]->type != REDIS_REPLY_ARRAY || r->element[1]->type != REDIS_REPLY_ARRAY ||
-      r->element[0]->elements % 3 != 0) {
-    return failed(*conn_, r, err, "peek");
+  // Paging (after an id): the script for the pending ones and the channel's
+  // position, and a plain XRANGE for those after `after_id`, in one
+  // MULTI/EXEC (a snapshot). XRANGE's reply through Lua would cost the
+  // server three times as much. The script says when the XRANGE is of no
+  // use (`after_id` before the channel's position) and reads them itself.
+  Reply multi;
+  const redisReply* r = nullptr;
+  const redisReply* fresh = nullptr;
+  if (!after.empty()) {
+    const std::string from = "(" + after;
+    const std::string_view args[] = {"peek", channel, after, count, "1"};
+    const std::string_view xrange[] = {"XRANGE", keys_[kStream], from, "+", "COUNT", count};
+    const auto k = key_views(keys_);
+    multi = conn_->eval_multi(redis::stream_script(), k, args, xrange, err);
+    if (!multi && !err.status.ok()) return err.status;
+    if (multi) {
+      r = multi->element[0];
+      if (r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+          r->element[1]->type == REDIS_REPLY_INTEGER) {
+        fresh = multi->element[1];
+        if (fresh->type != REDIS_REPLY_ARRAY) return unexpected(*conn_, "peek's XRANGE");
+      }
+    }
   }
+  Reply single;
+  if (r == nullptr) {
+    const std::string_view args[] = {"peek", channel, after, count};
+    single = run(*conn_, keys_, args, err);
+    if (!single) return failed(*conn_, single, err, "peek");
+    r = single.get();
+  }
+  if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+      r->element[0]->type != REDIS_REPLY_ARRAY || r->element[0]->elements % 3 != 0 ||
+      (fresh == nullptr && r->element[1]->type != REDIS_REPLY_ARRAY)) {
+    return failed(*conn_, r, "peek");
+  }
+  if (fresh == nullptr) fresh = r->element[1];
   // Pending ones (with their delivery counts) and those not delivered yet,
   // each in id order: merged, an id in both counted as pending.
   const redisReply* held = r->element[0];
-  const redisReply* fresh = r->element[1];
   std::vector<StreamMessage> out;
   out.reserve(std::min<std::size_t>(max, held->elements / 3 + fresh->elements));
   std::size_t h = 0, f = 0;
@@ -802,8 +840,7 @@ class StreamChannel::KeepAlive {
   }
 
   Reply run_script(std::span<const std::string_view> args, CallError& err) {
-    const std::array<std::string_view, kSuffix.size()> k = {keys_[0], keys_[1], keys_[2], keys_[3],
-                                                            keys_[4]};
+    const auto k = key_views(keys_);
     return conn_.eval(redis::stream_script(), k, args, err);
   }
 

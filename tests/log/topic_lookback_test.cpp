@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -374,6 +375,54 @@ TEST_F(LookbackTest, SeqAtTimeFindsTheFirstRecordAtOrAfterATime) {
   expect_search_matches_scan(**r, all, probes);
 }
 
+// The writer never lets times go back, but a segment's bytes may come from
+// elsewhere (a copy, a tool, a fuzzer): the search still finds the first
+// record at or after a time, and times past what system_clock holds
+// saturate rather than overflow.
+TEST_F(LookbackTest, SeqAtTimeIsExactWhereTheBytesHoldTimesOutOfOrder) {
+  const std::vector<log::TimeUs> times = {
+      100, 50, 300, 200, 250, 400, 350, std::numeric_limits<log::TimeUs>::max(), 500,
+      std::numeric_limits<log::TimeUs>::min(), 600};
+  fs::create_directories(dir_);
+  std::string seg(log::kSegmentHeaderSize, '\0');
+  log::encode_segment_header(seg.data(), 0);
+  TopicOptions o = small();
+  o.segment_bytes = 1 << 20;
+  for (std::size_t i = 0; i < times.size(); ++i) {
+    // Entries every 64 KiB: large records give the index several.
+    const std::string payload(i % 2 == 0 ? 40000 : 10, static_cast<char>('a' + i));
+    std::string rec(log::kRecordHeaderSize + payload.size(), '\0');
+    log::encode_record(rec.data(), i, times[i], payload);
+    seg += rec;
+  }
+  { std::ofstream(dir_ / log::segment_name(0), std::ios::binary) << seg; }
+  o.max_message_bytes = 64 * 1024;
+  auto t = open(o);
+  ASSERT_TRUE(t->recovery().clean());
+  auto c = std::move(*t->channel("c"));
+  const auto all = drain(*c);
+  ASSERT_EQ(all.size(), times.size());
+  EXPECT_EQ(*all[7].time, SysTime::max() - (SysTime::max() - SysTime()) % 1us);  // saturated
+  std::vector<SysTime> probes;
+  for (const auto& m : all) {
+    probes.push_back(*m.time);
+    if (*m.time < SysTime::max() - 1us) probes.push_back(*m.time + 1us);
+    if (*m.time > SysTime::min() + 1us) probes.push_back(*m.time - 1us);
+  }
+  for (SysTime p : probes) {
+    std::uint64_t want = t->next_seq();
+    for (const auto& m : all) {
+      if (*m.time >= p) {
+        want = m.seq;
+        break;
+      }
+    }
+    auto got = t->seq_at_time(p);
+    ASSERT_TRUE(got.ok());
+    EXPECT_EQ(*got, want) << "t = " << p.time_since_epoch().count() << " ns";
+  }
+}
+
 TEST_F(LookbackTest, SeqAtTimeLooksOnlyAtRetainedRecordsAndFollowsTheWriter) {
   TopicOptions o = small();
   TestClock clock;
@@ -693,6 +742,43 @@ TEST_F(LookbackTest, AChannelPositionIsReadWithoutOpeningTheChannel) {
   EXPECT_EQ(*unset, t->first_seq());
   { std::ofstream(dir_ / "channels" / "bad.pos", std::ios::binary) << std::string(64, 'x'); }
   EXPECT_EQ(t->channel_position("bad").code(), StatusCode::kCorruption);
+}
+
+// A channel that does not exist yet may start at a seq (get --from-seq,
+// --from-time), also from a read-only topic, where seek is refused.
+TEST_F(LookbackTest, ANewChannelStartsAtTheSeqItIsGiven) {
+  auto t = open();
+  for (int i = 0; i < 300; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  {
+    auto c = std::move(*t->channel("c"));
+    (void)drain(*c);
+    ASSERT_TRUE(c->ack(199).ok());  // retention deletes the oldest segments
+  }
+  const std::uint64_t first = t->first_seq();
+  ASSERT_GT(first, 0U);
+  ChannelOptions at;
+  at.start_seq = 250;
+  auto mid = t->channel("mid", at);
+  ASSERT_TRUE(mid.ok()) << mid.status();
+  EXPECT_EQ((*mid)->acked(), 250U);
+  EXPECT_EQ(seqs(drain(**mid)), range(250, 300));
+  at.start_seq = 0;
+  auto early = t->channel("early", at);
+  ASSERT_TRUE(early.ok());
+  EXPECT_EQ((*early)->acked(), first);
+  at.start_seq = 301;
+  EXPECT_EQ(t->channel("late", at).code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(dir_ / "channels" / "late.pos"));
+  at.start_seq = 290;
+  early->reset();
+  auto again = t->channel("early", at);  // exists: its own position wins
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ((*again)->acked(), first);
+  auto r = open_reader();
+  ASSERT_TRUE(r.ok());
+  auto elsewhere = (*r)->channel("elsewhere", at);
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  EXPECT_EQ(seqs(drain(**elsewhere)), range(290, 300));
 }
 
 // ---------------------------------------------------------------------------

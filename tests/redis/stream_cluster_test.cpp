@@ -89,6 +89,51 @@ TEST(StreamClusterTest, EveryOperationOnTopicsOnEveryShard) {
   }
 }
 
+// peek, seek and purge on topics on every shard (one hash tag: each is one
+// script on the topic's node), with handles given the first node only.
+TEST(StreamClusterTest, PeekSeekAndPurgeOnTopicsOnEveryShard) {
+  RedisOptions seed = cluster().options();
+  for (std::size_t node = 0; node < cluster().size(); ++node) {
+    const std::string name = name_on("look", node);
+    StreamTopic t(seed, name);
+    const std::string chans[] = {"a"};
+    ASSERT_EQ(t.create(chans), StatusCode::kOk) << name;
+    const auto msgs = numbered("m", 10);
+    ASSERT_EQ(append(t, msgs), StatusCode::kOk) << name;
+    StreamChannel a(seed, name, "a");
+    std::vector<StreamMessage> held;
+    ASSERT_EQ(a.next_batch(held, 3, with_timeout(10s)), StatusCode::kOk);
+    ASSERT_EQ(held.size(), 3U);
+    auto p = t.peek("a", "", 100);
+    ASSERT_TRUE(p.ok()) << p.status();
+    ASSERT_EQ(p->size(), 10U) << name;
+    for (std::size_t i = 0; i < p->size(); ++i) {
+      EXPECT_EQ((*p)[i].payload, msgs[i]);
+      EXPECT_EQ((*p)[i].deliveries, i < 3 ? 1U : 0U);
+    }
+    auto page = t.peek("a", (*p)[4].id, 2);
+    ASSERT_TRUE(page.ok()) << page.status();
+    ASSERT_EQ(page->size(), 2U);
+    EXPECT_EQ((*page)[0].payload, msgs[5]);
+    StreamSeekResult where;
+    ASSERT_EQ(t.seek("a", (*p)[6].id, &where), StatusCode::kOk) << name;
+    EXPECT_EQ(where.unacknowledged, 3U);
+    EXPECT_EQ(where.dropped_pending, 3U);
+    EXPECT_EQ(take(a, 1), std::vector<std::string>{msgs[7]});
+    ASSERT_EQ(t.seek("a", "0", &where), StatusCode::kOk);
+    EXPECT_EQ(where.unacknowledged, 10U);
+    auto n = t.purge("a");
+    ASSERT_TRUE(n.ok()) << n.status();
+    EXPECT_EQ(*n, 10U);
+    auto st = t.stats();
+    ASSERT_TRUE(st.ok()) << st.status();
+    ASSERT_EQ(st->channels.size(), 1U);
+    EXPECT_EQ(st->channels[0].unacknowledged, 0U);
+    EXPECT_EQ(st->channels[0].purged, 10U);
+    ASSERT_EQ(t.destroy(), StatusCode::kOk);
+  }
+}
+
 // Three consumers of one channel of a topic on another shard than the seed
 // get each message exactly once while all acknowledge.
 TEST(StreamClusterTest, ConsumersOfOneChannelShareItExactlyOnce) {

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <future>
 #include <map>
 #include <set>
@@ -1437,6 +1438,20 @@ TEST_F(StreamTopicTest, APeekWhileAppendsAndAConsumerRunSeesAConsistentPrefix) {
       EXPECT_TRUE(m.deliveries == (undelivered ? 0U : 1U)) << "pending after undelivered";
       if (i == 0 && m.deliveries == 1) ++with_pending;
     }
+    // The next page (script and XRANGE in one MULTI/EXEC): a run of its
+    // own, after the first page, pending before undelivered.
+    auto next = t.peek("c", p->back().id, 50);
+    ASSERT_TRUE(next.ok()) << next.status();
+    if (next->empty()) continue;
+    const int from = std::stoi(next->front().payload);
+    EXPECT_GT(from, std::stoi(p->back().payload));
+    undelivered = false;
+    for (std::size_t i = 0; i < next->size(); ++i) {
+      const StreamMessage& m = (*next)[i];
+      EXPECT_EQ(m.payload, std::to_string(from + static_cast<int>(i))) << "a gap or a repeat";
+      if (m.deliveries == 0) undelivered = true;
+      EXPECT_TRUE(m.deliveries == (undelivered ? 0U : 1U)) << "pending after undelivered";
+    }
   }
   stop = true;
   producer.join();
@@ -1527,6 +1542,56 @@ TEST_F(StreamTopicTest, ASeekToAnIdCountsExactlyWhatComesAfterIt) {
   EXPECT_EQ(end.position, p->back().id);
   ASSERT_EQ(t.seek("c", "0", &end), StatusCode::kOk);
   EXPECT_EQ(end.unacknowledged, static_cast<std::uint64_t>(kN));
+}
+
+// Appends leave a checkpoint every 1024 messages (id -> entries added up to
+// it), so a seek counts from the nearest one: a few pages, not half the
+// stream (the server's own count of XRANGE calls, scripts' included). The
+// count stays exact with entries another client appended (not counted by
+// the script) and after retention removed the oldest and their
+// checkpoints.
+TEST_F(StreamTopicTest, ASeekCountsFromTheNearestCheckpointAndStaysExact) {
+  auto t = topic();
+  auto c = joined("c");
+  for (int at = 0; at < 10000; at += 1000)
+    ASSERT_EQ(append(t, numbered(at, at + 1000)), StatusCode::kOk);
+  for (int i = 0; i < 10; ++i) raw_.cmd({"XADD", "sluice:{t}:stream", "*", "d", "foreign"});
+  for (int at = 10000; at < 20000; at += 1000) {
+    ASSERT_EQ(append(t, numbered(at, at + 1000)), StatusCode::kOk);
+  }
+  EXPECT_GE(raw_.integer({"ZCARD", "sluice:{t}:index"}), 19);
+  read(c, 3000);
+  ASSERT_EQ(t.trim().value(), 3000U);
+  // The stream's ids now, oldest first.
+  std::vector<std::string> ids;
+  for (std::string from = "-";;) {
+    auto r = raw_.cmd({"XRANGE", "sluice:{t}:stream", from, "+", "COUNT", "5000"});
+    for (std::size_t i = 0; i < r->elements; ++i) ids.emplace_back(r->element[i]->element[0]->str);
+    if (r->elements < 5000) break;
+    from = "(" + ids.back();
+  }
+  ASSERT_EQ(ids.size(), 17010U);
+  const auto xrange_calls = [&] {
+    auto r = raw_.cmd({"INFO", "commandstats"});
+    const std::string info(r->str, r->len);
+    long long n = 0;
+    for (const char* cmd : {"cmdstat_xrange:calls=", "cmdstat_xrevrange:calls="}) {
+      const auto at = info.find(cmd);
+      if (at != std::string::npos) n += std::stoll(info.substr(at + std::strlen(cmd)));
+    }
+    return n;
+  };
+  for (const std::size_t at : {8500UL, 6000UL, 7003UL, 7012UL, 12000UL, 3UL, 17008UL, 1023UL}) {
+    raw_.cmd({"CONFIG", "RESETSTAT"});
+    StreamSeekResult where;
+    ASSERT_EQ(t.seek("c", ids[at], &where), StatusCode::kOk) << at;
+    EXPECT_EQ(where.unacknowledged, ids.size() - 1 - at) << at;
+    EXPECT_EQ(channel_stats(t, "c").unacknowledged, ids.size() - 1 - at) << at;
+    EXPECT_EQ(group_info(raw_, "c").lag, static_cast<long long>(ids.size() - 1 - at)) << at;
+    EXPECT_LE(xrange_calls(), 8) << at;
+  }
+  ASSERT_EQ(t.destroy(), StatusCode::kOk);
+  EXPECT_EQ(raw_.integer({"EXISTS", "sluice:{t}:index"}), 0);
 }
 
 // seek forward (and purge) frees room under the bound: an append waiting

@@ -44,6 +44,13 @@ class Topic;
 
 struct ChannelOptions {
   StartFrom start = StartFrom::kBeginning;  // for a channel that does not exist yet
+  // For a channel that does not exist yet, instead of `start`: the first seq
+  // it delivers (e.g. Topic::seq_at_time of a time). Before the oldest
+  // retained record it starts there; past Topic::next_seq() the open fails
+  // with kInvalidArgument. Unlike Channel::seek, a read-only topic takes it
+  // (a new channel's first position is written and synced before the open
+  // returns, as with `start`). Ignored for a channel that exists.
+  std::optional<std::uint64_t> start_seq;
   // false: ack() keeps the position in memory only (no fdatasync); after a
   // crash the channel restarts from its last durable position. For stores
   // that do not outlive the process (the queue's spill store).
