@@ -345,7 +345,9 @@ Result<QueueInfo> RedisStore::stat(std::string_view name) {
     info.waiting = st.length;                // may pass the bound: a dead reader's went back
     info.in_flight = st.in_flight;
     info.produced = st.produced_messages;
-    info.consumed = st.consumed_messages;
+    // Purged messages left the queue unread: like the other backends, count
+    // them as consumed (the protocol's own counter stays the protocol's).
+    info.consumed = st.consumed_messages + st.purged;
     // The protocol's counters; its clients "may" skip the bytes (docs/cli.md).
     info.produced_bytes = st.produced_bytes;
     info.consumed_bytes = st.consumed_bytes;

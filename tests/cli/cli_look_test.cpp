@@ -196,6 +196,10 @@ TEST_P(CliLookTest, PurgeDropsTheBacklogAndWakesAPutAtTheBound) {
   EXPECT_EQ(rest.rc, 0) << rest.err;
   EXPECT_EQ(run({"get", "q", "--count", "2"}).out, lines(4, 5));
   EXPECT_EQ(stat("q", "channel.default.purged"), "3");
+  // What was purged counts as consumed (it left unread): the numbers add up.
+  EXPECT_EQ(stat("q", "produced"), "5");
+  EXPECT_EQ(stat("q", "consumed"), "5");
+  EXPECT_EQ(stat("q", "length"), "0");
 }
 
 // seek and purge wait for a running get of the channel (embedded: its role);
