@@ -50,7 +50,7 @@ struct ChannelOptions {
   // with kInvalidArgument. Unlike Channel::seek, a read-only topic takes it
   // (a new channel's first position is written and synced before the open
   // returns, as with `start`). Ignored for a channel that exists.
-  std::optional<std::uint64_t> start_seq;
+  std::optional<std::uint64_t> start_seq = std::nullopt;
   // false: ack() keeps the position in memory only (no fdatasync); after a
   // crash the channel restarts from its last durable position. For stores
   // that do not outlive the process (the queue's spill store).
@@ -64,7 +64,7 @@ struct LogMessage {
   // never earlier than the record before it (a clock stepped back repeats
   // the last time). Empty for records of segments written by a sluice
   // before the append time was recorded (docs/log_format.md, format 1).
-  std::optional<std::chrono::system_clock::time_point> time;
+  std::optional<std::chrono::system_clock::time_point> time = std::nullopt;
 };
 
 class Channel {

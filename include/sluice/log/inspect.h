@@ -58,8 +58,8 @@ struct SegmentInspection {
   // 1, written by a sluice before the append time (records have none).
   std::uint32_t version = 0;
   // Append times of the first and last valid record (version 2, records > 0).
-  std::optional<std::chrono::system_clock::time_point> first_time;
-  std::optional<std::chrono::system_clock::time_point> last_time;
+  std::optional<std::chrono::system_clock::time_point> first_time = std::nullopt;
+  std::optional<std::chrono::system_clock::time_point> last_time = std::nullopt;
   bool after_gap = false;       // flag: the seqs before base_seq are a known loss
   bool closed_mark = false;     // flag: the topic's closed mark (end of stream)
   bool sealed = false;          // a later segment exists: nothing is appended here
