@@ -541,7 +541,8 @@ Result<DirStore::Moved> DirStore::move_channel(
     bool any = false;
     while ((*ch)->delivered() < *to) {
       skip.clear();
-      const auto left = static_cast<std::size_t>(std::min<std::uint64_t>(*to - (*ch)->delivered(), 8192));
+      const auto left =
+          static_cast<std::size_t>(std::min<std::uint64_t>(*to - (*ch)->delivered(), 8192));
       // The records below `to` are there: no wait, but a bound on a stall.
       if (Status s = (*ch)->next_batch(skip, left, with_timeout(std::chrono::seconds(10)));
           !s.ok()) {

@@ -192,7 +192,8 @@ class PressurePeek final : public QueuePeek {
   Status next(std::vector<StoreMessage>& out, std::size_t max) override {
     auto head = q_.peek(shown_ + max);
     if (!head.ok()) return head.status();
-    for (std::size_t i = shown_; i < head->size(); ++i) out.emplace_back().data = std::move((*head)[i]);
+    for (std::size_t i = shown_; i < head->size(); ++i)
+      out.emplace_back().data = std::move((*head)[i]);
     shown_ = std::max(shown_, head->size());
     return Status::Ok();
   }

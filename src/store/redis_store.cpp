@@ -200,8 +200,7 @@ Status pressure_has_one_channel(std::string_view name, std::string_view channel)
 
 }  // namespace
 
-Result<std::unique_ptr<QueuePeek>> RedisStore::peek(std::string_view name,
-                                                    std::string_view channel,
+Result<std::unique_ptr<QueuePeek>> RedisStore::peek(std::string_view name, std::string_view channel,
                                                     const PeekFrom& from) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   if (Status s = validate_queue_name(channel); !s.ok()) return s;

@@ -13,12 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "cli/cli_child.h"
-#include "testutil/temp_dir.h"
+#include "cli/cli_backends.h"
 #include "testutil/wait_for.h"
-#ifdef SLUICE_TEST_REDIS
-#include "testutil/redis_server.h"
-#endif
 
 namespace sluice {
 namespace {
@@ -26,61 +22,13 @@ namespace {
 using testutil::Child;
 using testutil::Outcome;
 
-struct Backend {
-  std::string name;
-  bool redis = false;
-  std::string create_flag;  // "--stream" for a Streams topic
-};
-
-std::ostream& operator<<(std::ostream& os, const Backend& b) { return os << b.name; }
-
-class CliLookTest : public ::testing::TestWithParam<Backend> {
+class CliLookTest : public testutil::CliBackendTest {
  protected:
-  void SetUp() override {
-#ifdef SLUICE_TEST_REDIS
-    if (GetParam().redis) {
-      server_ = std::make_unique<testutil::RedisServer>();
-      store_ = "redis://127.0.0.1:" + std::to_string(server_->port()) + "/0";
-    }
-#endif
-  }
-  bool pressure() const { return GetParam().name == "redis"; }
-  bool stream() const { return GetParam().name == "redis_stream"; }
-
-  std::vector<std::string> cmd(std::vector<std::string> args) const {
-    args.insert(args.begin(), {SLUICE_CLI, "--store", store_});
-    return args;
-  }
-  Outcome run(std::vector<std::string> args, const std::string& input = "") {
-    Child c(cmd(std::move(args)));
-    c.write_stdin(input);
-    c.close_stdin();
-    return c.finish();
-  }
-  void create(const std::string& q, const std::string& bound = "1000") {
-    std::vector<std::string> args = {"create", q, "--bound", bound};
-    if (!GetParam().create_flag.empty()) args.push_back(GetParam().create_flag);
-    Outcome r = run(args);
-    ASSERT_EQ(r.rc, 0) << r.err;
-  }
   static std::string lines(int from, int to) {
     std::string s;
     for (int i = from; i <= to; ++i) s += "m" + std::to_string(i) + "\n";
     return s;
   }
-  std::string stat(const std::string& q, const std::string& key) {
-    Outcome r = run({"stat", q});
-    EXPECT_EQ(r.rc, 0) << r.err;
-    const auto at = r.out.find("\n" + key + "=");
-    if (at == std::string::npos) return "";
-    const auto from = at + key.size() + 2;
-    return r.out.substr(from, r.out.find('\n', from) - from);
-  }
-
-#ifdef SLUICE_TEST_REDIS
-  std::unique_ptr<testutil::RedisServer> server_;
-#endif
-  std::string store_ = testutil::test_dir("cli_look").string();
 };
 
 // peek writes what the channel has not acknowledged and takes nothing: the
@@ -98,7 +46,7 @@ TEST_P(CliLookTest, PeekShowsWhatIsUnacknowledgedWithoutTakingIt) {
   ASSERT_EQ(p.rc, 0) << p.err;
   const auto j = nlohmann::json::parse(p.out);
   EXPECT_EQ(j["data"], "m3");
-  if (GetParam().name == "embedded") {
+  if (embedded()) {
     EXPECT_EQ(j["seq"], 2);
   }
   if (stream()) {
@@ -205,7 +153,7 @@ TEST_P(CliLookTest, PurgeDropsTheBacklogAndWakesAPutAtTheBound) {
 // seek and purge wait for a running get of the channel (embedded: its role);
 // --no-wait is exit 6 naming it.
 TEST_P(CliLookTest, SeekWaitsForTheChannelsReaderOrFailsFastWithNoWait) {
-  if (GetParam().name != "embedded") GTEST_SKIP() << "Redis roles are held only while a call waits";
+  if (!embedded()) GTEST_SKIP() << "Redis roles are held only while a call waits";
   create("q");
   ASSERT_EQ(run({"put", "q"}, lines(1, 2)).rc, 0);
   Child get(cmd({"get", "q"}));
@@ -222,16 +170,7 @@ TEST_P(CliLookTest, SeekWaitsForTheChannelsReaderOrFailsFastWithNoWait) {
   EXPECT_EQ(s.rc, 0) << s.err;
 }
 
-#ifdef SLUICE_TEST_REDIS
-INSTANTIATE_TEST_SUITE_P(Backends, CliLookTest,
-                         ::testing::Values(Backend{"embedded", false, ""},
-                                           Backend{"redis", true, ""},
-                                           Backend{"redis_stream", true, "--stream"}),
-                         [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
-#else
-INSTANTIATE_TEST_SUITE_P(Backends, CliLookTest, ::testing::Values(Backend{"embedded", false, ""}),
-                         [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
-#endif
+INSTANTIATE_TEST_SUITE_P(Backends, CliLookTest, SLUICE_CLI_BACKENDS, testutil::backend_name);
 
 }  // namespace
 }  // namespace sluice

@@ -14,11 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/cli_child.h"
-#include "testutil/temp_dir.h"
-#ifdef SLUICE_TEST_REDIS
-#include "testutil/redis_server.h"
-#endif
+#include "cli/cli_backends.h"
 
 namespace sluice {
 namespace {
@@ -26,33 +22,8 @@ namespace {
 using testutil::Child;
 using testutil::Outcome;
 
-struct Backend {
-  std::string name;
-  bool redis = false;
-  std::string create_flag;  // "--stream" for a Streams topic
-};
-
-std::ostream& operator<<(std::ostream& os, const Backend& b) { return os << b.name; }
-
-class CliPipeTest : public ::testing::TestWithParam<Backend> {
+class CliPipeTest : public testutil::CliBackendTest {
  protected:
-  void SetUp() override {
-#ifdef SLUICE_TEST_REDIS
-    if (GetParam().redis) {
-      server_ = std::make_unique<testutil::RedisServer>();
-      store_ = "redis://127.0.0.1:" + std::to_string(server_->port()) + "/0";
-    }
-#endif
-  }
-
-  // sluice --store STORE args... with stdin `input`, to the end.
-  Outcome run(std::vector<std::string> args, const std::string& input = "") {
-    args.insert(args.begin(), {SLUICE_CLI, "--store", store_});
-    Child c(std::move(args), env());
-    c.write_stdin(input);
-    c.close_stdin();
-    return c.finish();
-  }
   // A bash pipeline; "$SLUICE" is `sluice --store STORE`.
   Outcome shell(const std::string& script) {
     Child c({"/bin/bash", "-c", script}, env());
@@ -61,12 +32,6 @@ class CliPipeTest : public ::testing::TestWithParam<Backend> {
   }
   std::map<std::string, std::string> env() const {
     return {{"SLUICE", std::string(SLUICE_CLI) + " --store " + store_}};
-  }
-  void create(const std::string& q) {
-    std::vector<std::string> args = {"create", q};
-    if (!GetParam().create_flag.empty()) args.push_back(GetParam().create_flag);
-    Outcome r = run(args);
-    ASSERT_EQ(r.rc, 0) << r.err;
   }
   // "m0001\n" ... : six bytes a line.
   static std::string lines(int from, int to) {
@@ -78,19 +43,6 @@ class CliPipeTest : public ::testing::TestWithParam<Backend> {
     }
     return s;
   }
-  std::string stat(const std::string& q, const std::string& key) {
-    Outcome r = run({"stat", q});
-    EXPECT_EQ(r.rc, 0) << r.err;
-    const auto at = r.out.find("\n" + key + "=");
-    if (at == std::string::npos) return "";
-    const auto from = at + key.size() + 2;
-    return r.out.substr(from, r.out.find('\n', from) - from);
-  }
-
-#ifdef SLUICE_TEST_REDIS
-  std::unique_ptr<testutil::RedisServer> server_;
-#endif
-  std::string store_ = testutil::test_dir("cli_pipe").string();
 };
 
 // The case: 1,000 short messages on an open queue and a `while
@@ -168,7 +120,7 @@ TEST_P(CliPipeTest, GivingBackOftenSendsNothingToTheDeadLetters) {
   Outcome r = run({"get", "q"});
   EXPECT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, "hello\n");
-  if (GetParam().create_flag == "--stream") {
+  if (stream()) {
     EXPECT_EQ(stat("q", "channel.default.dead_lettered"), "0");
   }
 }
@@ -194,11 +146,11 @@ TEST_P(CliPipeTest, FormatJsonGivesEachMessageAsAnObjectWithWhatTheBackendKnows)
   for (int i = 0; i < 3; ++i) {
     const auto& j = lines[static_cast<std::size_t>(i)];
     EXPECT_EQ(j["channel"], "default");
-    if (GetParam().name == "embedded") {
+    if (embedded()) {
       EXPECT_EQ(j["seq"], i);
       EXPECT_TRUE(j["id"].is_null());
       EXPECT_TRUE(j["deliveries"].is_null());
-    } else if (GetParam().name == "redis_stream") {
+    } else if (stream()) {
       EXPECT_TRUE(j["seq"].is_null());
       ASSERT_TRUE(j["id"].is_string()) << j;
       EXPECT_EQ(j["deliveries"], 1);
@@ -235,16 +187,7 @@ TEST_P(CliPipeTest, IntoAFileEveryMessageWrittenIsAcknowledged) {
   EXPECT_EQ(stat("q", "consumed"), "50");
 }
 
-#ifdef SLUICE_TEST_REDIS
-INSTANTIATE_TEST_SUITE_P(Backends, CliPipeTest,
-                         ::testing::Values(Backend{"embedded", false, ""},
-                                           Backend{"redis", true, ""},
-                                           Backend{"redis_stream", true, "--stream"}),
-                         [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
-#else
-INSTANTIATE_TEST_SUITE_P(Backends, CliPipeTest, ::testing::Values(Backend{"embedded", false, ""}),
-                         [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
-#endif
+INSTANTIATE_TEST_SUITE_P(Backends, CliPipeTest, SLUICE_CLI_BACKENDS, testutil::backend_name);
 
 }  // namespace
 }  // namespace sluice

@@ -126,10 +126,10 @@ std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view
     const std::string_view fraction = dot == std::string_view::npos ? "" : num.substr(dot + 1);
     std::uint64_t secs = 0;
     std::int64_t ns = 0, scale = 100000000;
-    const bool ok = all_digits(whole) && whole.size() <= 12 &&
-                    (dot == std::string_view::npos || all_digits(fraction)) &&
-                    std::from_chars(whole.data(), whole.data() + whole.size(), secs).ec ==
-                        std::errc();
+    const bool ok =
+        all_digits(whole) && whole.size() <= 12 &&
+        (dot == std::string_view::npos || all_digits(fraction)) &&
+        std::from_chars(whole.data(), whole.data() + whole.size(), secs).ec == std::errc();
     if (!ok) {
       *error = what;
       return std::nullopt;

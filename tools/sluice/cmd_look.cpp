@@ -67,7 +67,8 @@ int run_peek(Globals& g, const LookArgs& a) {
   std::string bytes;
   for (std::uint64_t shown = 0; a.count == 0 || shown < a.count;) {
     std::size_t want = 8192;
-    if (a.count != 0) want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - shown));
+    if (a.count != 0)
+      want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - shown));
     msgs.clear();
     if (Status s = (*p)->next(msgs, want); !s.ok()) return fail("peek", queue_label(a.name), s);
     if (msgs.empty()) break;  // nothing more now
@@ -134,9 +135,8 @@ int run_seek(Globals& g, const LookArgs& a) {
   auto store = open_store(g, "seek", &g.rc);
   if (!store) return g.rc;
   const Context ctx = role_context(a, stop_on_signals());
-  auto r = take_role(g.quiet, "seek", a.no_wait, ctx, [&](const Context& c) {
-    return store->seek(a.name, a.channel, to, c);
-  });
+  auto r = take_role(g.quiet, "seek", a.no_wait, ctx,
+                     [&](const Context& c) { return store->seek(a.name, a.channel, to, c); });
   if (!r.ok()) return fail("seek", queue_label(a.name), r.status());
   if (r->clamped) {
     std::cerr << "sluice seek: " << queue_label(a.name) << ": channel '" << a.channel
@@ -182,7 +182,8 @@ void add_look_commands(CLI::App& app, Globals& g) {
   auto* fr = peek->add_option("--framing", a->framing_opt, "as for get: line, nul or binary")
                  ->check(CLI::IsMember({"line", "nul", "binary", "netstring"}));
   auto* nul = peek->add_flag("-0,--null", a->nul, "--framing nul")->excludes(fr);
-  auto* bin = peek->add_flag("-b,--binary", a->binary, "--framing binary")->excludes(fr)->excludes(nul);
+  auto* bin =
+      peek->add_flag("-b,--binary", a->binary, "--framing binary")->excludes(fr)->excludes(nul);
   peek->add_option("--format", a->format, "json: one JSON object per message per line (as get)")
       ->check(CLI::IsMember({"json"}))
       ->excludes(fr)
