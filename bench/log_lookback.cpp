@@ -70,7 +70,7 @@ double pct(std::vector<double> v, double p) {
 }
 
 std::unique_ptr<Topic> open(const fs::path& dir, Durability d, bool untimed = false,
-                             bool read_only = false) {
+                            bool read_only = false) {
   TopicOptions o;
   o.durability = d;
   o.read_only = read_only;
@@ -348,9 +348,10 @@ int main(int argc, char** argv) {
   std::printf("\ntargets:\n");
   const double sw = pct(search_w, 1.0);
   const double sr = pct(search_r, 1.0);
-  std::printf("- seq_at_time on %ld records < 50 ms: slowest of 200 %.3f ms (writer), %.3f ms "
-              "(read-only) %s\n",
-              records, sw, sr, std::max(sw, sr) < 50 ? "met" : "MISSED");
+  std::printf(
+      "- seq_at_time on %ld records < 50 ms: slowest of 200 %.3f ms (writer), %.3f ms "
+      "(read-only) %s\n",
+      records, sw, sr, std::max(sw, sr) < 50 ? "met" : "MISSED");
   double worst = 1e9;
   for (const char* k : {"ratio append, 1 producer, kNone: format 2 / format 1",
                         "ratio append_batch(1000), kNone: format 2 / format 1",
@@ -361,7 +362,8 @@ int main(int argc, char** argv) {
               worst >= 0.95 ? "met" : "MISSED");
   const double cw = median(r["ratio cursor / channel next_batch, writer's process"]);
   const double cr = median(r["ratio cursor / channel next_batch, read-only topic"]);
-  std::printf("- cursor >= 0.9x channel next_batch: %.3fx (writer's process), %.3fx (read-only) %s\n",
-              cw, cr, std::min(cw, cr) >= 0.9 ? "met" : "MISSED");
+  std::printf(
+      "- cursor >= 0.9x channel next_batch: %.3fx (writer's process), %.3fx (read-only) %s\n", cw,
+      cr, std::min(cw, cr) >= 0.9 ? "met" : "MISSED");
   return 0;
 }

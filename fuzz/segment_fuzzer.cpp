@@ -50,7 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size > 0 && (data[0] & 1) != 0) {
     timed = (data[0] & 2) == 0;
     char header[lg::kSegmentHeaderSize];
-    lg::encode_segment_header(header, 0, 0, *timed ? lg::kFormatVersion : lg::kUntimedFormatVersion);
+    lg::encode_segment_header(header, 0, 0,
+                              *timed ? lg::kFormatVersion : lg::kUntimedFormatVersion);
     bytes.assign(header, sizeof header);
     bytes.append(reinterpret_cast<const char*>(data) + 1, size - 1);
   } else {

@@ -205,10 +205,10 @@ Result<std::uint64_t> Channel::seek(std::uint64_t seq) {
   {
     MutexLock lk(t.mu);
     if (seq > t.next_seq) {
-      return Status(StatusCode::kInvalidArgument,
-                    "seek of channel '" + c.name + "' to seq " + std::to_string(seq) +
-                        ", past the end of the topic (next seq " + std::to_string(t.next_seq) +
-                        ")");
+      return Status(StatusCode::kInvalidArgument, "seek of channel '" + c.name + "' to seq " +
+                                                      std::to_string(seq) +
+                                                      ", past the end of the topic (next seq " +
+                                                      std::to_string(t.next_seq) + ")");
     }
     // Below the oldest retained record there is nothing to replay. Checked
     // and published under the lock retention deletes under, so nothing at
@@ -359,11 +359,11 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     if (options.start_seq) {
       if (*options.start_seq > next_seq()) {
         (void)t.fs.remove(c->path);  // not created after all
-        return Status(StatusCode::kInvalidArgument,
-                      "channel '" + std::string(name) + "' to start at seq " +
-                          std::to_string(*options.start_seq) +
-                          ", past the end of the topic (next seq " + std::to_string(next_seq()) +
-                          ")");
+        return Status(StatusCode::kInvalidArgument, "channel '" + std::string(name) +
+                                                        "' to start at seq " +
+                                                        std::to_string(*options.start_seq) +
+                                                        ", past the end of the topic (next seq " +
+                                                        std::to_string(next_seq()) + ")");
       }
       start = std::max(*options.start_seq, first_seq());
     }

@@ -112,7 +112,7 @@ class Commit : public TopicCore {
   // and a search by time can bisect.
   TimeUs append_time() SLUICE_REQUIRES(mu);
 
-  std::string buf_ SLUICE_GUARDED_BY(mu);  // the pwrite path's buffer
+  std::string buf_ SLUICE_GUARDED_BY(mu);       // the pwrite path's buffer
   TimeUs last_time_ SLUICE_GUARDED_BY(mu) = 0;  // of the last record written or recovered
   // When the last segment was made (or this writer opened it).
   std::chrono::steady_clock::time_point active_since_ SLUICE_GUARDED_BY(mu){};

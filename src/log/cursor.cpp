@@ -59,10 +59,9 @@ Result<std::unique_ptr<LogCursor>> Topic::cursor(std::uint64_t from_seq) const {
   {
     log::MutexLock lk(t.mu);
     if (from_seq > t.next_seq) {
-      return Status(StatusCode::kInvalidArgument,
-                    "cursor from seq " + std::to_string(from_seq) +
-                        ", past the end of the topic (next seq " + std::to_string(t.next_seq) +
-                        ")");
+      return Status(StatusCode::kInvalidArgument, "cursor from seq " + std::to_string(from_seq) +
+                                                      ", past the end of the topic (next seq " +
+                                                      std::to_string(t.next_seq) + ")");
     }
     start = std::max(from_seq, t.first_seq);
   }

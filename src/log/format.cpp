@@ -21,8 +21,7 @@ namespace {
 // 4 bytes as for 100, and a record's CRC was four such calls, a quarter of
 // a small append. Same polynomial (CRC-32C, reflected) and the same raw
 // register as ISA-L.
-__attribute__((target("sse4.2"))) std::uint32_t crc_short(std::uint32_t reg,
-                                                          const unsigned char* p,
+__attribute__((target("sse4.2"))) std::uint32_t crc_short(std::uint32_t reg, const unsigned char* p,
                                                           std::size_t n) {
   std::uint64_t r = reg;
   for (; n >= 8; p += 8, n -= 8) {

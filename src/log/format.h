@@ -87,12 +87,12 @@ using TimeUs = std::int64_t;
 // nanoseconds). A time read from disk may be anything its CRC covers:
 // decode_record saturates it to this range, so every reader (and the writer
 // that continues after it) sees the same value.
-constexpr TimeUs kMaxTimeUs = std::chrono::floor<std::chrono::microseconds>(
-                                  std::chrono::system_clock::duration::max())
-                                  .count();
-constexpr TimeUs kMinTimeUs = std::chrono::ceil<std::chrono::microseconds>(
-                                  std::chrono::system_clock::duration::min())
-                                  .count();
+constexpr TimeUs kMaxTimeUs =
+    std::chrono::floor<std::chrono::microseconds>(std::chrono::system_clock::duration::max())
+        .count();
+constexpr TimeUs kMinTimeUs =
+    std::chrono::ceil<std::chrono::microseconds>(std::chrono::system_clock::duration::min())
+        .count();
 inline std::chrono::system_clock::time_point time_of(TimeUs us) {
   return std::chrono::system_clock::time_point(
       std::chrono::duration_cast<std::chrono::system_clock::duration>(

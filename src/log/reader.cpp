@@ -87,7 +87,8 @@ Status Reader::read_one(LogMessage* m, bool& have) {
       if (Status s = fill(off_, size); !s.ok()) return s;
       at = buf_.data() + (off_ - buf_off_);
     }
-    const RecordView v = decode_record(at, end - off_, t.opt.max_message_bytes, next_seq_, seg_->timed);
+    const RecordView v =
+        decode_record(at, end - off_, t.opt.max_message_bytes, next_seq_, seg_->timed);
     if (v.kind != RecordView::kValid) {
       // Damaged after recovery (another writer, the disk): stop this
       // segment here rather than deliver it.

@@ -98,8 +98,7 @@ bool holds_records(const std::string& data, std::uint64_t base, std::uint32_t ma
   for (std::size_t o = kSegmentHeaderSize; o + kUntimedRecordHeaderSize <= size; ++o) {
     const std::uint64_t seq = get64(data.data() + o + 8);
     if (seq < base || seq > base + size / kUntimedRecordHeaderSize) continue;
-    if (decode_record(data.data() + o, size - o, max_len, seq, false).kind ==
-        RecordView::kValid) {
+    if (decode_record(data.data() + o, size - o, max_len, seq, false).kind == RecordView::kValid) {
       return true;
     }
   }
@@ -112,7 +111,8 @@ Status validate(const TopicOptions& o) {
   if (o.max_message_bytes == 0) {
     return {StatusCode::kInvalidArgument, "max_message_bytes must be at least 1"};
   }
-  if (o.segment_bytes < kSegmentHeaderSize + kRecordHeaderSize + std::uint64_t{o.max_message_bytes}) {
+  if (o.segment_bytes <
+      kSegmentHeaderSize + kRecordHeaderSize + std::uint64_t{o.max_message_bytes}) {
     return {StatusCode::kInvalidArgument,
             "segment_bytes (" + std::to_string(o.segment_bytes) +
                 ") must hold at least one record of max_message_bytes (" +

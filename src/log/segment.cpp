@@ -17,8 +17,8 @@ constexpr std::size_t kMapWriteMax = 64 << 10;
 }  // namespace
 
 Result<std::shared_ptr<Segment>> create_segment(FileSystem& fs, const std::string& dir,
-                                                std::uint64_t base, bool sync,
-                                                std::uint32_t flags, std::uint32_t version) {
+                                                std::uint64_t base, bool sync, std::uint32_t flags,
+                                                std::uint32_t version) {
   auto seg = std::make_shared<Segment>();
   seg->base_seq = base;
   seg->timed = version != kUntimedFormatVersion;
@@ -84,8 +84,7 @@ Status trim_reserve(Segment& seg) {
 }
 
 Status write_records(Segment& seg, std::span<const std::string_view> payloads,
-                     std::uint64_t first_seq, TimeUs time, std::size_t bytes,
-                     std::string& buf) {
+                     std::uint64_t first_seq, TimeUs time, std::size_t bytes, std::string& buf) {
   const std::uint64_t at = seg.written;
   std::uint64_t seq = first_seq;
   const std::optional<TimeUs> t = seg.timed ? std::optional<TimeUs>(time) : std::nullopt;

@@ -52,7 +52,7 @@ constexpr std::uint64_t kIndexSpacing = 64 * 1024;
 struct Segment {
   std::uint64_t base_seq = 0;
   std::string path;
-  bool timed = true;  // format 2: records carry their append time
+  bool timed = true;           // format 2: records carry their append time
   std::unique_ptr<File> file;  // read-write for the writer's last segment
   // Readers read complete records below `end` and nothing past it. In the
   // modes that promise durability it moves only after a sync covered the

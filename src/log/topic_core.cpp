@@ -65,8 +65,8 @@ Result<std::uint64_t> first_at_time(const Segment& seg, const IndexEntry& from, 
       }
     }
     if (skipped) continue;
-    const RecordView v = decode_record(data + (off - from.off), static_cast<std::size_t>(stop - off),
-                                       max_payload, seq, seg.timed);
+    const RecordView v = decode_record(
+        data + (off - from.off), static_cast<std::size_t>(stop - off), max_payload, seq, seg.timed);
     if (v.kind != RecordView::kValid) {
       return Status(StatusCode::kCorruption, "damaged record at " + seg.path + " offset " +
                                                  std::to_string(off) + " (seq " +

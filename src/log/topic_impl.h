@@ -55,8 +55,7 @@ namespace sluice::log {
 // Topic::open and verify_topic on any file system (tests use a simulated
 // one), with the test and benchmark hooks.
 Result<std::unique_ptr<Topic>> open_topic(FileSystem& fs, const std::string& dir,
-                                          const TopicOptions& options,
-                                          const OpenHooks& hooks = {});
+                                          const TopicOptions& options, const OpenHooks& hooks = {});
 Result<RecoveryReport> verify_topic(FileSystem& fs, const std::string& dir,
                                     const TopicOptions& options);
 // Whether this process has the topic in `canonical_dir` open for writing

@@ -322,7 +322,8 @@ TEST_F(CliRedisTest, AStreamsTopicHasNamedChannelsLagAndPending) {
   EXPECT_EQ(r.out,
             "name=events\nbound=100\nclosed=false\nlength=2\nproduced=5\nconsumed=3\n"
             "produced_bytes=30\nchannels=audit,default\nkind=stream\nmax_age=0\nreplicas=0\n"
-            "channel.audit.lag=0\nchannel.audit.pending=0\nchannel.audit.dead_lettered=0\nchannel.audit.purged=0\n"
+            "channel.audit.lag=0\nchannel.audit.pending=0\nchannel.audit.dead_lettered=0\nchannel."
+            "audit.purged=0\n"
             "channel.default.lag=2\nchannel.default.pending=0\n"
             "channel.default.dead_lettered=0\nchannel.default.purged=0\n");
   // Streams topics count the bytes put, not those taken, and have no

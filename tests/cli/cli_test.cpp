@@ -64,13 +64,13 @@ TEST_F(CliTest, CreatePutGetStat) {
   // in_flight are pressure queues': left out above, null here.
   r = run({"stat", "jobs", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_EQ(
-      r.out,
-      "{\"name\":\"jobs\",\"bound\":100,\"closed\":false,\"length\":2,\"waiting\":null,"
-      "\"in_flight\":null,\"produced\":5,\"consumed\":3,\"produced_bytes\":null,"
-      "\"consumed_bytes\":null,\"channels\":[\"default\"],\"kind\":\"log\",\"max_age\":0,"
-      "\"replicas\":0,"
-      "\"channel_info\":[{\"name\":\"default\",\"lag\":2,\"pending\":0,\"dead_lettered\":0,\"purged\":0}]}\n");
+  EXPECT_EQ(r.out,
+            "{\"name\":\"jobs\",\"bound\":100,\"closed\":false,\"length\":2,\"waiting\":null,"
+            "\"in_flight\":null,\"produced\":5,\"consumed\":3,\"produced_bytes\":null,"
+            "\"consumed_bytes\":null,\"channels\":[\"default\"],\"kind\":\"log\",\"max_age\":0,"
+            "\"replicas\":0,"
+            "\"channel_info\":[{\"name\":\"default\",\"lag\":2,\"pending\":0,\"dead_lettered\":0,"
+            "\"purged\":0}]}\n");
   r = run({"get", "jobs", "--count", "2"});
   EXPECT_EQ(r.out, lines(3, 5));
 }

@@ -76,7 +76,8 @@ void cut_every_call(const Param& p, int records_per_life, std::uint64_t min_call
     FaultFileSystem fs;
     fs.cut_at(k);
     Told told;
-    (void)run_scripted_workload(fs, d, told, records_per_life, from_format1);  // fails from the cut on
+    (void)run_scripted_workload(fs, d, told, records_per_life,
+                                from_format1);  // fails from the cut on
     for (CutMode mode : {CutMode::kDropUnsynced, CutMode::kZeroFill, CutMode::kTorn}) {
       auto image = fs.after_cut(mode, k);
       const std::string why = check_image(*image, d, told);

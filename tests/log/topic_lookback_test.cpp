@@ -164,8 +164,8 @@ struct TestClock {
 
 TEST_F(LookbackTest, RecordsCarryTheirAppendTime) {
   auto t = open();
-  const SysTime before = std::chrono::time_point_cast<std::chrono::microseconds>(
-      std::chrono::system_clock::now());
+  const SysTime before =
+      std::chrono::time_point_cast<std::chrono::microseconds>(std::chrono::system_clock::now());
   ASSERT_TRUE(t->append("a").ok());
   std::vector<std::string_view> batch = {"b", "c"};
   ASSERT_TRUE(t->append_batch(batch).ok());
@@ -351,7 +351,7 @@ TEST_F(LookbackTest, SeqAtTimeFindsTheFirstRecordAtOrAfterATime) {
   probes.push_back(*all.front().time - 1s);
   for (std::size_t i = 0; i < all.size(); i += 7) {
     const SysTime m = *all[i].time;
-    probes.push_back(m);                               // exactly a record's time
+    probes.push_back(m);  // exactly a record's time
     probes.push_back(m - std::chrono::microseconds(1));
     probes.push_back(m + std::chrono::microseconds(1));
     probes.push_back(m + std::chrono::nanoseconds(500));  // between whole microseconds
@@ -380,9 +380,12 @@ TEST_F(LookbackTest, SeqAtTimeFindsTheFirstRecordAtOrAfterATime) {
 // record at or after a time, and times past what system_clock holds
 // saturate rather than overflow.
 TEST_F(LookbackTest, SeqAtTimeIsExactWhereTheBytesHoldTimesOutOfOrder) {
-  const std::vector<log::TimeUs> times = {
-      100, 50, 300, 200, 250, 400, 350, std::numeric_limits<log::TimeUs>::max(), 500,
-      std::numeric_limits<log::TimeUs>::min(), 600};
+  const std::vector<log::TimeUs> times = {100, 50,
+                                          300, 200,
+                                          250, 400,
+                                          350, std::numeric_limits<log::TimeUs>::max(),
+                                          500, std::numeric_limits<log::TimeUs>::min(),
+                                          600};
   fs::create_directories(dir_);
   std::string seg(log::kSegmentHeaderSize, '\0');
   log::encode_segment_header(seg.data(), 0);
@@ -866,7 +869,7 @@ TEST_F(LookbackTest, RecordsReplayedAfterASeekBackCountTowardTheBound) {
   ASSERT_EQ(drain(*c).size(), 10U);
   ASSERT_TRUE(c->ack(9).ok());
   for (int i = 10; i < 15; ++i) ASSERT_TRUE(t->append(msg(i)).ok());  // 5 unconsumed
-  ASSERT_TRUE(c->seek(0).ok());  // 15 unconsumed again
+  ASSERT_TRUE(c->seek(0).ok());                                       // 15 unconsumed again
   EXPECT_EQ(t->append("over").code(), StatusCode::kRejected);
   EXPECT_EQ(t->next_seq(), 15U);
   auto again = drain(*c);

@@ -14,8 +14,8 @@
 namespace sluice::cli {
 
 struct Globals {
-  std::string store;  // --store or --redis (the same option), else store_location()'s rules
-  int rc = kExitOk;   // set by the subcommand that ran
+  std::string store;     // --store or --redis (the same option), else store_location()'s rules
+  int rc = kExitOk;      // set by the subcommand that ran
   bool no_sync = false;  // --no-sync: embedded puts and acks without fdatasync
   bool quiet = false;    // -q: no progress line, even on a terminal
 };

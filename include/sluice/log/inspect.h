@@ -53,7 +53,7 @@ struct SegmentInspection {
   std::string file;
   std::uint64_t base_seq = 0;  // from the file name
   bool header_valid = false;
-  std::uint32_t flags = 0;      // header flags (valid header only)
+  std::uint32_t flags = 0;  // header flags (valid header only)
   // Format version (valid header only): 2, records carry their append time;
   // 1, written by a sluice before the append time (records have none).
   std::uint32_t version = 0;

@@ -185,8 +185,8 @@ class Topic {
   // found after the last record.
   bool closed() const;
 
-  std::uint64_t next_seq() const;    // the seq the next append gets
-  std::uint64_t first_seq() const;   // the oldest retained seq
+  std::uint64_t next_seq() const;   // the seq the next append gets
+  std::uint64_t first_seq() const;  // the oldest retained seq
 
   // The first retained record appended at or after `t`: its seq, or
   // next_seq() if there is none (every record is older, or there is none).
