@@ -115,6 +115,41 @@ struct Channel::Impl {
     return topic->next_seq;
   }
 
+  // Channel::seek in a read-only topic: forward only, which is what an ack
+  // does (and a reader in another process acks): the position file, synced,
+  // then the wake-up of appenders waiting at the bound. Back needs the
+  // writer: retention and the bound's slowest position live with it.
+  Result<std::uint64_t> seek_forward(std::uint64_t seq) {
+    topic->refresh();
+    std::uint64_t first = 0, end = 0;
+    {
+      MutexLock lk(topic->mu);
+      first = topic->first_seq;
+      end = topic->next_seq;  // what the writer has published
+    }
+    if (seq > end) {
+      return Status(StatusCode::kInvalidArgument,
+                    "seek of channel '" + name + "' to seq " + std::to_string(seq) +
+                        ", past the end of the topic (next seq " + std::to_string(end) + ")");
+    }
+    const std::uint64_t to = std::max(seq, first);
+    if (to < acked) {
+      return Status(StatusCode::kInvalidArgument,
+                    "seek of channel '" + name + "' back to seq " + std::to_string(to) +
+                        ": topic " + topic->dir +
+                        " was opened read-only, and moving back needs the writer (retention and "
+                        "the topic bound follow it)");
+    }
+    if (to > acked) {
+      if (Status s = write_position(to, /*sync=*/true); !s.ok()) return s;
+      MutexLock lk(topic->mu);
+      topic->open_channels.find(name)->second.acked = acked;
+    }
+    r.seek(to);
+    topic->notify.acked();  // room, maybe, for an appender in the writer's process
+    return to;
+  }
+
   Status write_position(std::uint64_t seq, bool sync) {
     if (!durable_positions) {
       acked = seq;
@@ -195,12 +230,7 @@ void Channel::nack() { impl_->r.seek(impl_->acked); }
 Result<std::uint64_t> Channel::seek(std::uint64_t seq) {
   Impl& c = *impl_;
   Topic::Impl& t = *c.topic;
-  if (t.reader) {
-    return Status(StatusCode::kInvalidArgument,
-                  "seek of channel '" + c.name + "': topic " + t.dir +
-                      " was opened read-only; moving a position needs the writer (retention and "
-                      "the topic bound follow it)");
-  }
+  if (t.reader) return c.seek_forward(seq);
   std::uint64_t to = 0;
   {
     MutexLock lk(t.mu);

@@ -505,10 +505,10 @@ Result<std::unique_ptr<QueuePeek>> DirStore::peek(std::string_view name, std::st
 
 // The channel's role first (a running get of it finishes), then the place
 // to go, read from a read-only topic. Forward (a purge, a skip) is what an
-// acknowledgement does: the channel reads through to the place and acks, in
-// a read-only topic like any reader, so a put waiting at the bound (holding
-// the writer role) is woken rather than waited for. Back needs the writer:
-// retention and the bound's slowest position live with it (Channel::seek).
+// acknowledgement does, so the read-only topic's channel makes it, and a put
+// waiting at the bound (holding the writer role) is woken rather than
+// waited for. Back needs the writer: retention and the bound's slowest
+// position live with it.
 Result<DirStore::Moved> DirStore::move_channel(
     std::string_view name, std::string_view channel, const Context& ctx,
     const std::function<Result<std::uint64_t>(Topic&)>& target, bool count_purged) {
@@ -532,40 +532,21 @@ Result<DirStore::Moved> DirStore::move_channel(
   if (!before.ok()) return before.status();
   auto to = target(**ro);
   if (!to.ok()) return to.status();
-  Moved m{.from = *before, .to = *before, .next_seq = (*ro)->next_seq()};
-  if (*to >= *before) {
-    auto ch = (*ro)->channel(channel);
-    if (!ch.ok()) return ch.status();
-    std::vector<LogMessage> skip;
-    std::uint64_t last = 0;
-    bool any = false;
-    while ((*ch)->delivered() < *to) {
-      skip.clear();
-      const auto left =
-          static_cast<std::size_t>(std::min<std::uint64_t>(*to - (*ch)->delivered(), 8192));
-      // The records below `to` are there: no wait, but a bound on a stall.
-      if (Status s = (*ch)->next_batch(skip, left, with_timeout(std::chrono::seconds(10)));
-          !s.ok()) {
-        if (s.code() == StatusCode::kClosed) break;
-        return s;
-      }
-      last = skip.back().seq;
-      any = true;
-    }
-    if (any) {
-      if (Status s = (*ch)->ack(last); !s.ok()) return s;
-    }
-    m.to = (*ch)->acked();
-  } else {
+  // Forward works in the read-only topic (Channel::seek: as an ack does);
+  // back takes the writer's topic, and with it the writer role.
+  Topic* topic = ro->get();
+  std::unique_ptr<Topic> writer;
+  if (*to < *before) {
     auto w = writer_topic(name, *meta, ctx);
     if (!w.ok()) return w.status();
-    auto ch = (*w)->channel(channel);
-    if (!ch.ok()) return ch.status();
-    auto at = (*ch)->seek(*to);
-    if (!at.ok()) return at.status();
-    m.to = *at;
-    m.next_seq = (*w)->next_seq();
+    writer = std::move(*w);
+    topic = writer.get();
   }
+  auto ch = topic->channel(channel);
+  if (!ch.ok()) return ch.status();
+  auto at = (*ch)->seek(*to);
+  if (!at.ok()) return at.status();
+  Moved m{.from = *before, .to = *at, .next_seq = topic->next_seq()};
   if (count_purged && m.to > m.from) {
     const std::string path = purged_path(qdir, channel);
     const std::uint64_t total = read_purged(path) + (m.to - m.from);

@@ -845,15 +845,30 @@ TEST_F(LookbackTest, SeekBeforeTheOldestRetainedRecordStopsThereAndSaysSo) {
   EXPECT_EQ(c->skipped_retention(), 0U);
 }
 
-TEST_F(LookbackTest, SeekNeedsTheWriter) {
+// In a read-only topic a seek forward is what an ack is (durable, visible to
+// the writer and to the next open); back needs the writer.
+TEST_F(LookbackTest, SeekBackNeedsTheWriterForwardDoesNot) {
   {
     auto t = open();
-    ASSERT_TRUE(t->append("x").ok());
+    for (int i = 0; i < 10; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
   }
-  auto r = open_reader();
-  ASSERT_TRUE(r.ok());
-  auto c = std::move(*(*r)->channel("c"));
-  EXPECT_EQ(c->seek(0).code(), StatusCode::kInvalidArgument);
+  {
+    auto r = open_reader();
+    ASSERT_TRUE(r.ok());
+    auto c = std::move(*(*r)->channel("c"));
+    auto to = c->seek(6);
+    ASSERT_TRUE(to.ok()) << to.status();
+    EXPECT_EQ(*to, 6U);
+    EXPECT_EQ(c->acked(), 6U);
+    EXPECT_EQ(seqs(drain(*c)), range(6, 10));
+    EXPECT_EQ(c->seek(2).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(c->seek(11).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(c->acked(), 6U);
+  }
+  auto t = open();
+  auto pos = t->channel_position("c");
+  ASSERT_TRUE(pos.ok());
+  EXPECT_EQ(*pos, 6U);
 }
 
 // Replayed records are unacknowledged again: they count toward the bound,
@@ -902,6 +917,33 @@ TEST_F(LookbackTest, SeekForwardWakesAnAppenderWaitingAtTheBound) {
   appender.join();
   EXPECT_TRUE(blocked.ok()) << blocked;
   EXPECT_EQ(seqs(drain(*c)), std::vector<std::uint64_t>{5});
+}
+
+// The same from a read-only topic (a purge by another process): the
+// writer's appender waiting at the bound is woken through the NOTIFY page.
+TEST_F(LookbackTest, SeekForwardInAReadOnlyTopicWakesTheWritersAppender) {
+  TopicOptions o = small();
+  o.max_unconsumed = 5;
+  auto t = open(o);
+  { auto c = std::move(*t->channel("c")); }  // made here, read elsewhere
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+  Status blocked;
+  std::atomic<bool> done{false};
+  std::stop_source stop;
+  std::thread appender([&] {
+    blocked = t->append(msg(5), Context(stop.get_token())).status();
+    done = true;
+  });
+  ASSERT_TRUE(testutil::eventually([&] { return t->stats().bound_waits == 1; }));
+  auto r = open_reader();
+  ASSERT_TRUE(r.ok());
+  auto c = std::move(*(*r)->channel("c"));
+  auto to = c->seek(5);
+  ASSERT_TRUE(to.ok()) << to.status();
+  EXPECT_TRUE(testutil::eventually([&] { return done.load(); }, 10s)) << "not woken";
+  stop.request_stop();
+  appender.join();
+  EXPECT_TRUE(blocked.ok()) << blocked;
 }
 
 // Retention keeps what a channel moved back to: the other channels' acks

@@ -22,8 +22,8 @@
 //   are copied out.
 // Errors: kIOError (position file), kCorruption is never returned for a
 //   record: damaged ranges are skipped and counted (skipped_corrupt());
-//   kInvalidArgument for an ack of what was not delivered and a seek past
-//   the end or in a read-only topic.
+//   kInvalidArgument for an ack of what was not delivered, a seek past the
+//   end, and a seek back in a read-only topic.
 #pragma once
 
 #include <chrono>
@@ -47,7 +47,7 @@ struct ChannelOptions {
   // For a channel that does not exist yet, instead of `start`: the first seq
   // it delivers (e.g. Topic::seq_at_time of a time). Before the oldest
   // retained record it starts there; past Topic::next_seq() the open fails
-  // with kInvalidArgument. Unlike Channel::seek, a read-only topic takes it
+  // with kInvalidArgument. Unlike Channel::seek back, a read-only topic takes it
   // (a new channel's first position is written and synced before the open
   // returns, as with `start`). Ignored for a channel that exists.
   std::optional<std::uint64_t> start_seq = std::nullopt;
@@ -102,8 +102,9 @@ class Channel {
   //   still retained). A move forward frees room: appenders waiting at the
   //   bound, in any process, are woken, and segments every channel passed
   //   are deleted.
-  // - Needs the writer: kInvalidArgument in a read-only topic (retention and
-  //   the bound live with the writer). kInvalidArgument past
+  // - Back needs the writer: kInvalidArgument in a read-only topic
+  //   (retention and the bound live with the writer). Forward works there
+  //   too, as an ack does (the position synced, waiting appenders woken). kInvalidArgument past
   //   Topic::next_seq(); kIOError if the position cannot be written (then
   //   the position on disk is the old one or seq).
   Result<std::uint64_t> seek(std::uint64_t seq);
