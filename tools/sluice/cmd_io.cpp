@@ -19,7 +19,7 @@
 #include "cli.h"
 #include "cmd_exec.h"
 #include "framing.h"
-#include "json_out.h"
+#include "framing_options.h"
 #include "metrics_server.h"
 #include "options.h"
 #include "pipe_out.h"
@@ -32,15 +32,7 @@ namespace {
 
 struct IoArgs {
   std::string name;
-  std::string framing_opt;  // --framing; empty: line unless -0 or -b
-  std::string format;       // get --format: "json", or empty (the framing)
-  bool nul = false;         // -0: --framing nul
-  bool binary = false;      // -b: --framing binary
-  Framing framing() const {
-    if (nul) return Framing::kNul;
-    if (binary) return Framing::kBinary;
-    return parse_framing(framing_opt).value_or(Framing::kLine);
-  }
+  FramingArgs frames;  // put's input, get's output
   bool close = false;
   bool no_wait = false;
   std::uint64_t count = 0;  // get: 0 = no limit
@@ -125,7 +117,7 @@ int run_put(Globals& g, const IoArgs& a) {
   const StopFd stop_fd(stop);
   const int wake = stop_fd.fd();
 
-  FrameParser parser(a.framing(), limit);
+  FrameParser parser(a.frames.framing(), limit);
   std::vector<std::string_view> batch;
   std::vector<std::uint64_t> input_end;  // input offset after each message of batch
   std::vector<char> chunk(1 << 16);
@@ -212,7 +204,7 @@ int run_put(Globals& g, const IoArgs& a) {
       case FrameParser::Step::kTruncated:
         return failed(
             {StatusCode::kInvalidArgument,
-             "bad " + std::string(framing_name(a.framing())) + " input: " + parser.error()});
+             "bad " + std::string(framing_name(a.frames.framing())) + " input: " + parser.error()});
       default:  // kNeedMore, or kEnd with eof set
         break;
     }
@@ -321,8 +313,6 @@ int run_get(Globals& g, const IoArgs& a) {
     return Status::Ok();
   };
 
-  const Framing framing = a.framing();
-  const bool json = a.format == "json";
   const std::size_t batch = a.get_batch != 0 ? a.get_batch : 8192;
   std::vector<StoreMessage> msgs;
   std::string bytes;
@@ -373,11 +363,7 @@ int run_get(Globals& g, const IoArgs& a) {
     bytes.clear();
     ends.clear();
     for (const StoreMessage& m : msgs) {
-      if (json) {
-        append_message_json(m, a.channel, bytes);
-      } else {
-        append_frame(framing, m.data, bytes);
-      }
+      a.frames.append(m, a.channel, bytes);
       ends.push_back(bytes.size());
       sizes.push_back(m.data.size());
     }
@@ -435,17 +421,6 @@ int run_get(Globals& g, const IoArgs& a) {
   return rc;
 }
 
-// --framing, -0 and -b on `cmd` (one of them at most).
-void add_framing_options(CLI::App* cmd, IoArgs& a, const char* verb) {
-  auto* fr = cmd->add_option("--framing", a.framing_opt,
-                             std::string("how messages are ") + verb +
-                                 ": line (default), nul, or binary (netstrings, "
-                                 "\"LEN:BYTES,\"; any bytes)")
-                 ->check(CLI::IsMember({"line", "nul", "binary", "netstring"}));
-  auto* nul = cmd->add_flag("-0,--null", a.nul, "--framing nul")->excludes(fr);
-  cmd->add_flag("-b,--binary", a.binary, "--framing binary")->excludes(fr)->excludes(nul);
-}
-
 void add_reconnect_option(CLI::App* cmd, IoArgs& a) {
   as_duration(cmd->add_option("--reconnect", a.reconnect,
                               "Redis: while the server cannot be reached (a restart, a failover), "
@@ -467,7 +442,7 @@ void add_io_commands(CLI::App& app, Globals& g) {
   auto* put = app.add_subcommand(
       "put", "put stdin into a queue, one message per line (newline stripped); waits at the bound");
   put->add_option("NAME", a->name, "queue name")->required();
-  add_framing_options(put, *a, "separated in stdin");
+  add_framing_options(put, a->frames, "separated in stdin", false);
   put->add_flag("--close", a->close, "close the queue after the end of the input");
   put->add_flag("--no-wait", a->no_wait, "fail at once if another writer holds the queue");
   put->add_option("--batch", a->batch, "most messages per put (one sync each)")
@@ -486,7 +461,7 @@ void add_io_commands(CLI::App& app, Globals& g) {
       "is acknowledged once the reader has taken it from the pipe (once written, if stdout is "
       "not a pipe; with --exec, once processed); the rest is given back at the end");
   get->add_option("NAME", a->name, "queue name")->required();
-  add_framing_options(get, *a, "written to stdout");
+  add_framing_options(get, a->frames, "written to stdout", true);
   get->add_option("--count", a->count, "stop after N messages")->check(whole_number(1));
   as_duration(get->add_option("--timeout", a->timeout,
                               "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9 unless "
@@ -509,16 +484,7 @@ void add_io_commands(CLI::App& app, Globals& g) {
       "run CMD (/bin/sh -c CMD) per message, the message on its stdin; acknowledge it once CMD "
       "exits 0; env SLUICE_QUEUE, SLUICE_CHANNEL, SLUICE_ATTEMPT; sluice exits 127 (126) if CMD "
       "is not found (not executable)");
-  exec->excludes("--framing")->excludes("--null")->excludes("--binary");
-  get->add_option("--format", a->format,
-                  "json: one JSON object per line per message (seq or id, time, deliveries, "
-                  "channel, data; null where the store does not know; data in base64 with "
-                  "\"encoding\":\"base64\" when not UTF-8)")
-      ->check(CLI::IsMember({"json"}))
-      ->excludes("--framing")
-      ->excludes("--null")
-      ->excludes("--binary")
-      ->excludes(exec);
+  exec->excludes("--framing")->excludes("--null")->excludes("--binary")->excludes("--format");
   exec->check(CLI::Validator(
       [](const std::string& cmd) { return cmd.empty() ? std::string("empty command") : ""; },
       "CMD"));

@@ -9,8 +9,7 @@
 
 #include "args.h"
 #include "cli.h"
-#include "framing.h"
-#include "json_out.h"
+#include "framing_options.h"
 #include "options.h"
 #include "progress.h"
 
@@ -24,10 +23,7 @@ struct LookArgs {
   std::uint64_t count = 0;  // 0: all there is now
   std::optional<std::uint64_t> from_seq;
   std::string from_id;
-  std::string framing_opt;
-  bool nul = false;
-  bool binary = false;
-  std::string format;
+  FramingArgs frames;
   // seek
   std::optional<std::uint64_t> to_seq;
   std::string to_id;
@@ -58,11 +54,6 @@ int run_peek(Globals& g, const LookArgs& a) {
   from.after_id = a.from_id;
   auto p = store->peek(a.name, a.channel, from);
   if (!p.ok()) return fail("peek", queue_label(a.name), p.status());
-  Framing framing = Framing::kLine;
-  if (a.nul) framing = Framing::kNul;
-  if (a.binary) framing = Framing::kBinary;
-  if (!a.framing_opt.empty()) framing = parse_framing(a.framing_opt).value_or(Framing::kLine);
-  const bool json = a.format == "json";
   std::vector<StoreMessage> msgs;
   std::string bytes;
   for (std::uint64_t shown = 0; a.count == 0 || shown < a.count;) {
@@ -73,13 +64,7 @@ int run_peek(Globals& g, const LookArgs& a) {
     if (Status s = (*p)->next(msgs, want); !s.ok()) return fail("peek", queue_label(a.name), s);
     if (msgs.empty()) break;  // nothing more now
     bytes.clear();
-    for (const StoreMessage& m : msgs) {
-      if (json) {
-        append_message_json(m, a.channel, bytes);
-      } else {
-        append_frame(framing, m.data, bytes);
-      }
-    }
+    for (const StoreMessage& m : msgs) a.frames.append(m, a.channel, bytes);
     if (!write_all(STDOUT_FILENO, bytes)) {
       if (errno == EPIPE) return kExitOk;  // the reader has what it wanted
       const int err = errno;
@@ -179,16 +164,7 @@ void add_look_commands(CLI::App& app, Globals& g) {
   peek->add_option("--from-id", a->from_id,
                    "Redis Streams topic: the messages after this id instead")
       ->excludes(from_seq);
-  auto* fr = peek->add_option("--framing", a->framing_opt, "as for get: line, nul or binary")
-                 ->check(CLI::IsMember({"line", "nul", "binary", "netstring"}));
-  auto* nul = peek->add_flag("-0,--null", a->nul, "--framing nul")->excludes(fr);
-  auto* bin =
-      peek->add_flag("-b,--binary", a->binary, "--framing binary")->excludes(fr)->excludes(nul);
-  peek->add_option("--format", a->format, "json: one JSON object per message per line (as get)")
-      ->check(CLI::IsMember({"json"}))
-      ->excludes(fr)
-      ->excludes(nul)
-      ->excludes(bin);
+  add_framing_options(peek, a->frames, "written to stdout (as get)", true);
   peek->callback([&g, a] { g.rc = run_peek(g, *a); });
 
   auto* seek = app.add_subcommand(
