@@ -48,6 +48,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sluice/context.h"
@@ -227,6 +228,46 @@ class QueueReader {
   static Status beyond(std::uint64_t n, std::uint64_t delivered);
 };
 
+// Where QueueStore::seek moves a channel: the next message it delivers.
+struct SeekTarget {
+  enum class Kind : std::uint8_t {
+    kStart,  // the oldest message still retained
+    kEnd,    // after the newest: what is there counts as acknowledged
+    kSeq,    // the embedded store: the message with this seq
+    kId,     // Redis Streams topics: the first message after this id
+    kTime,   // the first message put at or after this time
+  };
+  Kind kind = Kind::kStart;
+  std::uint64_t seq = 0;
+  std::string id;
+  std::chrono::system_clock::time_point time{};
+
+  static SeekTarget start() { return {}; }
+  static SeekTarget end() { return with(Kind::kEnd); }
+  static SeekTarget at_seq(std::uint64_t n) {
+    SeekTarget t = with(Kind::kSeq);
+    t.seq = n;
+    return t;
+  }
+  static SeekTarget after_id(std::string id) {
+    SeekTarget t = with(Kind::kId);
+    t.id = std::move(id);
+    return t;
+  }
+  static SeekTarget at_time(std::chrono::system_clock::time_point when) {
+    SeekTarget t = with(Kind::kTime);
+    t.time = when;
+    return t;
+  }
+
+ private:
+  static SeekTarget with(Kind k) {
+    SeekTarget t;
+    t.kind = k;
+    return t;
+  }
+};
+
 // How a reader reads (QueueStore::reader).
 struct ReaderOptions {
   // Redis Streams topics: how long a message may be held unacknowledged
@@ -237,6 +278,15 @@ struct ReaderOptions {
   // died gives messages up this way. The embedded store and pressure queues
   // never hand a held message to another reader: kInvalidArgument if set.
   std::chrono::milliseconds visibility{0};
+  // For a channel that does not exist yet: where it starts (empty: at the
+  // oldest message still retained). SeekTarget's places: kStart, kEnd (the
+  // next message put), kSeq (embedded), kId (Streams), kTime; before the
+  // oldest retained message it starts at that one. A channel that exists
+  // keeps its position (QueueStore::seek moves it). Streams: made at the
+  // oldest retained message, then moved there (QueueStore::seek's way), so
+  // a competing reader that read in between sees its messages taken back.
+  // Pressure queues have no positions: kInvalidArgument if set.
+  std::optional<SeekTarget> start;
 };
 
 // Reads a channel's messages without taking them (QueueStore::peek): no
@@ -258,21 +308,6 @@ struct PeekFrom {
   std::optional<std::uint64_t> seq;
   // Redis Streams topics: the messages after this id.
   std::string after_id;
-};
-
-// Where QueueStore::seek moves a channel: the next message it delivers.
-struct SeekTarget {
-  enum class Kind : std::uint8_t {
-    kStart,  // the oldest message still retained
-    kEnd,    // after the newest: what is there counts as acknowledged
-    kSeq,    // the embedded store: the message with this seq
-    kId,     // Redis Streams topics: the first message after this id
-    kTime,   // the first message put at or after this time
-  };
-  Kind kind = Kind::kStart;
-  std::uint64_t seq = 0;
-  std::string id;
-  std::chrono::system_clock::time_point time{};
 };
 
 struct SeekResult {

@@ -891,6 +891,7 @@ Status StreamChannel::join() {
   Reply r = run(*topic_.conn_, topic_.keys_, args, err);
   if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "join");
   joined_ = true;
+  made_ = r->integer == 1;
   return Status::Ok();
 }
 

@@ -399,6 +399,36 @@ Result<std::unique_ptr<QueueWriter>> DirStore::writer(std::string_view name, con
   return std::unique_ptr<QueueWriter>(new DirWriter(std::move(*topic), meta->bound));
 }
 
+namespace {
+
+// The seq a SeekTarget names in topic `t` of queue `name` (not clamped to
+// the oldest retained record: the caller's operation does that).
+Result<std::uint64_t> seq_of(const Topic& t, const SeekTarget& to, std::string_view name) {
+  switch (to.kind) {
+    case SeekTarget::Kind::kStart:
+      return t.first_seq();
+    case SeekTarget::Kind::kEnd:
+      return t.next_seq();
+    case SeekTarget::Kind::kTime:
+      return t.seq_at_time(to.time);
+    case SeekTarget::Kind::kId:
+      return Status(StatusCode::kInvalidArgument,
+                    "the embedded store's messages have seqs, not ids: give a seq, a time, the "
+                    "start or the end");
+    case SeekTarget::Kind::kSeq:
+      break;
+  }
+  if (to.seq > t.next_seq()) {
+    return Status(StatusCode::kInvalidArgument, "seq " + std::to_string(to.seq) +
+                                                    " is past the end of queue '" +
+                                                    std::string(name) + "' (its next seq is " +
+                                                    std::to_string(t.next_seq()) + ")");
+  }
+  return to.seq;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
                                                       std::string_view channel, const Context& ctx,
                                                       const ReaderOptions& options) {
@@ -424,7 +454,16 @@ Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
     ::close(*fd);
     return topic.status();
   }
-  auto ch = (*topic)->channel(channel);
+  ChannelOptions copt;
+  if (options.start) {  // used only if the channel is new
+    auto at = seq_of(**topic, *options.start, name);
+    if (!at.ok()) {
+      ::close(*fd);
+      return at.status();
+    }
+    copt.start_seq = *at;
+  }
+  auto ch = (*topic)->channel(channel, copt);
   if (!ch.ok()) {
     ::close(*fd);
     return ch.status();
@@ -557,32 +596,8 @@ Result<DirStore::Moved> DirStore::move_channel(
 
 Result<SeekResult> DirStore::seek(std::string_view name, std::string_view channel,
                                   const SeekTarget& to, const Context& ctx) {
-  if (to.kind == SeekTarget::Kind::kId) {
-    return Status(StatusCode::kInvalidArgument,
-                  "the embedded store's messages have seqs, not ids: seek to a seq, a time, the "
-                  "start or the end");
-  }
   auto m = move_channel(
-      name, channel, ctx,
-      [&](Topic& t) -> Result<std::uint64_t> {
-        switch (to.kind) {
-          case SeekTarget::Kind::kStart:
-            return t.first_seq();
-          case SeekTarget::Kind::kEnd:
-            return t.next_seq();
-          case SeekTarget::Kind::kTime:
-            return t.seq_at_time(to.time);
-          default:
-            if (to.seq > t.next_seq()) {
-              return Status(StatusCode::kInvalidArgument,
-                            "seq " + std::to_string(to.seq) + " is past the end of queue '" +
-                                std::string(name) + "' (its next seq is " +
-                                std::to_string(t.next_seq()) + ")");
-            }
-            return to.seq;
-        }
-      },
-      false);
+      name, channel, ctx, [&](Topic& t) { return seq_of(t, to, name); }, false);
   if (!m.ok()) return m.status();
   SeekResult r;
   r.position = "seq " + std::to_string(m->to);

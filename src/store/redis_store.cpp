@@ -141,6 +141,34 @@ Result<std::unique_ptr<QueueWriter>> RedisStore::writer(std::string_view name, c
   return pressure_writer(std::move(*found->queue));
 }
 
+namespace {
+
+Status stream_has_no_seqs() {
+  return {StatusCode::kInvalidArgument,
+          "a Streams topic's messages have ids, not seqs: give an id, a time, the start or the "
+          "end"};
+}
+
+// A Streams topic's channel moved to `to` (QueueStore::seek's places).
+Status seek_stream(StreamTopic& t, std::string_view channel, const SeekTarget& to,
+                   StreamSeekResult* where) {
+  switch (to.kind) {
+    case SeekTarget::Kind::kStart:
+      return t.seek(channel, "0-0", where);
+    case SeekTarget::Kind::kEnd:
+      return t.seek(channel, "$", where);
+    case SeekTarget::Kind::kId:
+      return t.seek(channel, to.id, where);
+    case SeekTarget::Kind::kTime:
+      return t.seek_time(channel, to.time, where);
+    case SeekTarget::Kind::kSeq:
+      break;
+  }
+  return stream_has_no_seqs();
+}
+
+}  // namespace
+
 Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
                                                         std::string_view channel,
                                                         const Context& ctx,
@@ -156,8 +184,18 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
   if (found->kind == Kind::kStream) {
     StreamTopicOptions o = stream_options();
     o.keep_alive = true;  // a job or a slow pipe may hold a message for longer than the timeout
+    using K = SeekTarget::Kind;
+    const K start = options.start ? options.start->kind : K::kStart;
+    if (start == K::kSeq) return stream_has_no_seqs();
+    if (start == K::kEnd) o.start = StartFrom::kTail;
     StreamChannel c(opt_, std::string(name), std::string(channel), o);
     if (Status s = c.join(); !s.ok()) return s;
+    if (c.made() && (start == K::kId || start == K::kTime)) {
+      // Made at the oldest retained message; moved before anyone reads
+      // (a competing reader that read in between has them taken back).
+      StreamTopic t(opt_, std::string(name), stream_options());
+      if (Status s = seek_stream(t, channel, *options.start, nullptr); !s.ok()) return s;
+    }
     if (options.visibility.count() > 0) {
       if (Status s = c.set_visibility_timeout(options.visibility); !s.ok()) return s;
     }
@@ -176,6 +214,13 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
                   "channel '" + std::string(channel) + "': queue '" + std::string(name) +
                       "' is a pressure queue, which has one channel, 'default'; for named "
                       "channels make it a Redis Streams topic (sluice create --stream)");
+  }
+  if (options.start) {
+    return Status(StatusCode::kInvalidArgument,
+                  "queue '" + std::string(name) +
+                      "' is a pressure queue: it keeps no history and no positions, so a reader "
+                      "starts at its head (for a start place make it a Redis Streams topic: "
+                      "sluice create --stream)");
   }
   PressureQueue q = std::move(*found->queue);
   // A reader killed before it acknowledged left its messages in flight:
@@ -240,26 +285,7 @@ Result<SeekResult> RedisStore::seek(std::string_view name, std::string_view chan
   }
   StreamTopic t(opt_, std::string(name), stream_options());
   StreamSeekResult where;
-  Status s;
-  switch (to.kind) {
-    case SeekTarget::Kind::kStart:
-      s = t.seek(channel, "0-0", &where);
-      break;
-    case SeekTarget::Kind::kEnd:
-      s = t.seek(channel, "$", &where);
-      break;
-    case SeekTarget::Kind::kId:
-      s = t.seek(channel, to.id, &where);
-      break;
-    case SeekTarget::Kind::kTime:
-      s = t.seek_time(channel, to.time, &where);
-      break;
-    case SeekTarget::Kind::kSeq:
-      return Status(StatusCode::kInvalidArgument,
-                    "a Streams topic's messages have ids, not seqs: seek to an id, a time, the "
-                    "start or the end");
-  }
-  if (!s.ok()) return s;
+  if (Status s = seek_stream(t, channel, to, &where); !s.ok()) return s;
   SeekResult r;
   r.position = "after " + where.position;
   r.clamped = where.clamped;

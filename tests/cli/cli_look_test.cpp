@@ -29,6 +29,24 @@ class CliLookTest : public testutil::CliBackendTest {
     for (int i = from; i <= to; ++i) s += "m" + std::to_string(i) + "\n";
     return s;
   }
+  // T as --to-time / --from-time take it: @SECONDS.MICROSECONDS.
+  static std::string at(std::chrono::system_clock::time_point t) {
+    const auto us =
+        std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+    std::string f = std::to_string(us % 1000000);
+    return "@" + std::to_string(us / 1000000) + "." + std::string(6 - f.size(), '0') + f;
+  }
+  // Puts m1..m2, then m3..m4 strictly later than the time returned.
+  std::chrono::system_clock::time_point put_before_and_after() {
+    EXPECT_EQ(run({"put", "q"}, lines(1, 2)).rc, 0);
+    // T lies after the first put's clock reading (Streams ids have ms).
+    const auto t = std::chrono::system_clock::now() + std::chrono::milliseconds(5);
+    while (std::chrono::system_clock::now() < t + std::chrono::milliseconds(5)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the clock must pass T
+    }
+    EXPECT_EQ(run({"put", "q"}, lines(3, 4)).rc, 0);
+    return t;
+  }
 };
 
 // peek writes what the channel has not acknowledged and takes nothing: the
@@ -110,23 +128,84 @@ TEST_P(CliLookTest, SeekBackReplaysAndForwardSkips) {
 TEST_P(CliLookTest, SeekToATimeReplaysFromTheFirstMessagePutThen) {
   if (pressure()) GTEST_SKIP() << "a pressure queue has no positions (SeekBack... checks exit 2)";
   create("q");
-  ASSERT_EQ(run({"put", "q"}, lines(1, 2)).rc, 0);
-  // T lies after the first put's clock reading (Streams ids have ms).
-  const auto t = std::chrono::system_clock::now() + std::chrono::milliseconds(5);
-  while (std::chrono::system_clock::now() < t + std::chrono::milliseconds(5)) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the clock must pass T
-  }
-  ASSERT_EQ(run({"put", "q"}, lines(3, 4)).rc, 0);
+  const auto t = put_before_and_after();
   ASSERT_EQ(run({"get", "q", "--count", "4"}).out, lines(1, 4));
-  const auto us =
-      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  const std::string at = "@" + std::to_string(us / 1000000) + "." + [&] {
-    std::string f = std::to_string(us % 1000000);
-    return std::string(6 - f.size(), '0') + f;
-  }();
-  Outcome s = run({"seek", "q", "--to-time", at});
+  Outcome s = run({"seek", "q", "--to-time", at(t)});
   ASSERT_EQ(s.rc, 0) << s.err;
   EXPECT_EQ(run({"get", "q", "--count", "2"}).out, lines(3, 4));
+}
+
+// get --from-time: a new channel starts at the first message put at or
+// after T; a channel that exists keeps its position, and says so.
+TEST_P(CliLookTest, GetFromATimeStartsANewChannelThere) {
+  create("q");
+  const auto t = put_before_and_after();
+  if (pressure()) {
+    const Outcome g = run({"get", "q", "--from-time", at(t), "--count", "2"});
+    EXPECT_EQ(g.rc, 2) << g.err;
+    EXPECT_NE(g.err.find("no positions"), std::string::npos) << g.err;
+    EXPECT_EQ(stat("q", "length"), "4");  // nothing taken
+    return;
+  }
+  Outcome g = run({"get", "q", "--channel", "late", "--from-time", at(t), "--count", "2"});
+  ASSERT_EQ(g.rc, 0) << g.err;
+  EXPECT_EQ(g.out, lines(3, 4));
+  EXPECT_EQ(g.err, "");
+  ASSERT_EQ(run({"put", "q"}, "m5\n").rc, 0);
+  g = run({"get", "q", "--channel", "late", "--from-start", "--count", "1"});
+  ASSERT_EQ(g.rc, 0) << g.err;
+  EXPECT_EQ(g.out, "m5\n");  // not m1: the channel kept its place
+  EXPECT_NE(g.err.find("keeps its position"), std::string::npos) << g.err;
+  EXPECT_EQ(stat("q", "channel.default.lag"), "5");  // the other channel untouched
+}
+
+// get --from-seq (embedded) / --from-id (Streams): the place a peek showed.
+TEST_P(CliLookTest, GetFromASeqOrIdStartsANewChannelThere) {
+  if (pressure()) GTEST_SKIP() << "a pressure queue has no positions (GetFromATime checks exit 2)";
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, lines(1, 4)).rc, 0);
+  Outcome p = run({"peek", "q", "--format", "json", "--count", "2"});
+  ASSERT_EQ(p.rc, 0) << p.err;
+  std::istringstream in(p.out);
+  std::string first;
+  std::string second;
+  ASSERT_TRUE(std::getline(in, first) && std::getline(in, second)) << p.out;
+  const auto j = nlohmann::json::parse(second);  // m2
+  std::vector<std::string> args = {"get", "q", "--channel", "c", "--count", "2"};
+  if (embedded()) {
+    args.insert(args.end(), {"--from-seq", std::to_string(j["seq"].get<std::uint64_t>())});
+  } else {
+    args.insert(args.end(), {"--from-id", j["id"].get<std::string>()});  // what comes after it
+  }
+  Outcome g = run(args);
+  ASSERT_EQ(g.rc, 0) << g.err;
+  EXPECT_EQ(g.out, embedded() ? lines(2, 3) : lines(3, 4));
+  // The other backend's kind of place, or two places: exit 2, no channel made.
+  g = run({"get", "q", "--channel", "d", embedded() ? "--from-id" : "--from-seq", "1"});
+  EXPECT_EQ(g.rc, 2) << g.err;
+  g = run({"get", "q", "--channel", "d", "--from-start", "--from-end"});
+  EXPECT_EQ(g.rc, 2) << g.err;
+  EXPECT_NE(g.err.find("give one place"), std::string::npos) << g.err;
+  EXPECT_EQ(stat("q", "channel.d.lag"), "");
+  if (embedded()) {
+    g = run({"get", "q", "--channel", "d", "--from-seq", "5"});  // past the end (next is 4)
+    EXPECT_EQ(g.rc, 2) << g.err;
+    EXPECT_NE(g.err.find("past the end"), std::string::npos) << g.err;
+  }
+}
+
+// get --from-end: a new channel gets only what is put after it came.
+TEST_P(CliLookTest, GetFromTheEndSkipsWhatIsThere) {
+  if (pressure()) GTEST_SKIP() << "a pressure queue has no positions (GetFromATime checks exit 2)";
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, lines(1, 3)).rc, 0);
+  Child get(cmd({"get", "q", "--channel", "new", "--from-end", "--count", "1"}));
+  get.close_stdin();
+  ASSERT_TRUE(testutil::eventually([&] { return stat("q", "channel.new.lag") == "0"; }));
+  ASSERT_EQ(run({"put", "q"}, "m4\n").rc, 0);
+  const Outcome g = get.finish();
+  EXPECT_EQ(g.rc, 0) << g.err;
+  EXPECT_EQ(g.out, "m4\n");
 }
 
 // purge drops what the channel has not acknowledged, counts it, and a put

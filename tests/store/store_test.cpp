@@ -328,6 +328,48 @@ TEST_P(StoreTest, EveryChannelGetsEveryMessage) {
   EXPECT_EQ(get(*b, 3), seq(0, 3));
 }
 
+// ReaderOptions::start places a new channel; one that exists keeps its
+// position. A pressure queue has no positions: kInvalidArgument.
+TEST_P(StoreTest, AStartPlacesANewChannelAndAnExistingOneKeepsItsPosition) {
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
+  auto w = writer("q");
+  ASSERT_EQ(put(*w, seq(0, 2)), StatusCode::kOk);
+  // The time of the next put is after t (Streams ids have whole ms).
+  const auto t = std::chrono::system_clock::now() + 2ms;
+  while (std::chrono::system_clock::now() <= t + 1ms) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(put(*w, seq(2, 4)), StatusCode::kOk);
+  ReaderOptions at_t;
+  at_t.start = SeekTarget::at_time(t);
+  if (!GetParam().named_channels) {
+    auto r = store_->reader("q", kDefaultChannel, {}, at_t);
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+    return;
+  }
+  {
+    auto r = store_->reader("q", "late", {}, at_t);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(get(**r, 2), seq(2, 4));
+    ASSERT_EQ((*r)->ack(), StatusCode::kOk);
+  }
+  ReaderOptions at_end;
+  at_end.start = SeekTarget::end();
+  auto tail = store_->reader("q", "tail", {}, at_end);
+  ASSERT_TRUE(tail.ok()) << tail.status();
+  ASSERT_EQ(put(*w, seq(4, 5)), StatusCode::kOk);
+  EXPECT_EQ(get(**tail, 1), seq(4, 5));
+  // "late" exists: a start is ignored, it goes on from its position.
+  ReaderOptions from_start;
+  from_start.start = SeekTarget::start();
+  auto again = store_->reader("q", "late", {}, from_start);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(get(**again, 1), seq(4, 5));
+  // A place the backend has no such thing as: kInvalidArgument.
+  ReaderOptions other;
+  other.start =
+      GetParam().kind == QueueKind::kStream ? SeekTarget::at_seq(1) : SeekTarget::after_id("1-0");
+  EXPECT_EQ(store_->reader("q", "other", {}, other).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST_P(StoreTest, ASecondReaderOfAChannelFailsFastOrWaitsItsTurn) {
   if (!GetParam().exclusive_roles) GTEST_SKIP() << kNoExclusiveRoles;
   ASSERT_EQ(create("q", 100), StatusCode::kOk);

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "metrics_server.h"
+#include "place_options.h"
 #include "progress.h"
 #include "reconnect.h"
 #include "sluice/run_pipeline.h"
@@ -334,6 +335,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
   }
   auto store = open_store(g, "get", &g.rc);
   if (!store) return g.rc;
+  if (a.start && !g.quiet) note_kept_position(*store, a.name, a.channel);
   std::signal(SIGPIPE, SIG_IGN);  // a command that does not read its stdin is not our death
   const std::stop_token stop = stop_on_signals();
   Context ctx(stop);

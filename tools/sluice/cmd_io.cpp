@@ -23,6 +23,7 @@
 #include "metrics_server.h"
 #include "options.h"
 #include "pipe_out.h"
+#include "place_options.h"
 #include "progress.h"
 #include "reconnect.h"
 #include "stop_fd.h"
@@ -44,6 +45,7 @@ struct IoArgs {
   std::size_t get_batch = 0;  // get; 0: 8192, with --exec max(32, 4 x parallel)
   std::string metrics;        // --metrics HOST:PORT; empty: none
   ExecArgs exec;              // get --exec
+  PlaceArgs from;             // get --from-*: where a new channel starts
 };
 
 // poll(2)'s timeout for a wait bounded by ctx's deadline: -1 without one.
@@ -239,7 +241,10 @@ constexpr std::chrono::microseconds kCatchUp{200};
 // reader has read a message's last byte (PipeOut); elsewhere once written.
 // What the reader did not take is given back at the end, so a reader that
 // stops early, dies, or closes the pipe loses nothing it did not read.
-int run_get(Globals& g, const IoArgs& a) {
+int run_get(Globals& g, IoArgs a) {
+  auto start = a.from.target("--from");
+  if (!start.ok()) return fail("get", queue_label(a.name), start.status());
+  a.exec.start = *start;
   if (!a.exec.command.empty()) {
     ExecArgs e = a.exec;
     e.name = a.name;
@@ -254,6 +259,7 @@ int run_get(Globals& g, const IoArgs& a) {
   }
   auto store = open_store(g, "get", &g.rc);
   if (!store) return g.rc;
+  if (a.exec.start && !g.quiet) note_kept_position(*store, a.name, a.channel);
   std::signal(SIGPIPE, SIG_IGN);  // a closed stdout is an EPIPE to handle, not a silent death
   const std::stop_token signals = stop_on_signals();
   // One stop for every wait: a signal, or the reader of stdout gone.
@@ -467,6 +473,7 @@ void add_io_commands(CLI::App& app, Globals& g) {
                               "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9 unless "
                               "--count or the end came first"));
   add_reconnect_option(get, *a);
+  add_place_options(get, a->from, "--from", "a new channel starts at");
   as_duration(get->add_option("--linger", a->linger,
                               "stdout a pipe: at the end (the queue drained, --count, --timeout, a "
                               "signal), how long to wait for the reader to take what is still in "

@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "framing_options.h"
 #include "options.h"
+#include "place_options.h"
 #include "progress.h"
 
 namespace sluice::cli {
@@ -25,11 +26,7 @@ struct LookArgs {
   std::string from_id;
   FramingArgs frames;
   // seek
-  std::optional<std::uint64_t> to_seq;
-  std::string to_id;
-  std::string to_time;
-  bool to_start = false;
-  bool to_end = false;
+  PlaceArgs to;
   bool no_wait = false;
   double timeout = -1;
 };
@@ -84,39 +81,14 @@ Context role_context(const LookArgs& a, const std::stop_token& stop) {
 }
 
 int run_seek(Globals& g, const LookArgs& a) {
-  SeekTarget to;
-  int given = 0;
-  if (a.to_seq) {
-    to.kind = SeekTarget::Kind::kSeq;
-    to.seq = *a.to_seq;
-    ++given;
-  }
-  if (!a.to_id.empty()) {
-    to.kind = SeekTarget::Kind::kId;
-    to.id = a.to_id;
-    ++given;
-  }
-  if (!a.to_time.empty()) {
-    std::string why;
-    auto t = parse_time(a.to_time, &why);
-    if (!t) return fail("seek", "--to-time", {StatusCode::kInvalidArgument, why});
-    to.kind = SeekTarget::Kind::kTime;
-    to.time = *t;
-    ++given;
-  }
-  if (a.to_start) {
-    to.kind = SeekTarget::Kind::kStart;
-    ++given;
-  }
-  if (a.to_end) {
-    to.kind = SeekTarget::Kind::kEnd;
-    ++given;
-  }
-  if (given != 1) {
+  auto place = a.to.target("--to");
+  if (!place.ok()) return fail("seek", queue_label(a.name), place.status());
+  if (!*place) {
     return fail("seek", queue_label(a.name),
                 {StatusCode::kInvalidArgument,
                  "give one place: --to-seq N, --to-id ID, --to-time T, --to-start or --to-end"});
   }
+  const SeekTarget to = **place;
   auto store = open_store(g, "seek", &g.rc);
   if (!store) return g.rc;
   const Context ctx = role_context(a, stop_on_signals());
@@ -173,13 +145,7 @@ void add_look_commands(CLI::App& app, Globals& g) {
       "the bound), or forward to skip; waits for the queue's put and the channel's get");
   seek->add_option("NAME", a->name, "queue name")->required();
   seek->add_option("--channel", a->channel, "the channel to move")->capture_default_str();
-  seek->add_option("--to-seq", a->to_seq, "embedded store: deliver the message with this seq next")
-      ->check(whole_number(0));
-  seek->add_option("--to-id", a->to_id, "Redis Streams topic: deliver what comes after this id");
-  seek->add_option("--to-time", a->to_time,
-                   "deliver the first message put at or after T (RFC 3339, or @UNIX-SECONDS)");
-  seek->add_flag("--to-start", a->to_start, "the oldest message retained");
-  seek->add_flag("--to-end", a->to_end, "after the newest: skip everything there is");
+  add_place_options(seek, a->to, "--to", "deliver next");
   seek->add_flag("--no-wait", a->no_wait, "fail at once (exit 6) if a put or get holds a role");
   as_duration(seek->add_option("--timeout", a->timeout, "wait at most DURATION for the roles"));
   seek->callback([&g, a] { g.rc = run_seek(g, *a); });

@@ -377,6 +377,8 @@ class StreamChannel {
   // message still retained; from then on every message appended is kept for
   // it until it acknowledges it. One round trip the first time, none after.
   Status join();
+  // Whether this handle's join() made the channel (it did not exist).
+  bool made() const noexcept { return made_; }
   // The next message, waiting for one.
   Result<StreamMessage> next(const Context& ctx = {});
   // Appends 1..max messages to out, waiting for at least one: first those
@@ -464,6 +466,7 @@ class StreamChannel {
   std::string channel_;
   std::string consumer_;
   bool joined_ = false;
+  bool made_ = false;  // join() made the channel
   std::string cursor_ = "0-0";
   std::chrono::steady_clock::time_point next_claim_{};
   // When the earliest message this handle gave back with a delay is due.
