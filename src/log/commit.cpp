@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "log/summary.h"
+
 namespace sluice::log {
 
 namespace {
@@ -85,6 +87,9 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   if (!deferred) {
     ++syncs_;
     if (Status s = old->file->sync(); !s.ok()) return s;
+    // Its records are on disk: the next open need not read them. A summary
+    // that fails to write only makes that open read the segment.
+    if (old->skips.empty()) (void)write_summary(fs, *old, next_seq, old->max_time);
   }
   // The header is synced before the directory entry that names it, in every
   // mode: a power cut never leaves a named segment without its header, and

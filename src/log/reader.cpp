@@ -46,11 +46,15 @@ Status Reader::read_one(LogMessage* m, bool& have) {
       next_seq_ = seg_->base_seq;
       continue;
     }
-    for (const Skip& s : seg_->skips) {
-      if (off_ == s.from) {  // recovery found this range corrupt: never delivered
-        off_ = s.to;
-        corrupt_.add(std::max(next_seq_, min_seq_), next_seq_ + s.lost);
-        next_seq_ += s.lost;
+    if (seg_->verified.load(std::memory_order_acquire)) {
+      for (const Skip& s : seg_->skips) {
+        // Found corrupt: never delivered. (A seek may land inside the range:
+        // an index entry from a summary written before the damage.)
+        if (off_ >= s.from && off_ < s.to) {
+          corrupt_.add(std::max(next_seq_, min_seq_), s.next);
+          off_ = s.to;
+          next_seq_ = s.next;
+        }
       }
     }
     const std::uint64_t end = seg_->end.load(std::memory_order_acquire);
@@ -82,6 +86,10 @@ Status Reader::read_one(LogMessage* m, bool& have) {
       const std::size_t len = get32(buf_.data() + (off_ - buf_off_));
       const std::size_t size = kUntimedRecordHeaderSize + std::min<std::size_t>(len, end - off_);
       if (off_ + size > end) {
+        if (unverified()) {
+          if (Status s = t.verify_segment(*seg_); !s.ok()) return s;
+          continue;  // its skips now say where the damage ends
+        }
         return {StatusCode::kCorruption, "record past the end in " + seg_->path};
       }
       if (Status s = fill(off_, size); !s.ok()) return s;
@@ -90,6 +98,10 @@ Status Reader::read_one(LogMessage* m, bool& have) {
     const RecordView v =
         decode_record(at, end - off_, t.opt.max_message_bytes, next_seq_, seg_->timed);
     if (v.kind != RecordView::kValid) {
+      if (unverified()) {  // opened from its summary: read it now, as recovery would have
+        if (Status s = t.verify_segment(*seg_); !s.ok()) return s;
+        continue;
+      }
       // Damaged after recovery (another writer, the disk): stop this
       // segment here rather than deliver it.
       return {StatusCode::kCorruption, "damaged record at " + seg_->path + " offset " +

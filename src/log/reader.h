@@ -54,6 +54,7 @@ class Reader {
  private:
   // Makes [at, at + n) of seg_ available in buf_ (n <= end - at).
   Status fill(std::uint64_t at, std::size_t n);
+  bool unverified() const { return !seg_->verified.load(std::memory_order_acquire); }
 
   struct Lost {
     std::uint64_t count = 0;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "log/summary.h"
+
 namespace sluice::log {
 
 namespace {
@@ -67,7 +69,7 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
     const std::size_t found = resync(data, off, expected, max_payload, s.timed, found_seq);
     if (found < size) {
       const std::uint64_t lost = found_seq - expected;
-      s.skips.push_back({off, found, lost});
+      s.skips.push_back({off, found, lost, found_seq});
       report.corrupt.push_back({s.path, off, found - off, "corrupt: " + seq_range(expected, lost)});
       off = found;
       expected = found_seq;
@@ -77,7 +79,7 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
       s.torn = true;
       report.truncated.push_back({s.path, off, nonzero + 1 - off, "torn tail"});
     } else {
-      s.skips.push_back({off, size, 0});
+      s.skips.push_back({off, size, 0, expected});
       report.corrupt.push_back({s.path, off, size - off,
                                 "corrupt to the end of the segment: later seqs of this segment "
                                 "lost"});
@@ -105,7 +107,42 @@ bool holds_records(const std::string& data, std::uint64_t base, std::uint32_t ma
   return false;
 }
 
+// Appends the segment at `path` to `out` from its summary, if it has one
+// that matches it and its header is valid (the flags are the header's).
+bool summarized(FileSystem& fs, const std::string& path, std::uint64_t base,
+                std::vector<Scanned>& out) {
+  auto f = fs.open(path, OpenMode::kRead);
+  if (!f.ok()) return false;
+  auto size = (*f)->size();
+  if (!size.ok()) return false;
+  auto s = read_summary(fs, path, base, *size);
+  if (!s) return false;
+  char header[kSegmentHeaderSize];
+  auto got = (*f)->pread(header, sizeof header, 0);
+  if (!got.ok() || *got != sizeof header || decode_segment_header(header) != std::optional(base) ||
+      (segment_header_version(header) != kUntimedFormatVersion) != s->timed) {
+    return false;
+  }
+  s->flags = segment_header_flags(header);
+  out.push_back(std::move(*s));
+  return true;
+}
+
 }  // namespace
+
+Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, std::uint64_t base,
+                                      bool timed, std::uint32_t max_payload) {
+  auto data = read_whole(fs, path);
+  if (!data.ok()) return data.status();
+  Scanned s;
+  s.base_seq = base;
+  s.path = path;
+  s.timed = timed;
+  std::optional<TimeUs> prev_time;
+  RecoveryReport ignored;
+  scan_segment(*data, max_payload, /*last=*/false, s, prev_time, ignored);
+  return std::move(s.skips);
+}
 
 Status validate(const TopicOptions& o) {
   if (o.max_message_bytes == 0) {
@@ -123,7 +160,7 @@ Status validate(const TopicOptions& o) {
 }
 
 Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
-                        RecoveryReport& report) {
+                        RecoveryReport& report, bool use_summaries) {
   auto names = fs.list(dir);
   if (!names.ok()) return names.status();
   Scan out;
@@ -136,10 +173,25 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
     }
     if (auto base = parse_segment_name(name)) files[*base] = dir + "/" + name;
   }
+  for (const std::string& name : *names) {
+    if (!name.ends_with(kSummarySuffix)) continue;
+    const std::string seg =
+        name.substr(0, name.size() - kSummarySuffix.size()) + std::string(kSegmentSuffix);
+    const auto base = parse_segment_name(seg);
+    if (!base || !files.contains(*base)) out.stale_summaries.push_back(dir + "/" + name);
+  }
   std::size_t i = 0;
   std::optional<TimeUs> prev_time;
   for (const auto& [base, path] : files) {
     const bool last = ++i == files.size();
+    // An older segment with a summary that matches it is not read (after a
+    // gap or an overlap it is: recovery says what that is).
+    const bool follows = out.segments.empty() || base == out.segments.back().next_seq;
+    if (use_summaries && !last && follows && summarized(fs, path, base, out.segments)) {
+      if (out.segments.back().has_time) prev_time = out.segments.back().last_time;
+      ++report.summarized;
+      continue;
+    }
     auto data = read_whole(fs, path);
     if (!data.ok()) return data.status();
     const bool header_ok = data->size() >= kSegmentHeaderSize &&

@@ -36,11 +36,15 @@ struct Scanned {
   // format); the first such seq.
   std::uint64_t time_backwards = 0;
   std::uint64_t first_backwards_seq = 0;
+  // false: taken from the segment's summary (summary.h), not read; damage
+  // in it is found when a reader meets it.
+  bool verified = true;
 };
 
 struct Scan {
-  std::vector<Scanned> segments;   // valid headers, in seq order
-  std::vector<std::string> tmp;    // leftover *.tmp files
+  std::vector<Scanned> segments;             // valid headers, in seq order
+  std::vector<std::string> tmp;              // leftover *.tmp files
+  std::vector<std::string> stale_summaries;  // *.sum files of no segment (retention's crash)
   std::vector<std::string> empty;  // header invalid, no valid record: empty whatever its size
   // The newest segment file's header is invalid and it holds no record: the
   // writer reuses it (its name keeps the topic's high-water mark).
@@ -56,9 +60,15 @@ struct Scan {
 };
 
 // Scans every segment in `dir`, filling `report` with what open would find
-// (and, for `empty` segments, remove or reuse).
+// (and, for `empty` segments, remove or reuse). `use_summaries`: an older
+// segment whose summary matches it is taken from the summary, unread
+// (verified false); verify, inspect and repair read everything.
 Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
-                        RecoveryReport& report);
+                        RecoveryReport& report, bool use_summaries = false);
+
+// Reads a whole segment as recovery does: the ranges of it that are damaged.
+Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, std::uint64_t base,
+                                      bool timed, std::uint32_t max_payload);
 
 Status validate(const TopicOptions& o);
 

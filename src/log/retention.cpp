@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "log/position.h"
+#include "log/summary.h"
 
 namespace sluice::log {
 
@@ -110,6 +111,8 @@ Status Retention::trim_locked() {
     }
     ++stats_.segments_deleted;
     forget_unsynced(seg);
+    (void)fs.remove(
+        summary_path(seg.path));  // one left by a crash here: the writer's open removes it
     if (Status s = fs.remove(seg.path); !s.ok() && s.code() != StatusCode::kNotFound) return s;
   }
   disk_bytes = bytes;

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -22,6 +23,7 @@ struct Skip {
   std::uint64_t from = 0;
   std::uint64_t to = 0;
   std::uint64_t lost = 0;
+  std::uint64_t next = 0;  // the seq of the record at `to`
 };
 
 // One entry of a segment's sparse index: the record at byte `off` has seq
@@ -67,7 +69,15 @@ struct Segment {
   // retained segment (retention counted what they skip as theirs), rather
   // than deliver records already counted as lost.
   std::atomic<bool> capped{false};
-  std::vector<Skip> skips;  // fixed after recovery
+  // Ranges found corrupt. Recovery's are fixed before the segment is
+  // shared. A segment opened from its summary (summary.h) is not read at
+  // open: `verified` is false and `skips` empty until the first reader that
+  // meets damage there reads it whole (verify_segment, under verify_mu) and
+  // publishes its skips with verified (release). Read skips only after
+  // seeing verified true (acquire).
+  std::vector<Skip> skips;
+  std::atomic<bool> verified{true};
+  std::mutex verify_mu;
 
   // The sparse index (kIndexSpacing) of the records written (the writer) or
   // read (a read-only topic) so far, in seq order.

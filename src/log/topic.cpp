@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "log/position.h"
+#include "log/summary.h"
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
 #include "sluice/metrics.h"
@@ -60,7 +61,7 @@ Result<std::unique_ptr<Topic>> Topic::Impl::open(log::FileSystem& fs, const std:
 }
 
 Status Topic::Impl::open_reader() {
-  auto scan = log::scan_topic(fs, dir, opt, report);
+  auto scan = log::scan_topic(fs, dir, opt, report, /*use_summaries=*/true);
   if (!scan.ok()) return scan.status();
   if (scan->segments.empty()) return {StatusCode::kNotFound, "no topic in " + dir};
   report.truncated.clear();  // a torn tail may be a write in progress
@@ -95,7 +96,7 @@ Status Topic::Impl::open_writer() {
   lock_file_ = std::move(*lock);
   if (Status s = notify.open(fs, dir); !s.ok()) return s;
 
-  auto scan = log::scan_topic(fs, dir, opt, report);
+  auto scan = log::scan_topic(fs, dir, opt, report, /*use_summaries=*/true);
   if (!scan.ok()) return scan.status();
   if (scan->damaged_newest) {
     return {StatusCode::kCorruption,
@@ -124,6 +125,7 @@ Status Topic::Impl::open_writer() {
     // What recovery kept is durable before anyone sees it (after a process
     // crash, written records may not have been synced yet).
     if (Status s = sync_locked(); !s.ok()) return s;
+    summarize_read_segments(*scan);
     if (*hwm > next_seq && !closing) {  // (closing: the log was synced before the mark)
       report.truncated.push_back({segs.back()->path, 0, 0,
                                   seq_range(next_seq, *hwm) +
@@ -150,8 +152,21 @@ Status Topic::Impl::open_writer() {
   return Status::Ok();
 }
 
+// Older segments recovery had to read (no summary yet: an older sluice, or
+// a roll without sync) get one, so the next open need not read them. Not in
+// kNone, whose sealed segments may not be on disk yet.
+void Topic::Impl::summarize_read_segments(const log::Scan& scan) {
+  if (opt.durability == Durability::kNone) return;
+  for (std::size_t i = 0; i + 1 < scan.segments.size() && i + 1 < segs.size(); ++i) {
+    const log::Scanned& s = scan.segments[i];
+    if (!s.verified || !s.skips.empty() || s.torn) continue;  // summarized, or damaged
+    (void)log::write_summary(fs, *segs[i], s.next_seq, s.last_time);
+  }
+}
+
 Status Topic::Impl::repair(log::Scan& scan) {
   bool removed = false;
+  for (const auto& path : scan.stale_summaries) (void)fs.remove(path);
   for (const auto& path : scan.tmp) removed |= fs.remove(path).ok();
   for (const auto& path : scan.empty) removed |= fs.remove(path).ok();
   return removed ? fs.sync_dir(dir) : Status::Ok();
@@ -176,6 +191,7 @@ Status Topic::Impl::adopt(log::Scan& scan) {
     seg->written = s.end;
     seg->sealed.store(!last);
     seg->skips = std::move(s.skips);
+    seg->verified.store(s.verified, std::memory_order_relaxed);  // before the segment is shared
     seg->timed = s.timed;
     seg->index = std::move(s.index);
     seg->has_time = s.has_time;

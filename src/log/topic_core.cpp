@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "log/recovery.h"
+
 namespace sluice::log {
 
 std::shared_ptr<Segment> TopicCore::segment_after(const Segment* s, std::uint64_t* first) const {
@@ -57,11 +59,13 @@ Result<std::uint64_t> first_at_time(const Segment& seg, const IndexEntry& from, 
   std::uint64_t seq = from.seq;
   while (off < stop) {
     bool skipped = false;
-    for (const Skip& s : seg.skips) {
-      if (off == s.from) {  // recovery found this range corrupt
-        off = s.to;
-        seq += s.lost;
-        skipped = true;
+    if (seg.verified.load(std::memory_order_acquire)) {
+      for (const Skip& s : seg.skips) {
+        if (off >= s.from && off < s.to) {  // found corrupt
+          off = s.to;
+          seq = s.next;
+          skipped = true;
+        }
       }
     }
     if (skipped) continue;
@@ -113,11 +117,27 @@ Result<std::uint64_t> TopicCore::seq_at_time(std::chrono::system_clock::time_poi
     const std::uint64_t limit = reader ? seg.end.load(std::memory_order_acquire) : seg.written;
     const std::uint64_t stop = it == index.end() ? limit : it->off;
     auto found = first_at_time(seg, *(it - 1), stop, want, opt.max_message_bytes);
+    if (!found.ok() && found.status().code() == StatusCode::kCorruption &&
+        !seg.verified.load(std::memory_order_acquire)) {
+      // Opened from its summary: read it now, as recovery would have.
+      if (Status s = verify_segment(*sp); !s.ok()) return s;
+      found = first_at_time(seg, *(it - 1), stop, want, opt.max_message_bytes);
+    }
     if (!found.ok()) return found.status();
     if (*found != kNone) return std::max(*found, first_seq);
     if (it != index.end()) return std::max(it->seq, first_seq);
   }
   return next_seq;
+}
+
+Status TopicCore::verify_segment(Segment& seg) const {
+  std::lock_guard g(seg.verify_mu);
+  if (seg.verified.load(std::memory_order_acquire)) return Status::Ok();
+  auto skips = find_damage(fs, seg.path, seg.base_seq, seg.timed, opt.max_message_bytes);
+  if (!skips.ok()) return skips.status();
+  seg.skips = std::move(*skips);
+  seg.verified.store(true, std::memory_order_release);
+  return Status::Ok();
 }
 
 void TopicCore::publish(Segment& seg, std::uint64_t end, std::uint64_t seq) {

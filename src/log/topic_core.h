@@ -113,6 +113,10 @@ class TopicCore {
   // (a read-only topic) so far; next_seq if none.
   Result<std::uint64_t> seq_at_time(std::chrono::system_clock::time_point t) const
       SLUICE_EXCLUDES(mu);
+  // Reads a segment opened from its summary (not verified) whole, as
+  // recovery would have, and publishes the damage found (Segment::skips).
+  // Readers call it when they meet damage there; once per segment.
+  Status verify_segment(Segment& seg) const;
 
   // Makes the records below `seq` visible (the last segment's bytes up to
   // `end`, or all of it if sealed) and wakes channels here and in other

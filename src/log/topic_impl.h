@@ -41,6 +41,7 @@ struct Topic::Impl final : log::Retention {
   // Applies what the scan implies: leftovers removed, a headerless newest
   // segment reused, a torn tail cut off.
   Status repair(log::Scan& scan) SLUICE_REQUIRES(mu);
+  void summarize_read_segments(const log::Scan& scan) SLUICE_REQUIRES(mu);
   // The highest position any channel file holds (0 if none).
   Result<std::uint64_t> highest_position();
 

@@ -113,6 +113,10 @@ struct RecoveryReport {
   std::vector<LogDamage> truncated;  // torn tails cut off (open only)
   std::vector<std::string> removed;  // leftover files deleted (.tmp, empty segment)
   bool closed = false;               // the newest segment is the closed mark (not damage)
+  // Older segments taken from their summaries, not read (docs/log_format.md,
+  // "Segment summaries"): damage there is found when a reader meets it
+  // (skipped and counted as above, Channel::skipped_corrupt), not listed here.
+  std::uint64_t summarized = 0;
   bool clean() const { return corrupt.empty() && truncated.empty() && removed.empty(); }
 };
 
