@@ -33,8 +33,14 @@ void Commit::close() {
   if (flusher_.joinable()) flusher_.join();
   MutexLock lk(mu);
   if (reader || segs.empty()) return;
-  (void)trim_reserve(*segs.back());  // a crash leaves zeros, which recovery ignores
-  if (opt.durability != Durability::kNone) (void)sync_locked();
+  Segment& last = *segs.back();
+  (void)trim_reserve(last);  // a crash leaves zeros, which recovery ignores
+  if (opt.durability == Durability::kNone) return;
+  // Synced and trimmed: the next open need not read it either, while it
+  // stays this size (any append makes it longer).
+  if (sync_locked().ok() && last.written > kSegmentHeaderSize && last.skips.empty()) {
+    (void)write_summary(fs, last, next_seq, last.max_time);
+  }
 }
 
 void Commit::start(std::uint64_t synced) {

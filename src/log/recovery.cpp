@@ -131,9 +131,10 @@ bool summarized(FileSystem& fs, const std::string& path, std::uint64_t base,
 }  // namespace
 
 Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, std::uint64_t base,
-                                      bool timed, std::uint32_t max_payload) {
+                                      bool timed, std::uint32_t max_payload, std::uint64_t end) {
   auto data = read_whole(fs, path);
   if (!data.ok()) return data.status();
+  if (data->size() > end) data->resize(end);  // complete records only: appends go past it
   Scanned s;
   s.base_seq = base;
   s.path = path;
@@ -184,11 +185,14 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
   std::optional<TimeUs> prev_time;
   for (const auto& [base, path] : files) {
     const bool last = ++i == files.size();
-    // An older segment with a summary that matches it is not read (after a
-    // gap or an overlap it is: recovery says what that is).
+    // A segment with a summary that matches it is not read (after a gap or
+    // an overlap it is: recovery says what that is). The newest has one
+    // only while it is as the writer's clean close left it.
     const bool follows = out.segments.empty() || base == out.segments.back().next_seq;
-    if (use_summaries && !last && follows && summarized(fs, path, base, out.segments)) {
-      if (out.segments.back().has_time) prev_time = out.segments.back().last_time;
+    if (use_summaries && follows && summarized(fs, path, base, out.segments)) {
+      const Scanned& s = out.segments.back();
+      if (s.has_time) prev_time = s.last_time;
+      if (last && (s.flags & kSegmentClosed) != 0) out.closed = report.closed = true;
       ++report.summarized;
       continue;
     }

@@ -60,15 +60,16 @@ struct Scan {
 };
 
 // Scans every segment in `dir`, filling `report` with what open would find
-// (and, for `empty` segments, remove or reuse). `use_summaries`: an older
-// segment whose summary matches it is taken from the summary, unread
-// (verified false); verify, inspect and repair read everything.
+// (and, for `empty` segments, remove or reuse). `use_summaries`: a segment
+// whose summary matches it is taken from the summary, unread (verified
+// false); verify, inspect and repair read everything.
 Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
                         RecoveryReport& report, bool use_summaries = false);
 
-// Reads a whole segment as recovery does: the ranges of it that are damaged.
+// Reads a segment's bytes below `end` (its complete records) as recovery
+// does: the ranges of them that are damaged.
 Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, std::uint64_t base,
-                                      bool timed, std::uint32_t max_payload);
+                                      bool timed, std::uint32_t max_payload, std::uint64_t end);
 
 Status validate(const TopicOptions& o);
 

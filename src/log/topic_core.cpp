@@ -133,7 +133,8 @@ Result<std::uint64_t> TopicCore::seq_at_time(std::chrono::system_clock::time_poi
 Status TopicCore::verify_segment(Segment& seg) const {
   std::lock_guard g(seg.verify_mu);
   if (seg.verified.load(std::memory_order_acquire)) return Status::Ok();
-  auto skips = find_damage(fs, seg.path, seg.base_seq, seg.timed, opt.max_message_bytes);
+  auto skips = find_damage(fs, seg.path, seg.base_seq, seg.timed, opt.max_message_bytes,
+                           seg.end.load(std::memory_order_acquire));
   if (!skips.ok()) return skips.status();
   seg.skips = std::move(*skips);
   seg.verified.store(true, std::memory_order_release);

@@ -113,8 +113,9 @@ class TopicCore {
   // (a read-only topic) so far; next_seq if none.
   Result<std::uint64_t> seq_at_time(std::chrono::system_clock::time_point t) const
       SLUICE_EXCLUDES(mu);
-  // Reads a segment opened from its summary (not verified) whole, as
-  // recovery would have, and publishes the damage found (Segment::skips).
+  // Reads a segment opened from its summary (not verified), its complete
+  // records (below end), as recovery would have, and publishes the damage
+  // found (Segment::skips).
   // Readers call it when they meet damage there; once per segment.
   Status verify_segment(Segment& seg) const;
 

@@ -95,9 +95,10 @@ TEST_F(TopicSummaryTest, OlderSegmentsOpenFromTheirSummariesAndReadTheSame) {
   fill(&middle);
   const auto segs = files(".seg");
   ASSERT_GT(segs.size(), 5U);
-  EXPECT_EQ(files(".sum").size(), segs.size() - 1);  // every sealed one
+  // Every sealed one, and the newest at the writer's clean close.
+  EXPECT_EQ(files(".sum").size(), segs.size());
   auto t = open();
-  EXPECT_EQ(t->recovery().summarized, segs.size() - 1);
+  EXPECT_EQ(t->recovery().summarized, segs.size());
   EXPECT_TRUE(t->recovery().clean());
   EXPECT_EQ(t->next_seq(), static_cast<std::uint64_t>(kRecords));
   auto at = t->seq_at_time(middle);
@@ -108,7 +109,7 @@ TEST_F(TopicSummaryTest, OlderSegmentsOpenFromTheirSummariesAndReadTheSame) {
   ro.read_only = true;
   auto r = Topic::open(dir_.string(), ro);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ((*r)->recovery().summarized, segs.size() - 1);
+  EXPECT_EQ((*r)->recovery().summarized, segs.size());
   auto c = std::move(*t->channel("r"));
   std::vector<std::uint64_t> want(kRecords);
   for (int i = 0; i < kRecords; ++i)
@@ -134,7 +135,7 @@ TEST_F(TopicSummaryTest, DamageInASummarizedSegmentIsSkippedWhenAReaderMeetsIt) 
   const std::uint64_t rec = log::kRecordHeaderSize + msg(0).size();
   overwrite(segs[0], log::kSegmentHeaderSize + 2 * rec + log::kRecordHeaderSize + 1, "X");
   auto t = open();
-  EXPECT_EQ(t->recovery().summarized, segs.size() - 1);
+  EXPECT_EQ(t->recovery().summarized, segs.size());
   EXPECT_TRUE(t->recovery().corrupt.empty());  // not read at open
   auto c = std::move(*t->channel("r"));
   auto first = c->next(with_timeout(0ms));  // record 0: before the damage
@@ -176,14 +177,15 @@ TEST_F(TopicSummaryTest, ASummaryThatDoesNotMatchItsSegmentIsIgnored) {
   fs::resize_file(sums[1], fs::file_size(sums[1]) - 1);                   // short
   fs::copy_file(sums[0], sums[2], fs::copy_options::overwrite_existing);  // another segment's
   auto t = open();
-  EXPECT_EQ(t->recovery().summarized, files(".seg").size() - 4);
+  EXPECT_EQ(t->recovery().summarized, files(".seg").size() - 3);
   EXPECT_TRUE(t->recovery().clean());
   auto c = std::move(*t->channel("r"));
   EXPECT_EQ(drain_seqs(*c).size(), static_cast<std::size_t>(kRecords));
-  // The writer's open wrote them again: the next open reads none.
+  // The writer's open wrote them again (the newest at its close): the next
+  // open reads none.
   t.reset();
   c.reset();
-  EXPECT_EQ(open()->recovery().summarized, files(".seg").size() - 1);
+  EXPECT_EQ(open()->recovery().summarized, files(".seg").size());
 }
 
 // A store an older sluice wrote (no summaries) gets them at its first
@@ -196,8 +198,35 @@ TEST_F(TopicSummaryTest, ATopicWithoutSummariesGetsThemAtTheWritersOpenButNotInN
   EXPECT_EQ(open(none)->recovery().summarized, 0U);
   EXPECT_TRUE(files(".sum").empty());
   EXPECT_EQ(open()->recovery().summarized, 0U);
-  EXPECT_EQ(files(".sum").size(), files(".seg").size() - 1);
-  EXPECT_EQ(open()->recovery().summarized, files(".seg").size() - 1);
+  EXPECT_EQ(files(".sum").size(), files(".seg").size());
+  EXPECT_EQ(open()->recovery().summarized, files(".seg").size());
+}
+
+// The newest segment's summary (the writer's clean close) holds only while
+// the segment is that size: once a writer appends, it is read again.
+TEST_F(TopicSummaryTest, TheNewestSegmentsSummaryHoldsOnlyUntilItGrows) {
+  fill();
+  const std::size_t n = files(".seg").size();
+  {
+    auto t = open();
+    EXPECT_EQ(t->recovery().summarized, n);
+    ASSERT_TRUE(t->append(msg(kRecords)).ok());  // synced on return
+    TopicOptions ro = synced();
+    ro.read_only = true;
+    auto r = Topic::open(dir_.string(), ro);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ((*r)->recovery().summarized, n - 1);
+    EXPECT_EQ((*r)->next_seq(), static_cast<std::uint64_t>(kRecords + 1));
+  }
+  auto t = open();
+  EXPECT_EQ(t->recovery().summarized, n);  // closed cleanly again
+  EXPECT_EQ(t->next_seq(), static_cast<std::uint64_t>(kRecords + 1));
+  ASSERT_TRUE(t->append(msg(kRecords + 1)).ok());
+  auto c = std::move(*t->channel("r"));
+  ASSERT_TRUE(c->seek(kRecords).ok());
+  auto m = c->next(with_timeout(0ms));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->payload, msg(kRecords));
 }
 
 // Retention deletes a segment's summary with it; one left behind (a crash
