@@ -1,4 +1,4 @@
-// The Redis transport's script registry (src/redis/connection.cpp): each
+// The Redis transport's script registry (src/redis/transport/connection.cpp): each
 // client's connections load the scripts that client declared, and only
 // those, and a server that lost its script cache (SCRIPT FLUSH) is recovered
 // from for every client's script. Against a fresh redis-server per test.
@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "redis/pressure_script.h"
+#include "redis/pressure/pressure_script.h"
 #include "redis/stream_helpers.h"
-#include "redis/stream_script.h"
+#include "redis/streams/stream_script.h"
 #include "sluice/redis/pressure_queue.h"
 #include "sluice/redis/stream_topic.h"
 #include "testutil/redis_server.h"

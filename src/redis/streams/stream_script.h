@@ -1,9 +1,9 @@
-// The Streams topics' script (src/redis/stream.lua, embedded at build time
+// The Streams topics' script (src/redis/streams/stream.lua, embedded at build time
 // with its SHA1), as StreamTopic and StreamChannel declare it to their
 // connections.
 #pragma once
 
-#include "redis/connection.h"
+#include "redis/transport/connection.h"
 
 namespace sluice::redis {
 

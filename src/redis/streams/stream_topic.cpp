@@ -17,8 +17,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "redis/connection.h"
-#include "redis/stream_script.h"
+#include "redis/streams/stream_script.h"
+#include "redis/transport/connection.h"
 
 namespace sluice {
 namespace {

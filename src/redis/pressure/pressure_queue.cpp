@@ -14,8 +14,8 @@
 #include <string>
 #include <utility>
 
-#include "redis/connection.h"
-#include "redis/pressure_script.h"
+#include "redis/pressure/pressure_script.h"
+#include "redis/transport/connection.h"
 
 namespace sluice {
 namespace {

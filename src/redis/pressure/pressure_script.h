@@ -1,8 +1,8 @@
-// The pressure queues' script (src/redis/pressure.lua, embedded at build
+// The pressure queues' script (src/redis/pressure/pressure.lua, embedded at build
 // time with its SHA1), as PressureQueue declares it to its connections.
 #pragma once
 
-#include "redis/connection.h"
+#include "redis/transport/connection.h"
 
 namespace sluice::redis {
 

@@ -1,4 +1,4 @@
-#include "redis/connection.h"
+#include "redis/transport/connection.h"
 
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
