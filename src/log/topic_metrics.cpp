@@ -7,10 +7,9 @@ namespace sluice {
 
 std::string to_prometheus(const TopicStats& s, std::string_view name) {
   PrometheusWriter w;
-  const std::string n = "name=\"" + prometheus_escape(name) + "\"";
+  const std::string n = prometheus_name_label(name);
   const auto one = [&](const char* metric, const char* type, const char* help, std::uint64_t v) {
-    w.header(metric, type, help);
-    w.sample(metric, n, static_cast<double>(v));
+    w.family(metric, type, help, n, static_cast<double>(v));
   };
   one("sluice_topic_appended_total", "counter", "Records appended since open.", s.appended);
   one("sluice_topic_syncs_total", "counter", "Segment fdatasyncs since open.", s.syncs);
@@ -23,9 +22,8 @@ std::string to_prometheus(const TopicStats& s, std::string_view name) {
       s.retention.records_dropped);
   one("sluice_topic_bound_waits_total", "counter",
       "Appends that waited for room under the topic bound (backpressure).", s.bound_waits);
-  w.header("sluice_topic_bound_wait_seconds_total", "counter",
-           "Time appends waited for room under the topic bound.");
-  w.sample("sluice_topic_bound_wait_seconds_total", n, s.bound_wait_s);
+  w.family("sluice_topic_bound_wait_seconds_total", "counter",
+           "Time appends waited for room under the topic bound.", n, s.bound_wait_s);
   one("sluice_topic_first_seq", "gauge", "The oldest retained record.", s.first_seq);
   one("sluice_topic_next_seq", "gauge", "The seq the next append gets.", s.next_seq);
   one("sluice_topic_visible_seq", "gauge", "Channels see records below it.", s.visible_seq);
