@@ -1,5 +1,6 @@
 // CommandMetrics (a running put or get) in the Prometheus text format:
-// sluice_cli_* for the command, sluice_queue_* for its queue. Served by
+// sluice_cli_* for the command, sluice_store_* for its queue as the store
+// sees it (sluice_queue_* is the in-memory Queue's). Served by
 // metrics_server.cpp.
 #include "metrics_server.h"
 #include "sluice/metrics.h"
@@ -39,16 +40,16 @@ std::string CommandMetrics::render() const {
     // A failed sample (say Redis is down) leaves the queue's lines out
     // rather than failing the scrape: the command's own counters still help.
     if (auto info = stat(); info.ok()) {
-      one("sluice_queue_length", "gauge",
+      one("sluice_store_length", "gauge",
           "Messages put and not yet acknowledged by the slowest channel.",
           static_cast<double>(info->length));
-      one("sluice_queue_bound", "gauge", "The queue's bound (0: unbounded).",
+      one("sluice_store_bound", "gauge", "The queue's bound (0: unbounded).",
           static_cast<double>(info->bound));
-      one("sluice_queue_produced_total", "counter", "Messages ever put into the queue.",
+      one("sluice_store_produced_total", "counter", "Messages ever put into the queue.",
           static_cast<double>(info->produced));
-      one("sluice_queue_consumed_total", "counter", "Messages acknowledged by the slowest channel.",
+      one("sluice_store_consumed_total", "counter", "Messages acknowledged by the slowest channel.",
           static_cast<double>(info->consumed));
-      one("sluice_queue_closed", "gauge", "1 once the queue is closed.", info->closed ? 1 : 0);
+      one("sluice_store_closed", "gauge", "1 once the queue is closed.", info->closed ? 1 : 0);
     }
   }
   return w.text();
