@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "sluice/admission.h"
 #include "sluice/batcher.h"
 #include "sluice/queue.h"
 #include "sluice/run_pipeline.h"
@@ -84,6 +85,23 @@ TEST(PrometheusTest, APipelineRendersItsStats) {
   ASSERT_EQ(e.error, "");
   EXPECT_EQ(e.at("sluice_pipeline_items_total{name=\"p\"}"), 100);
   EXPECT_EQ(e.at("sluice_pipeline_sunk_total{name=\"p\"}"), 100);
+}
+
+TEST(PrometheusTest, AnAdmissionRendersItsStats) {
+  auto adm = Admission::create(2);
+  ASSERT_TRUE(adm.ok()) << adm.status();
+  auto p1 = (*adm)->try_acquire();
+  auto p2 = (*adm)->try_acquire();
+  ASSERT_TRUE(p1.ok() && p2.ok());
+  EXPECT_EQ((*adm)->try_acquire().status().code(), StatusCode::kWouldBlock);
+  const auto e = parse_prometheus(to_prometheus((*adm)->stats(), "db"));
+  ASSERT_EQ(e.error, "");
+  EXPECT_EQ(e.at("sluice_admission_admitted_total{name=\"db\"}"), 2);
+  EXPECT_EQ(e.at("sluice_admission_refused_total{name=\"db\"}"), 1);
+  EXPECT_EQ(e.at("sluice_admission_in_flight{name=\"db\"}"), 2);
+  EXPECT_EQ(e.at("sluice_admission_peak{name=\"db\"}"), 2);
+  EXPECT_EQ(e.at("sluice_admission_bound{name=\"db\"}"), 2);
+  EXPECT_EQ(e.types.at("sluice_admission_waited_seconds_total"), "counter");
 }
 
 TEST(PrometheusTest, TheBatcherTextIsWellFormed) {

@@ -34,6 +34,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -80,6 +82,10 @@ struct AdmissionStats {
   std::uint64_t refused = 0;    // try_acquire on a full bound; acquires whose Context ended
   double waited_s = 0;          // time acquires spent waiting, summed (waits in progress not)
 };
+
+// The snapshot in the Prometheus text format (metrics.h), labelled
+// name="<name>": sluice_admission_*.
+std::string to_prometheus(const AdmissionStats& stats, std::string_view name);
 
 class Admission {
  public:

@@ -1,6 +1,9 @@
 // One metrics shape for every component: components expose exact counters in
 // a stats() snapshot; these helpers render them in the Prometheus text
 // exposition format (version 0.0.4), for the application to serve.
+// Each component's rendering, to_prometheus(<Component>Stats, name), lives
+// in its own <component>_metrics.cpp beside the component, with these
+// helpers; docs/metrics.md lists every metric.
 #pragma once
 
 #include <array>
@@ -45,6 +48,9 @@ class PrometheusWriter {
   void header(std::string_view metric, std::string_view type, std::string_view help);
   void sample(std::string_view metric, std::string_view labels, double value);
   void histogram(std::string_view metric, std::string_view labels, const Histogram& h);
+  // A family of one sample: header(), then sample().
+  void family(std::string_view metric, std::string_view type, std::string_view help,
+              std::string_view labels, double value);
   const std::string& text() const { return out_; }
 
  private:
@@ -53,5 +59,7 @@ class PrometheusWriter {
 
 // Escapes a label value (backslash, quote, newline).
 std::string prometheus_escape(std::string_view value);
+// The label every component's samples carry: name="<name, escaped>".
+std::string prometheus_name_label(std::string_view name);
 
 }  // namespace sluice

@@ -12,7 +12,6 @@
 #include "log/summary.h"
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
-#include "sluice/metrics.h"
 
 namespace sluice {
 
@@ -357,46 +356,6 @@ TopicStats Topic::stats() const {
   return s;
 }
 
-std::string to_prometheus(const TopicStats& s, std::string_view name) {
-  PrometheusWriter w;
-  const std::string n = "name=\"" + prometheus_escape(name) + "\"";
-  const auto one = [&](const char* metric, const char* type, const char* help, std::uint64_t v) {
-    w.header(metric, type, help);
-    w.sample(metric, n, static_cast<double>(v));
-  };
-  one("sluice_topic_appended_total", "counter", "Records appended since open.", s.appended);
-  one("sluice_topic_syncs_total", "counter", "Segment fdatasyncs since open.", s.syncs);
-  one("sluice_topic_segments_deleted_total", "counter", "Segments deleted by retention.",
-      s.retention.segments_deleted);
-  one("sluice_topic_segments_capped_total", "counter",
-      "Segments a cap deleted before every channel passed them.", s.retention.segments_capped);
-  one("sluice_topic_records_dropped_total", "counter",
-      "Records a cap deleted before the slowest channel acknowledged them.",
-      s.retention.records_dropped);
-  one("sluice_topic_bound_waits_total", "counter",
-      "Appends that waited for room under the topic bound (backpressure).", s.bound_waits);
-  w.header("sluice_topic_bound_wait_seconds_total", "counter",
-           "Time appends waited for room under the topic bound.");
-  w.sample("sluice_topic_bound_wait_seconds_total", n, s.bound_wait_s);
-  one("sluice_topic_first_seq", "gauge", "The oldest retained record.", s.first_seq);
-  one("sluice_topic_next_seq", "gauge", "The seq the next append gets.", s.next_seq);
-  one("sluice_topic_visible_seq", "gauge", "Channels see records below it.", s.visible_seq);
-  one("sluice_topic_segments", "gauge", "Retained segment files.", s.segments);
-  one("sluice_topic_disk_bytes", "gauge", "Bytes in retained segments.", s.disk_bytes);
-  one("sluice_topic_closed", "gauge", "1 once the topic is closed (end of stream).",
-      s.closed ? 1 : 0);
-  w.header("sluice_channel_acked_seq", "gauge", "First seq a channel has not acknowledged.");
-  for (const auto& c : s.channels) {
-    w.sample("sluice_channel_acked_seq", n + ",channel=\"" + prometheus_escape(c.channel) + "\"",
-             static_cast<double>(c.acked));
-  }
-  w.header("sluice_channel_lag", "gauge", "Records appended and not acknowledged by a channel.");
-  for (const auto& c : s.channels) {
-    w.sample("sluice_channel_lag", n + ",channel=\"" + prometheus_escape(c.channel) + "\"",
-             static_cast<double>(s.next_seq > c.acked ? s.next_seq - c.acked : 0));
-  }
-  return w.text();
-}
 const std::string& Topic::dir() const { return impl_->dir; }
 const TopicOptions& Topic::options() const { return impl_->opt; }
 
@@ -434,10 +393,6 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name) {
   return channel(name, ChannelOptions{});
 }
 
-Result<RecoveryReport> verify_topic(const std::string& dir, TopicOptions options) {
-  return log::verify_topic(log::posix_file_system(), dir, options);
-}
-
 }  // namespace sluice
 
 namespace sluice::log {
@@ -451,16 +406,6 @@ bool open_for_writing_here(const FileSystem& fs, const std::string& canonical_di
   std::lock_guard g(g_open_mu);
   auto it = g_open_dirs.find({&fs, canonical_dir});
   return it != g_open_dirs.end() && it->second == getpid();
-}
-
-Result<RecoveryReport> verify_topic(FileSystem& fs, const std::string& dir,
-                                    const TopicOptions& options) {
-  if (Status s = validate(options); !s.ok()) return s;
-  if (!fs.is_dir(dir)) return Status(StatusCode::kNotFound, "no topic directory " + dir);
-  RecoveryReport report;
-  auto scan = scan_topic(fs, dir, options, report);
-  if (!scan.ok()) return scan.status();
-  return report;
 }
 
 }  // namespace sluice::log

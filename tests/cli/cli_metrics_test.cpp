@@ -77,7 +77,7 @@ TEST_F(CliMetricsTest, AWaitingGetServesItsCountsAndTheQueue) {
   auto before = parse_prometheus(scrape(port));
   ASSERT_EQ(before.error, "");
   EXPECT_EQ(before.at("sluice_cli_messages_total{command=\"get\",queue=\"q\"}"), 0);
-  EXPECT_EQ(before.at("sluice_queue_bound{command=\"get\",queue=\"q\"}"), 100);
+  EXPECT_EQ(before.at("sluice_store_bound{command=\"get\",queue=\"q\"}"), 100);
 
   // Five messages of 3 bytes: get writes them, and acknowledges them once
   // they are read out of the pipe; then it waits.
@@ -88,9 +88,9 @@ TEST_F(CliMetricsTest, AWaitingGetServesItsCountsAndTheQueue) {
   ASSERT_EQ(e.error, "");
   EXPECT_EQ(e.at("sluice_cli_messages_total{command=\"get\",queue=\"q\"}"), 5);
   EXPECT_EQ(e.at("sluice_cli_bytes_total{command=\"get\",queue=\"q\"}"), 15);
-  EXPECT_EQ(e.at("sluice_queue_produced_total{command=\"get\",queue=\"q\"}"), 5);
-  EXPECT_EQ(e.at("sluice_queue_consumed_total{command=\"get\",queue=\"q\"}"), 5);
-  EXPECT_EQ(e.at("sluice_queue_length{command=\"get\",queue=\"q\"}"), 0);
+  EXPECT_EQ(e.at("sluice_store_produced_total{command=\"get\",queue=\"q\"}"), 5);
+  EXPECT_EQ(e.at("sluice_store_consumed_total{command=\"get\",queue=\"q\"}"), 5);
+  EXPECT_EQ(e.at("sluice_store_length{command=\"get\",queue=\"q\"}"), 0);
   EXPECT_EQ(e.types["sluice_cli_messages_total"], "counter");
 
   ASSERT_EQ(run({"put", "q"}, "f\ng\n").rc, 0);
@@ -105,10 +105,10 @@ TEST_F(CliMetricsTest, APutHeldAtTheBoundShowsTheQueueFullThenTheWait) {
   const int port = port_in(put.read_err_until("/metrics\n"));
   ASSERT_GT(port, 0) << put.err;
   put.write_stdin("1\n2\n3\n4\n5\n");  // two more than the bound: it waits
-  auto e = scrape_until(port, "sluice_queue_length{command=\"put\",queue=\"q\"}", 3);
+  auto e = scrape_until(port, "sluice_store_length{command=\"put\",queue=\"q\"}", 3);
   ASSERT_EQ(e.error, "");
-  EXPECT_EQ(e.at("sluice_queue_length{command=\"put\",queue=\"q\"}"), 3);
-  EXPECT_EQ(e.at("sluice_queue_produced_total{command=\"put\",queue=\"q\"}"), 3);
+  EXPECT_EQ(e.at("sluice_store_length{command=\"put\",queue=\"q\"}"), 3);
+  EXPECT_EQ(e.at("sluice_store_produced_total{command=\"put\",queue=\"q\"}"), 3);
 
   Outcome g = run({"get", "q", "--count", "5"});
   EXPECT_EQ(g.out, "1\n2\n3\n4\n5\n");

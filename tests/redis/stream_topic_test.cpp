@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "redis/stream_helpers.h"
+#include "testutil/prometheus.h"
 #include "testutil/redis_server.h"
 #include "testutil/wait_for.h"
 
@@ -201,6 +202,28 @@ TEST_F(StreamTopicTest, ChannelsAreMadeListedAndDeleted) {
   EXPECT_EQ(sorted(payloads(read(*a, 3))), numbered(0, 3));
   EXPECT_EQ(channel_stats(t, "a").unacknowledged, 0U);
   EXPECT_EQ(channel_stats(t, "b").unacknowledged, 3U);
+}
+
+// The topic's stats in the Prometheus text format (stream_metrics.cpp).
+TEST_F(StreamTopicTest, TheStatsRenderAsPrometheusText) {
+  auto t = topic();
+  auto a = joined("a");
+  auto b = joined("b");
+  ASSERT_EQ(append(t, numbered(0, 4)), StatusCode::kOk);
+  EXPECT_EQ(payloads(read(a, 4)), numbered(0, 4));
+  auto held = read(b, 1, /*ack=*/false);
+  auto st = t.stats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  const auto e = testutil::parse_prometheus(to_prometheus(*st, "orders"));
+  ASSERT_EQ(e.error, "");
+  EXPECT_EQ(e.at("sluice_stream_appended_total{name=\"orders\"}"), 4);
+  EXPECT_EQ(e.at("sluice_stream_appended_bytes_total{name=\"orders\"}"), 8);
+  EXPECT_EQ(e.at("sluice_stream_retained{name=\"orders\"}"), 4);
+  EXPECT_EQ(e.at("sluice_stream_closed{name=\"orders\"}"), 0);
+  EXPECT_EQ(e.at("sluice_stream_channel_unacknowledged{name=\"orders\",channel=\"a\"}"), 0);
+  EXPECT_EQ(e.at("sluice_stream_channel_unacknowledged{name=\"orders\",channel=\"b\"}"), 4);
+  EXPECT_EQ(e.at("sluice_stream_channel_pending{name=\"orders\",channel=\"b\"}"), 1);
+  EXPECT_EQ(e.types.at("sluice_stream_channel_pending"), "gauge");
 }
 
 TEST_F(StreamTopicTest, EveryChannelSeesEveryMessage) {

@@ -43,8 +43,9 @@ struct CommandMetrics {
   std::function<Result<QueueInfo>()> stat;  // the queue now; null: not sampled
   std::function<double()> blocked;          // put: seconds waited at the bound
 
-  // Prometheus text (0.0.4): sluice_cli_* for the command, sluice_queue_*
-  // for the queue; every sample labelled command="...",queue="...".
+  // Prometheus text (0.0.4): sluice_cli_* for the command, sluice_store_*
+  // for the queue (as stat shows it); every sample labelled
+  // command="...",queue="...".
   std::string render() const;
 };
 

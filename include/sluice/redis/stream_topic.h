@@ -229,6 +229,11 @@ struct StreamTopicStats {
   bool exists = false;  // made (create, an append, a join) and not destroyed
 };
 
+// The snapshot in the Prometheus text format (sluice/metrics.h), labelled
+// name="<name>" (and channel="<channel>" for each channel's):
+// sluice_stream_*, sluice_stream_channel_*.
+std::string to_prometheus(const StreamTopicStats& stats, std::string_view name);
+
 class StreamChannel;
 
 class StreamTopic {

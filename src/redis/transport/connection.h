@@ -1,6 +1,9 @@
-// Connection: one blocking hiredis connection with lazy (re)connect, AUTH,
-// SELECT and script loading, and calls that say whether a failed request
-// reached the server. Private to the redis module; not thread-safe.
+// Connection: the Redis transport. One blocking hiredis connection with lazy
+// (re)connect, AUTH, SELECT and the loading of the scripts its client
+// declared, and calls that say whether a failed request reached the server.
+// It knows no client's protocol: the pressure queues and the Streams topics
+// each declare their own Script. Private to the redis module; not
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -31,10 +34,24 @@ struct CallError {
   bool maybe_ran = false;
 };
 
+// A Lua script a client of the transport runs: declared to a Connection at
+// construction, it is loaded (SCRIPT LOAD) in the set-up pipeline of every
+// connect (no round trip of its own), then run with EVALSHA; on NOSCRIPT
+// (the server lost its script cache: a restart, SCRIPT FLUSH) the transport
+// runs it with EVAL, which caches it again. Every member has static storage:
+// each is generated at build time from the script's .lua file (its SHA1 by
+// CMake, checked against SCRIPT LOAD's answer at every connect).
+struct Script {
+  std::string_view name;    // for messages: "pressure", "stream"
+  std::string_view source;  // the Lua text
+  std::string_view sha;     // SHA1 of `source`, 40 lowercase hex digits
+};
+
 class Connection {
  public:
   // `name` is sent as CLIENT SETNAME (so repair can tell a live client).
-  Connection(RedisOptions options, std::string name);
+  // `scripts`: those this connection's client runs (each outlives it).
+  Connection(RedisOptions options, std::string name, std::vector<const Script*> scripts = {});
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -51,23 +68,21 @@ class Connection {
   // TRYAGAIN (a multi-key command while its slot migrates) is retried with
   // a short backoff for up to io_timeout.
   Reply call(std::span<const std::string_view> argv, CallError& err);
-  // Runs the pressure script: EVALSHA, falling back to EVAL on NOSCRIPT.
-  Reply eval_script(std::span<const std::string_view> keys, std::span<const std::string_view> args,
-                    CallError& err);
-  // Runs another script (text with static storage): SCRIPT LOAD at its first
-  // use on this connection, then EVALSHA, falling back to EVAL on NOSCRIPT.
-  Reply eval(std::string_view script, std::span<const std::string_view> keys,
+  // Runs a script as call() runs a command: EVALSHA, and on NOSCRIPT (the
+  // script did not run) EVAL, which runs it and caches it again. A script
+  // not declared at construction works too, by the same fallback.
+  Reply eval(const Script& script, std::span<const std::string_view> keys,
              std::span<const std::string_view> args, CallError& err);
 
   // eval(), with `then` (a command on no key, e.g. WAIT) sent right behind
-  // the script in the same round trip when it can be: the script already
-  // loaded on this connection, and the connection up. *then_reply is then
+  // the script in the same round trip when it can be: the script declared
+  // (so loaded at connect), and the connection up. *then_reply is then
   // its reply; if that reply was lost (the connection broke after the
   // script's), *then_reply is null and then_err says why. Otherwise (and
   // when the script did not run: a redirection, TRYAGAIN or NOSCRIPT, which
   // eval() then handles) *then_reply is null with then_err OK: `then` was
   // not run, and the caller sends it itself if it still wants it.
-  Reply eval_then(std::string_view script, std::span<const std::string_view> keys,
+  Reply eval_then(const Script& script, std::span<const std::string_view> keys,
                   std::span<const std::string_view> args, std::span<const std::string_view> then,
                   Reply& then_reply, CallError& err, CallError& then_err);
 
@@ -75,14 +90,14 @@ class Connection {
   // transaction, MULTI, EVALSHA, `then`, EXEC, in one round trip: no other
   // client's command runs between them. Returns EXEC's reply, an array of
   // the two replies (either may be an error reply). Only when the script is
-  // loaded on this connection and the connection is up; otherwise, and when
+  // declared (so loaded at connect) and the connection is up; otherwise, and when
   // the transaction did not run or its script did not (a redirection,
   // TRYAGAIN or NOSCRIPT: Redis Cluster refuses a queued command on a slot
   // elsewhere), it returns null with err.status OK: the caller takes its
   // other path (eval(), which follows, retries or loads). Null with an error
   // status: the connection broke (err.maybe_ran as for call()). For reads
   // that must see one state: the script may change nothing `then` relies on.
-  Reply eval_multi(std::string_view script, std::span<const std::string_view> keys,
+  Reply eval_multi(const Script& script, std::span<const std::string_view> keys,
                    std::span<const std::string_view> args, std::span<const std::string_view> then,
                    CallError& err);
 
@@ -110,8 +125,8 @@ class Connection {
   bool queue(std::span<const std::string_view> argv, CallError& err);
   bool flush(std::string_view what, CallError& err);
   Reply read_reply(std::string_view what, CallError& err);
-  // The SHA of a script this connection loaded, or null.
-  const std::string* loaded(std::string_view script) const;
+  // Whether `script` was declared at construction (so loaded by connect()).
+  bool declared(const Script& script) const noexcept;
   // call() without its TRYAGAIN retries.
   Reply call_redirected(std::span<const std::string_view> argv, CallError& err);
   // Why a read or write failed; `err_no` is errno right after it.
@@ -120,8 +135,7 @@ class Connection {
   RedisOptions options_;
   std::string name_;
   redisContext* ctx_ = nullptr;
-  std::string sha_;  // of the pressure script, from SCRIPT LOAD
-  std::vector<std::pair<const char*, std::string>> shas_;  // other scripts' text -> SHA
+  std::vector<const Script*> scripts_;  // declared: loaded at every connect
   // Redis Cluster nodes to fall back on: the seed (the address given), then
   // those CLUSTER SLOTS listed at the last connect.
   std::vector<std::pair<std::string, int>> nodes_;
@@ -136,10 +150,5 @@ class Connection {
 // escaped for the glob; `tail` is a glob.
 Result<std::vector<std::string>> scan_keys(Connection& conn, std::string_view literal,
                                            std::string_view tail);
-
-// The pressure script's text (src/redis/pressure.lua, embedded at build time).
-std::string_view pressure_script();
-// The Streams topic script's text (src/redis/stream.lua, likewise).
-std::string_view stream_script();
 
 }  // namespace sluice::redis

@@ -6,10 +6,9 @@ namespace sluice {
 
 std::string to_prometheus(const PressureStats& s, std::string_view name) {
   PrometheusWriter w;
-  const std::string n = "name=\"" + prometheus_escape(name) + "\"";
+  const std::string n = prometheus_name_label(name);
   const auto one = [&](const char* metric, const char* type, const char* help, double v) {
-    w.header(metric, type, help);
-    w.sample(metric, n, v);
+    w.family(metric, type, help, n, v);
   };
   const auto d = [](std::uint64_t v) { return static_cast<double>(v); };
   one("sluice_redis_produced_messages_total", "counter", "Messages put (all clients).",

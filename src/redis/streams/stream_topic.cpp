@@ -17,7 +17,8 @@
 #include <unordered_set>
 #include <utility>
 
-#include "redis/connection.h"
+#include "redis/streams/stream_script.h"
+#include "redis/transport/connection.h"
 
 namespace sluice {
 namespace {
@@ -250,7 +251,8 @@ StreamTopic::StreamTopic(RedisOptions redis, std::string name, StreamTopicOption
     : name_(std::move(name)), opt_(std::move(options)) {
   const std::string base = opt_.prefix + ":{" + name_ + "}";
   for (std::string_view s : kSuffix) keys_.push_back(base + std::string(s));
-  conn_ = std::make_unique<redis::Connection>(std::move(redis), consumer_name());
+  conn_ = std::make_unique<redis::Connection>(std::move(redis), consumer_name(),
+                                              std::vector{&redis::stream_script()});
 }
 
 StreamTopic::~StreamTopic() = default;
@@ -710,7 +712,7 @@ class StreamChannel::KeepAlive {
   KeepAlive(RedisOptions redis, std::vector<std::string> keys, std::string channel,
             std::string consumer, std::chrono::milliseconds fallback,
             std::chrono::milliseconds visibility)
-      : conn_(std::move(redis), consumer + "_keepalive"),
+      : conn_(std::move(redis), consumer + "_keepalive", {&redis::stream_script()}),
         keys_(std::move(keys)),
         channel_(std::move(channel)),
         consumer_(std::move(consumer)),

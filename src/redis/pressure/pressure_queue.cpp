@@ -14,7 +14,8 @@
 #include <string>
 #include <utility>
 
-#include "redis/connection.h"
+#include "redis/pressure/pressure_script.h"
+#include "redis/transport/connection.h"
 
 namespace sluice {
 namespace {
@@ -139,7 +140,8 @@ std::optional<bool> holder_gone(std::string_view holder, ClientList&& client_lis
 }  // namespace
 
 struct PressureQueue::Impl {
-  Impl(RedisOptions o, std::string n) : name(std::move(n)), conn(std::move(o), process_id()) {
+  Impl(RedisOptions o, std::string n)
+      : name(std::move(n)), conn(std::move(o), process_id(), {&redis::pressure_script()}) {
     const std::string base = conn.options().prefix + ":" + name;
     for (std::size_t i = 0; i < kKeyCount; ++i) keys[i] = base + std::string(kSuffix[i]);
     for (std::size_t i = 0; i < kKeyCount; ++i) key_views[i] = keys[i];
@@ -184,7 +186,7 @@ struct PressureQueue::Impl {
     args.insert(args.end(), extra.begin(), extra.end());
     std::span<const std::string_view> ks(key_views.data(), key13.empty() ? 12 : 13);
     if (!key13.empty()) key_views[12] = key13;
-    answer.reply = conn.eval_script(ks, args, err);
+    answer.reply = conn.eval(redis::pressure_script(), ks, args, err);
     key13.clear();
     if (!answer.reply) return err.status;
     const redisReply* r = answer.reply.get();

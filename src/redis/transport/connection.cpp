@@ -1,4 +1,4 @@
-#include "redis/connection.h"
+#include "redis/transport/connection.h"
 
 #include <hiredis/hiredis.h>
 #include <sys/time.h>
@@ -66,8 +66,8 @@ bool is_auth_error(std::string_view e) {
 
 void ReplyDeleter::operator()(redisReply* r) const noexcept { freeReplyObject(r); }
 
-Connection::Connection(RedisOptions options, std::string name)
-    : options_(std::move(options)), name_(std::move(name)) {
+Connection::Connection(RedisOptions options, std::string name, std::vector<const Script*> scripts)
+    : options_(std::move(options)), name_(std::move(name)), scripts_(std::move(scripts)) {
   nodes_.emplace_back(options_.host, options_.port);
   for (char& c : name_) {
     if (c == ' ' || c == '\n' || c == '\r') c = '_';  // CLIENT SETNAME refuses spaces
@@ -133,7 +133,11 @@ Status Connection::connect() {
   }
   if (options_.db != 0) cmds.push_back({"SELECT", std::to_string(options_.db)});
   cmds.push_back({"CLIENT", "SETNAME", name_});
-  cmds.push_back({"SCRIPT", "LOAD", std::string(pressure_script())});
+  // The client's scripts, so EVALSHA finds them (a reconnect may be to a
+  // node, or a restarted server, that never saw them).
+  for (const Script* script : scripts_) {
+    cmds.push_back({"SCRIPT", "LOAD", std::string(script->source)});
+  }
   // The cluster's nodes, primaries and replicas, for ensure() to fall back
   // on. Pipelined: no extra round trip. An error reply (not a cluster, or an
   // ACL without CLUSTER) leaves only the seed.
@@ -148,6 +152,7 @@ Status Connection::connect() {
     redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data());
   }
   ++round_trips_;
+  std::size_t next_script = 0;  // the script whose SCRIPT LOAD answers next
   for (const auto& cmd : cmds) {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK) {
@@ -182,7 +187,18 @@ Status Connection::connect() {
       drop();
       return s;
     }
-    if (cmd[0] == "SCRIPT") sha_.assign(r->str, r->len);
+    if (cmd[0] == "SCRIPT") {
+      const Script& script = *scripts_[next_script++];
+      if (reply_text(r.get()) != script.sha) {
+        // The build's SHA1 of the text is not the server's: EVALSHA would
+        // always miss (and every call fall back to EVAL). A build fault.
+        std::string msg = "redis: the " + std::string(script.name) + " script loaded at " +
+                          address() + " as " + std::string(reply_text(r.get())) +
+                          ", not as the SHA1 built in (" + std::string(script.sha) + ")";
+        drop();
+        return {StatusCode::kInternal, msg};
+      }
+    }
   }
   return Status::Ok();
 }
@@ -358,7 +374,7 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
     RedisOptions there = options_;
     there.host = std::move(host);
     there.port = port;
-    Connection target(std::move(there), name_);
+    Connection target(std::move(there), name_, scripts_);
     const std::string_view asking[] = {"ASKING"};
     Reply ok = target.call(asking, err);
     Reply answer = ok ? target.roundtrip(argv, err) : std::move(ok);
@@ -368,37 +384,8 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
   }
 }
 
-Reply Connection::eval_script(std::span<const std::string_view> keys,
-                              std::span<const std::string_view> args, CallError& err) {
-  err = {};
-  if (Status s = ensure(); !s.ok()) {
-    err.status = std::move(s);
-    return nullptr;
-  }
-  const std::string nkeys = std::to_string(keys.size());
-  std::vector<std::string_view> argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.push_back("EVALSHA");
-  argv.push_back(sha_);
-  argv.push_back(nkeys);
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
-  Reply r = roundtrip(argv, err);
-  if (r && r->type == REDIS_REPLY_ERROR && reply_text(r.get()).starts_with("NOSCRIPT")) {
-    // The server lost its script cache (restart, SCRIPT FLUSH): the script did
-    // not run; EVAL runs it and caches it again.
-    argv[0] = "EVAL";
-    argv[1] = pressure_script();
-    r = roundtrip(argv, err);
-  }
-  return r;
-}
-
-const std::string* Connection::loaded(std::string_view script) const {
-  for (const auto& [text, s] : shas_) {
-    if (text == script.data()) return &s;
-  }
-  return nullptr;
+bool Connection::declared(const Script& script) const noexcept {
+  return std::find(scripts_.begin(), scripts_.end(), &script) != scripts_.end();
 }
 
 namespace {
@@ -419,17 +406,16 @@ std::vector<std::string_view> evalsha_argv(std::string_view sha, std::string_vie
 
 }  // namespace
 
-Reply Connection::eval_then(std::string_view script, std::span<const std::string_view> keys,
+Reply Connection::eval_then(const Script& script, std::span<const std::string_view> keys,
                             std::span<const std::string_view> args,
                             std::span<const std::string_view> then, Reply& then_reply,
                             CallError& err, CallError& then_err) {
   then_reply.reset();
   err = {};
   then_err = {};
-  const std::string* sha = loaded(script);
-  if (sha == nullptr || ctx_ == nullptr) return eval(script, keys, args, err);
+  if (!declared(script) || ctx_ == nullptr) return eval(script, keys, args, err);
   const std::string nkeys = std::to_string(keys.size());
-  const std::vector<std::string_view> argv = evalsha_argv(*sha, nkeys, keys, args);
+  const std::vector<std::string_view> argv = evalsha_argv(script.sha, nkeys, keys, args);
   if (!queue(argv, err) || !queue(then, err) || !flush("EVALSHA", err)) return nullptr;
   Reply r = read_reply("EVALSHA", err);
   if (!r) return r;
@@ -447,14 +433,13 @@ Reply Connection::eval_then(std::string_view script, std::span<const std::string
   return r;
 }
 
-Reply Connection::eval_multi(std::string_view script, std::span<const std::string_view> keys,
+Reply Connection::eval_multi(const Script& script, std::span<const std::string_view> keys,
                              std::span<const std::string_view> args,
                              std::span<const std::string_view> then, CallError& err) {
   err = {};
-  const std::string* sha = loaded(script);
-  if (sha == nullptr || ctx_ == nullptr) return nullptr;
+  if (!declared(script) || ctx_ == nullptr) return nullptr;
   const std::string nkeys = std::to_string(keys.size());
-  const std::vector<std::string_view> argv = evalsha_argv(*sha, nkeys, keys, args);
+  const std::vector<std::string_view> argv = evalsha_argv(script.sha, nkeys, keys, args);
   const std::string_view multi[] = {"MULTI"};
   const std::string_view exec[] = {"EXEC"};
   if (!queue(multi, err) || !queue(argv, err) || !queue(then, err) || !queue(exec, err) ||
@@ -485,27 +470,18 @@ Reply Connection::eval_multi(std::string_view script, std::span<const std::strin
   return r;
 }
 
-Reply Connection::eval(std::string_view script, std::span<const std::string_view> keys,
+Reply Connection::eval(const Script& script, std::span<const std::string_view> keys,
                        std::span<const std::string_view> args, CallError& err) {
   err = {};
-  const std::string* sha = loaded(script);
-  if (sha == nullptr) {
-    const std::string_view load[] = {"SCRIPT", "LOAD", script};
-    Reply r = call(load, err);
-    if (!r) {
-      err.maybe_ran = false;  // SCRIPT LOAD may have run; the script itself did not
-      return r;
-    }
-    if (r->type != REDIS_REPLY_STRING) return r;  // an error reply: the caller reports it
-    shas_.emplace_back(script.data(), std::string(r->str, r->len));
-    sha = &shas_.back().second;
-  }
   const std::string nkeys = std::to_string(keys.size());
-  std::vector<std::string_view> argv = evalsha_argv(*sha, nkeys, keys, args);
+  std::vector<std::string_view> argv = evalsha_argv(script.sha, nkeys, keys, args);
   Reply r = call(argv, err);
   if (r && r->type == REDIS_REPLY_ERROR && reply_text(r.get()).starts_with("NOSCRIPT")) {
-    argv[0] = "EVAL";  // the server lost its script cache: this one did not run
-    argv[1] = script;
+    // The server lost its script cache (a restart, SCRIPT FLUSH), or never
+    // had it (a script not declared): this one did not run. EVAL runs it
+    // and caches it again.
+    argv[0] = "EVAL";
+    argv[1] = script.source;
     r = call(argv, err);
   }
   return r;
