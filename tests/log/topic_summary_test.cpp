@@ -169,6 +169,42 @@ TEST_F(TopicSummaryTest, DamageInASummarizedSegmentIsSkippedWhenAReaderMeetsIt) 
   EXPECT_EQ(v->corrupt.size(), 2U);
 }
 
+// Readers in several threads meet the same damage at once, while the
+// writer appends: one reads the segment, all skip the same record.
+TEST_F(TopicSummaryTest, ReadersInManyThreadsMeetTheDamageTogether) {
+  fill();
+  const auto segs = files(".seg");
+  const std::uint64_t rec = log::kRecordHeaderSize + msg(0).size();
+  overwrite(segs[1], log::kSegmentHeaderSize + rec + log::kRecordHeaderSize + 1, "X");
+  auto t = open();
+  constexpr int kReaders = 4;
+  std::vector<std::unique_ptr<Channel>> channels;
+  for (int i = 0; i < kReaders; ++i) {
+    channels.push_back(std::move(*t->channel("r" + std::to_string(i))));
+  }
+  std::vector<std::vector<std::uint64_t>> got(kReaders);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kReaders; ++i) {
+    threads.emplace_back([&, i] {
+      auto& c = *channels[static_cast<std::size_t>(i)];
+      while (got[static_cast<std::size_t>(i)].size() < kRecords - 1) {
+        auto m = c.next(with_timeout(10s));
+        if (!m.ok()) break;
+        got[static_cast<std::size_t>(i)].push_back(m->seq);
+      }
+    });
+  }
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(t->append(msg(kRecords + i)).ok());
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < kReaders; ++i) {
+    SCOPED_TRACE(i);
+    const auto& g = got[static_cast<std::size_t>(i)];
+    ASSERT_EQ(g.size(), static_cast<std::size_t>(kRecords - 1));
+    EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
+    EXPECT_EQ(channels[static_cast<std::size_t>(i)]->skipped_corrupt(), 1U);
+  }
+}
+
 TEST_F(TopicSummaryTest, ASummaryThatDoesNotMatchItsSegmentIsIgnored) {
   fill();
   const auto sums = files(".sum");
