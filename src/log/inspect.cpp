@@ -17,6 +17,7 @@
 #include "log/notify.h"
 #include "log/position.h"
 #include "log/recovery.h"
+#include "log/summary.h"
 
 namespace sluice {
 
@@ -160,6 +161,7 @@ Status describe_scanned(FileSystem& fs, const Scanned& s, std::uint64_t torn_byt
   auto size = file_size(fs, s.path);
   if (!size.ok()) return size.status();
   g.file_bytes = *size;
+  g.summary = read_summary(fs, s.path, s.base_seq, *size).has_value();
   std::uint64_t lost = 0;
   for (const Skip& k : s.skips) {
     lost += k.lost;

@@ -147,11 +147,18 @@ TEST_F(CliLogTest, InspectDescribesSegmentsChannelsAndFindings) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(count(r.out, " sealed"), 2) << r.out;
+  // Each segment's format and append times; no summary (kNone writes none).
+  EXPECT_EQ(count(r.out, " format=2 first_time=20"), 3) << r.out;
+  EXPECT_EQ(count(r.out, " summary"), 0) << r.out;
   EXPECT_NE(r.out.find("default valid next_seq=10 unacked=90"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("high_watermark=100 closed=no"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("findings: 0 damage, 0 notes"), std::string::npos) << r.out;
 
   ASSERT_EQ(run({"close", "q"}).rc, 0);
+  // The command's writer (synced) gave the three a summary; the closed mark
+  // (a new, empty segment) needs none.
+  r = run({"log", "inspect", "q"});
+  EXPECT_EQ(count(r.out, " summary "), 3) << r.out;
   overwrite(segments("q")[0], 32 + 16 + 1, "X");
   r = run({"log", "inspect", "q", "--json"});
   ASSERT_EQ(r.rc, 0) << r.err;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "json_out.h"
 #include "sluice/log/inspect.h"
 
 namespace sluice::cli {
@@ -155,6 +156,10 @@ void print_text(const Target& t, const TopicInspection& x) {
       std::cout << " seqs=none";
     }
     std::cout << " records=" << g.records << " bytes=" << g.file_bytes;
+    if (g.header_valid) std::cout << " format=" << g.version;
+    if (g.first_time) std::cout << " first_time=" << rfc3339(*g.first_time);
+    if (g.last_time) std::cout << " last_time=" << rfc3339(*g.last_time);
+    if (g.summary) std::cout << " summary";
     if (g.reserved_bytes > 0) std::cout << " preallocated=" << g.reserved_bytes;
     if (g.damaged_bytes > 0) std::cout << " damaged=" << g.damaged_bytes;
     std::cout << (g.header_valid ? "" : " bad-header") << (g.sealed ? " sealed" : " newest")
@@ -201,6 +206,10 @@ void print_json(const Target& t, const TopicInspection& x) {
     o["sealed"] = g.sealed;
     o["after_gap"] = g.after_gap;
     o["closed_mark"] = g.closed_mark;
+    o["format"] = g.header_valid ? Json(g.version) : Json(nullptr);
+    o["first_time"] = g.first_time ? Json(rfc3339(*g.first_time)) : Json(nullptr);
+    o["last_time"] = g.last_time ? Json(rfc3339(*g.last_time)) : Json(nullptr);
+    o["summary"] = g.summary;
     segs.push_back(std::move(o));
   }
   j["segments"] = std::move(segs);

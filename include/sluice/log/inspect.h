@@ -71,6 +71,9 @@ struct SegmentInspection {
   std::uint64_t record_bytes = 0;    // header + records, up to the end of the last valid one
   std::uint64_t reserved_bytes = 0;  // zeros preallocated after the last record
   std::uint64_t damaged_bytes = 0;   // in corrupt ranges and a torn tail
+  // A summary (docs/log_format.md, "Segment summaries") that matches it: the
+  // next open takes the segment from it without reading its records.
+  bool summary = false;
 };
 
 struct PositionSlotInspection {
