@@ -161,7 +161,8 @@ Status describe_scanned(FileSystem& fs, const Scanned& s, std::uint64_t torn_byt
   auto size = file_size(fs, s.path);
   if (!size.ok()) return size.status();
   g.file_bytes = *size;
-  g.summary = read_summary(fs, s.path, s.base_seq, *size).has_value();
+  Scanned from_summary;
+  g.summary = read_summary(fs, s.path, s.base_seq, *size, from_summary);
   std::uint64_t lost = 0;
   for (const Skip& k : s.skips) {
     lost += k.lost;

@@ -115,16 +115,16 @@ bool summarized(FileSystem& fs, const std::string& path, std::uint64_t base,
   if (!f.ok()) return false;
   auto size = (*f)->size();
   if (!size.ok()) return false;
-  auto s = read_summary(fs, path, base, *size);
-  if (!s) return false;
+  Scanned s;
+  if (!read_summary(fs, path, base, *size, s)) return false;
   char header[kSegmentHeaderSize];
   auto got = (*f)->pread(header, sizeof header, 0);
   if (!got.ok() || *got != sizeof header || decode_segment_header(header) != std::optional(base) ||
-      (segment_header_version(header) != kUntimedFormatVersion) != s->timed) {
+      (segment_header_version(header) != kUntimedFormatVersion) != s.timed) {
     return false;
   }
-  s->flags = segment_header_flags(header);
-  out.push_back(std::move(*s));
+  s.flags = segment_header_flags(header);
+  out.push_back(std::move(s));
   return true;
 }
 

@@ -51,18 +51,18 @@ Status write_summary(FileSystem& fs, const Segment& seg, std::uint64_t next_seq,
   return fs.rename(tmp, path);
 }
 
-std::optional<Scanned> read_summary(FileSystem& fs, const std::string& path, std::uint64_t base,
-                                    std::uint64_t size) {
+bool read_summary(FileSystem& fs, const std::string& path, std::uint64_t base, std::uint64_t size,
+                  Scanned& s) {
   auto data = read_whole(fs, summary_path(path));
-  if (!data.ok() || data->size() < kFixed + 4) return std::nullopt;
+  if (!data.ok() || data->size() < kFixed + 4) return false;
   const char* p = data->data();
   const std::uint64_t n = get64(p + 64);
   if (std::memcmp(p, kSummaryMagic.data(), 8) != 0 || get32(p + 8) != kSummaryVersion ||
       n > (data->size() - kFixed - 4) / kEntry || data->size() != kFixed + kEntry * n + 4 ||
       get32(p + kFixed + kEntry * n) != crc32c(p, kFixed + kEntry * n)) {
-    return std::nullopt;
+    return false;
   }
-  Scanned s;
+  s = Scanned{};
   const std::uint32_t flags = get32(p + 12);
   s.base_seq = get64(p + 16);
   s.end = get64(p + 24);
@@ -75,7 +75,7 @@ std::optional<Scanned> read_summary(FileSystem& fs, const std::string& path, std
   s.max_time = static_cast<TimeUs>(get64(p + 56));
   s.verified = false;
   if (s.base_seq != base || s.end != size || s.next_seq < base || s.end < kSegmentHeaderSize) {
-    return std::nullopt;  // not this segment as it is now
+    return false;  // not this segment as it is now
   }
   s.index.reserve(n);
   const char* e = p + kFixed;
@@ -84,15 +84,15 @@ std::optional<Scanned> read_summary(FileSystem& fs, const std::string& path, std
     const bool ordered =
         s.index.empty() ||
         (x.seq > s.index.back().seq && x.off > s.index.back().off && x.time >= s.index.back().time);
-    if (!ordered || x.seq < base || x.seq >= s.next_seq || x.off >= s.end) return std::nullopt;
+    if (!ordered || x.seq < base || x.seq >= s.next_seq || x.off >= s.end) return false;
     s.index.push_back(x);
   }
   const bool empty = s.next_seq == base;
-  if (empty != s.index.empty()) return std::nullopt;
+  if (empty != s.index.empty()) return false;
   if (!empty && (s.index.front().seq != base || s.index.front().off != kSegmentHeaderSize)) {
-    return std::nullopt;
+    return false;
   }
-  return s;
+  return true;
 }
 
 }  // namespace sluice::log

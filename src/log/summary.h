@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <optional>
 #include <string>
 
 #include "log/file_system.h"
@@ -28,10 +27,11 @@ std::string summary_path(const std::string& segment_path);
 // (a torn summary fails its CRC).
 Status write_summary(FileSystem& fs, const Segment& seg, std::uint64_t next_seq, TimeUs last_time);
 
-// The segment at `path` (base seq `base`, `size` bytes on disk) as its
-// summary describes it, with verified = false; empty if there is no summary
-// or it does not match (torn, another size, another base): read the segment.
-std::optional<Scanned> read_summary(FileSystem& fs, const std::string& path, std::uint64_t base,
-                                    std::uint64_t size);
+// Fills `out` with the segment at `path` (base seq `base`, `size` bytes on
+// disk) as its summary describes it, with verified = false. false if there
+// is no summary or it does not match (torn, another size, another base):
+// read the segment.
+bool read_summary(FileSystem& fs, const std::string& path, std::uint64_t base, std::uint64_t size,
+                  Scanned& out);
 
 }  // namespace sluice::log

@@ -427,6 +427,17 @@ Result<std::uint64_t> seq_of(const Topic& t, const SeekTarget& to, std::string_v
   return to.seq;
 }
 
+// Whether records appended at or after `t` may be gone: retention deleted
+// records, and the oldest it kept was appended after `t`.
+bool gone_since(Topic& t, std::chrono::system_clock::time_point when) {
+  if (t.first_seq() == 0) return false;  // nothing deleted
+  auto cursor = t.cursor(t.first_seq());
+  if (!cursor.ok()) return false;
+  std::vector<LogMessage> first;
+  if (!(*cursor)->next_batch(first, 1).ok() || first.empty() || !first[0].time) return false;
+  return *first[0].time > when;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
@@ -596,12 +607,19 @@ Result<DirStore::Moved> DirStore::move_channel(
 
 Result<SeekResult> DirStore::seek(std::string_view name, std::string_view channel,
                                   const SeekTarget& to, const Context& ctx) {
+  bool time_clamped = false;
   auto m = move_channel(
-      name, channel, ctx, [&](Topic& t) { return seq_of(t, to, name); }, false);
+      name, channel, ctx,
+      [&](Topic& t) -> Result<std::uint64_t> {
+        auto at = seq_of(t, to, name);
+        if (at.ok() && to.kind == SeekTarget::Kind::kTime) time_clamped = gone_since(t, to.time);
+        return at;
+      },
+      false);
   if (!m.ok()) return m.status();
   SeekResult r;
   r.position = "seq " + std::to_string(m->to);
-  r.clamped = to.kind == SeekTarget::Kind::kSeq && m->to > to.seq;
+  r.clamped = (to.kind == SeekTarget::Kind::kSeq && m->to > to.seq) || time_clamped;
   r.unacknowledged_before = m->next_seq - std::min(m->from, m->next_seq);
   r.unacknowledged = m->next_seq - std::min(m->to, m->next_seq);
   return r;

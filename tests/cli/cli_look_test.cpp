@@ -135,6 +135,36 @@ TEST_P(CliLookTest, SeekToATimeReplaysFromTheFirstMessagePutThen) {
   EXPECT_EQ(run({"get", "q", "--count", "2"}).out, lines(3, 4));
 }
 
+// A place before what retention kept: the seek stops at the oldest message
+// retained and says so on stderr (--to-start asks for that one: no note).
+TEST_P(CliLookTest, SeekBeforeWhatRetentionKeptStopsThereAndSaysSo) {
+  if (pressure()) GTEST_SKIP() << "a pressure queue has no positions or retention by age";
+  std::vector<std::string> args = {"create", "q", "--max-age", "1s"};
+  if (stream()) args.push_back("--stream");
+  ASSERT_EQ(run(args).rc, 0);
+  const auto t = std::chrono::system_clock::now();
+  ASSERT_EQ(run({"put", "q"}, lines(1, 2)).rc, 0);
+  // Puts until retention has deleted m1 and m2 (older than a second).
+  int n = 3;
+  ASSERT_TRUE(testutil::eventually([&] {
+    run({"put", "q"}, "m" + std::to_string(n++) + "\n");
+    const Outcome p = run({"peek", "q", "--count", "1"});
+    return p.rc == 0 && p.out != "m1\n" && p.out != "m2\n";
+  }));
+  const std::string oldest = run({"peek", "q", "--count", "1"}).out;
+  Outcome s = run({"seek", "q", "--to-time", at(t)});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  EXPECT_NE(s.err.find("before the oldest one retained are gone: stopped at"), std::string::npos)
+      << s.err;
+  EXPECT_EQ(run({"get", "q", "--count", "1"}).out, oldest);
+  s = run({"seek", "q", "--to-start"});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  EXPECT_EQ(s.err, "");
+  s = run({"seek", "q", "--to-end"});
+  ASSERT_EQ(s.rc, 0) << s.err;
+  EXPECT_EQ(s.err, "");
+}
+
 // get --from-time: a new channel starts at the first message put at or
 // after T; a channel that exists keeps its position, and says so.
 TEST_P(CliLookTest, GetFromATimeStartsANewChannelThere) {
