@@ -207,8 +207,8 @@ void add_payload(Payloads& p, const py::handle& o) {
     if (p.copies.size() == p.copies.capacity()) {
       throw py::type_error("internal: too many buffer messages in one batch");
     }
-    const std::string& c = p.copies.emplace_back(static_cast<const char*>(info.ptr),
-                                                 static_cast<std::size_t>(info.size * info.itemsize));
+    const std::string& c = p.copies.emplace_back(
+        static_cast<const char*>(info.ptr), static_cast<std::size_t>(info.size * info.itemsize));
     p.views.emplace_back(c);
   } else {
     throw py::type_error(std::string("a message is bytes or str (or a bytes-like object), not ") +
@@ -267,10 +267,11 @@ class Writer {
           cls = registry().contains("too_large") ? py::object(registry()["too_large"]) : cls;
         }
         if (s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kCancelled) {
-          s = Status(s.code(), queue_label(name_) + ": put " +
-                                   (s.code() == StatusCode::kCancelled ? "cancelled" : "timed out") +
-                                   " waiting for room under the bound; " +
-                                   std::to_string(enqueued + done) + " message(s) enqueued");
+          s = Status(s.code(),
+                     queue_label(name_) + ": put " +
+                         (s.code() == StatusCode::kCancelled ? "cancelled" : "timed out") +
+                         " waiting for room under the bound; " + std::to_string(enqueued + done) +
+                         " message(s) enqueued");
         }
         raise_status(s, queue_label(name_), d, cls);
       }
@@ -467,8 +468,8 @@ class Reader {
       return false;
     }
     if (s.code() == StatusCode::kDeadlineExceeded) {
-      s = Status(s.code(), queue_label(name_) + ": get timed out: no message on channel '" +
-                               channel_ + "'");
+      s = Status(s.code(),
+                 queue_label(name_) + ": get timed out: no message on channel '" + channel_ + "'");
     } else if (s.code() == StatusCode::kCancelled) {
       s = Status(s.code(), queue_label(name_) + ": get cancelled");
     }
@@ -490,9 +491,8 @@ class Reader {
 
 class Store {
  public:
-  Store(const std::string& location, const std::string& durability,
-        const std::string& redis_prefix, const std::string& redis_stream_prefix,
-        bool create_if_missing)
+  Store(const std::string& location, const std::string& durability, const std::string& redis_prefix,
+        const std::string& redis_stream_prefix, bool create_if_missing)
       : location_(location), pid_(getpid()) {
     StoreOptions o;
     if (durability == "sync") {
@@ -729,11 +729,13 @@ PYBIND11_MODULE(_sluice, m) {
       "_setup", [](const py::dict& d) { registry() = d; },
       "Registers the exception classes and dataclasses (sluice/__init__.py).");
 
-  py::class_<Cancel>(m, "Cancel", "A cancel handle: pass it as cancel= to blocking calls; "
-                                  "cancel() ends them (from any thread) with sluice.Cancelled.")
+  py::class_<Cancel>(m, "Cancel",
+                     "A cancel handle: pass it as cancel= to blocking calls; "
+                     "cancel() ends them (from any thread) with sluice.Cancelled.")
       .def(py::init<>())
-      .def("cancel", [](Cancel& c) { c.source.request_stop(); },
-           "Ends every call given this handle, now and later.")
+      .def(
+          "cancel", [](Cancel& c) { c.source.request_stop(); },
+          "Ends every call given this handle, now and later.")
       .def_property_readonly("cancelled",
                              [](const Cancel& c) { return c.source.stop_requested(); });
 
@@ -757,9 +759,8 @@ PYBIND11_MODULE(_sluice, m) {
   py::class_<Writer>(m, "Writer")
       .def(
           "put",
-          [](Writer& w, const py::object& msg, std::optional<double> timeout, const Cancel* cancel) {
-            w.put(msg, true, timeout, cancel);
-          },
+          [](Writer& w, const py::object& msg, std::optional<double> timeout,
+             const Cancel* cancel) { w.put(msg, true, timeout, cancel); },
           py::arg("message"), py::kw_only(), py::arg("timeout") = py::none(),
           py::arg("cancel") = py::none())
       .def(
@@ -769,9 +770,10 @@ PYBIND11_MODULE(_sluice, m) {
           py::arg("messages"), py::kw_only(), py::arg("timeout") = py::none(),
           py::arg("cancel") = py::none())
       .def("__enter__", [](py::object self) { return self; })
-      .def("__exit__", [](Writer& w, const py::args&) {
-        if (w.open()) w.leave();
-      })
+      .def("__exit__",
+           [](Writer& w, const py::args&) {
+             if (w.open()) w.leave();
+           })
       .def("close", &Writer::close_queue)
       .def("leave", &Writer::leave)
       .def_property_readonly("max_message_bytes", &Writer::max_message_bytes)
@@ -809,8 +811,8 @@ PYBIND11_MODULE(_sluice, m) {
       .def_property_readonly("channel", &Reader::channel);
 
   py::class_<Store>(m, "Store")
-      .def(py::init<const std::string&, const std::string&, const std::string&,
-                    const std::string&, bool>(),
+      .def(py::init<const std::string&, const std::string&, const std::string&, const std::string&,
+                    bool>(),
            py::arg("location"), py::kw_only(), py::arg("durability") = "sync",
            py::arg("redis_prefix") = "", py::arg("redis_stream_prefix") = "",
            py::arg("create_if_missing") = true)
@@ -823,13 +825,13 @@ PYBIND11_MODULE(_sluice, m) {
       .def("stat", &Store::stat, py::arg("name"))
       .def("writer", &Store::writer, py::arg("name"), py::kw_only(),
            py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
-      .def("reader", &Store::reader, py::arg("name"), py::arg("channel") = "default",
-           py::kw_only(), py::arg("timeout") = py::none(), py::arg("cancel") = py::none(),
+      .def("reader", &Store::reader, py::arg("name"), py::arg("channel") = "default", py::kw_only(),
+           py::arg("timeout") = py::none(), py::arg("cancel") = py::none(),
            py::arg("visibility") = 0.0, py::arg("prefetch") = 100)
       .def("peek", &Store::peek, py::arg("name"), py::arg("channel") = "default", py::kw_only(),
            py::arg("max") = 1000, py::arg("seq") = py::none(), py::arg("after_id") = "")
-      .def("seek", &Store::seek, py::arg("name"), py::arg("channel"), py::arg("to"),
-           py::kw_only(), py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
+      .def("seek", &Store::seek, py::arg("name"), py::arg("channel"), py::arg("to"), py::kw_only(),
+           py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
       .def("purge", &Store::purge, py::arg("name"), py::arg("channel") = "default", py::kw_only(),
            py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
       .def_property_readonly("location", &Store::location);
