@@ -16,14 +16,21 @@
 // child made by fork() every call raises sluice.Error, and the child never
 // runs their destructors (which would give back the parent's roles and
 // messages, or talk on the parent's Redis connection): they are leaked.
-// Thread safety: a Store may be shared by threads; a Writer or Reader is
-// serialised by a mutex of its own (a second thread waits its turn).
+// Thread safety: a Store may be shared by threads. A Writer too: puts from
+// several threads are combined into one store put (Writer's comment). A
+// Reader is serialised by a mutex of its own (a second thread waits its
+// turn).
+#include <pthread.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -134,12 +141,20 @@ Status sliced(const Call& call, F&& attempt) {
   return sliced(call, std::forward<F>(attempt), [] { return py::dict(); });
 }
 
+// This process's id, kept by a fork handler (getpid() is a system call, and
+// every call checks it).
+std::atomic<pid_t>& process_id() {
+  static std::atomic<pid_t> pid{getpid()};
+  return pid;
+}
+pid_t this_pid() { return process_id().load(std::memory_order_relaxed); }
+
 // One process owns each object (see the file comment).
 void check_pid(pid_t pid, const char* what) {
-  if (getpid() == pid) return;
+  if (this_pid() == pid) return;
   PyErr_SetString(error_class(StatusCode::kOk).ptr(),
                   (std::string("this ") + what + " was opened in process " + std::to_string(pid) +
-                   " and cannot be used in process " + std::to_string(getpid()) +
+                   " and cannot be used in process " + std::to_string(this_pid()) +
                    ", made from it by fork(); open a new sluice.Store in the child")
                       .c_str());
   throw py::error_already_set();
@@ -189,7 +204,7 @@ Message to_python(StoreMessage& m, const py::object& channel) {
 // caller keeps the object alive), else a copy of any buffer.
 struct Payloads {
   std::vector<std::string_view> views;
-  std::vector<std::string> copies;  // reserved up front: views into it stay valid
+  std::deque<std::string> copies;  // a deque: views into it stay valid as it grows
   std::size_t bytes = 0;
 };
 
@@ -204,9 +219,6 @@ void add_payload(Payloads& p, const py::handle& o) {
     p.views.emplace_back(s, static_cast<std::size_t>(n));
   } else if (PyObject_CheckBuffer(obj)) {
     py::buffer_info info = py::reinterpret_borrow<py::buffer>(o).request();
-    if (p.copies.size() == p.copies.capacity()) {
-      throw py::type_error("internal: too many buffer messages in one batch");
-    }
     const std::string& c = p.copies.emplace_back(
         static_cast<const char*>(info.ptr), static_cast<std::size_t>(info.size * info.itemsize));
     p.views.emplace_back(c);
@@ -217,12 +229,24 @@ void add_payload(Payloads& p, const py::handle& o) {
   p.bytes += p.views.back().size();
 }
 
+// The producer role, shared by the program's threads. Puts that arrive
+// while another is in the store are combined: the next put takes every one
+// waiting and makes them one store put (the log's group commit: one
+// fdatasync for all of them), in arrival order, then each caller gets its
+// own result. A put whose caller gives up while it waits its turn
+// (timeout, cancel, Ctrl-C) is withdrawn with nothing enqueued; one given
+// up while in a group put stops that put (the store's cancellation: exactly
+// `done` messages enqueued), is told how many of its own went in, and the
+// others of the group carry on in the next. An error of the store (closed,
+// I/O, Redis) ends every put of the group, each with its own `enqueued`.
 class Writer {
  public:
   Writer(std::unique_ptr<QueueWriter> w, std::string name)
-      : w_(std::move(w)), name_(std::move(name)), pid_(getpid()) {}
+      : w_(std::move(w)), name_(std::move(name)), pid_(this_pid()) {
+    max_bytes_ = w_->max_message_bytes();
+  }
   ~Writer() {
-    if (getpid() != pid_) (void)w_.release();  // the parent's: see the file comment
+    if (this_pid() != pid_) (void)w_.release();  // the parent's: see the file comment
   }
   Writer(const Writer&) = delete;
   Writer& operator=(const Writer&) = delete;
@@ -230,52 +254,29 @@ class Writer {
   // put and put_many: `items` is one message (as_one) or an iterable.
   std::size_t put(const py::object& items, bool as_one, const std::optional<double>& timeout,
                   const Cancel* cancel) {
-    auto lock = take(mu_);
-    QueueWriter& w = live();
+    check_pid(pid_, "Writer");
     const Call call = call_of(timeout, cancel);
     std::size_t enqueued = 0;
     constexpr std::size_t kBatch = 1024;  // messages per store call
     constexpr std::size_t kBatchBytes = std::size_t{4} << 20;
     Payloads p;
-    p.copies.reserve(kBatch);
     std::vector<py::object> keep;  // the batch's objects, alive while viewed
     auto flush = [&] {
       std::span<const std::string_view> batch(p.views);
-      std::size_t done = 0;
-      const auto interrupted = [&] {
+      // A message over the limit: those before it go in, then the error.
+      std::size_t ok = 0;
+      while (ok < batch.size() && batch[ok].size() <= max_bytes_) ++ok;
+      if (ok > 0) enqueued += put_grouped(batch.first(ok), call, enqueued);
+      if (ok < batch.size()) {
         py::dict d;
-        d["enqueued"] = enqueued + done;
+        d["enqueued"] = enqueued;
         d["in_doubt"] = 0;
-        return d;
-      };
-      Status s = sliced(
-          call,
-          [&](const Context& ctx) {
-            std::size_t d = 0;
-            Status st = w.put(batch.subspan(done), ctx, &d);
-            done += d;
-            return st;
-          },
-          interrupted);
-      if (!s.ok()) {
-        py::dict d;
-        d["enqueued"] = enqueued + done;
-        d["in_doubt"] = w.in_doubt();
-        py::object cls = py::none();
-        if (s.code() == StatusCode::kInvalidArgument && done < batch.size() &&
-            batch[done].size() > w.max_message_bytes()) {
-          cls = registry().contains("too_large") ? py::object(registry()["too_large"]) : cls;
-        }
-        if (s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kCancelled) {
-          s = Status(s.code(),
-                     queue_label(name_) + ": put " +
-                         (s.code() == StatusCode::kCancelled ? "cancelled" : "timed out") +
-                         " waiting for room under the bound; " + std::to_string(enqueued + done) +
-                         " message(s) enqueued");
-        }
-        raise_status(s, queue_label(name_), d, cls);
+        raise_status(
+            Status(StatusCode::kInvalidArgument,
+                   queue_label(name_) + ": message too large: " + std::to_string(batch[ok].size()) +
+                       " bytes, limit " + std::to_string(max_bytes_)),
+            queue_label(name_), d, registry()["too_large"]);
       }
-      enqueued += done;
       p.views.clear();
       p.copies.clear();
       p.bytes = 0;
@@ -296,7 +297,7 @@ class Writer {
   }
 
   void close_queue() {
-    auto lock = take(mu_);
+    auto lock = take(store_mu_);
     QueueWriter& w = live();
     Status s;
     {
@@ -307,7 +308,7 @@ class Writer {
   }
 
   void leave() {
-    auto lock = take(mu_);
+    auto lock = take(store_mu_);
     check_pid(pid_, "Writer");
     std::unique_ptr<QueueWriter> w = std::move(w_);
     py::gil_scoped_release nogil;
@@ -315,17 +316,29 @@ class Writer {
   }
 
   std::size_t max_message_bytes() {
-    auto lock = take(mu_);
-    return live().max_message_bytes();
+    live();
+    return max_bytes_;
   }
   double blocked_seconds() {
-    auto lock = take(mu_);
+    auto lock = take(store_mu_);
     return live().blocked_seconds();
   }
   bool open() const { return w_ != nullptr; }
   const std::string& name() const { return name_; }
 
  private:
+  // One caller's put, waiting its turn or in a group put. Guarded by mu_.
+  struct Request {
+    std::span<const std::string_view> msgs;  // what is left of it
+    std::size_t done = 0;                    // enqueued
+    std::size_t in_doubt = 0;
+    bool taken = false;  // in the group put in progress
+    bool finished = false;
+    bool abandoned = false;  // its caller gave up while taken
+    StatusCode gave_up = StatusCode::kOk;
+    Status status;
+  };
+
   QueueWriter& live() {
     check_pid(pid_, "Writer");
     if (!w_) {
@@ -336,10 +349,195 @@ class Writer {
     return *w_;
   }
 
-  std::mutex mu_;
+  static void finish(Request& r, Status s) {
+    r.finished = true;
+    r.taken = false;
+    r.status = std::move(s);
+  }
+
+  // Gives up `r` (its caller's deadline, cancel or signal); with mu_ held.
+  // Waiting its turn: withdrawn. Taken: the group put is stopped, and r
+  // finishes when the leader hands out the results.
+  void give_up(Request& r, StatusCode code) {
+    if (r.finished) return;
+    if (!r.taken) {
+      std::erase(queue_, &r);
+      finish(r, code);
+      return;
+    }
+    r.abandoned = true;
+    r.gave_up = code;
+    group_stop_.request_stop();
+  }
+
+  // Puts `msgs` in turn (see the class comment); how many went in, else raises.
+  std::size_t put_grouped(std::span<const std::string_view> msgs, const Call& call,
+                          std::size_t before) {
+    Request r;
+    r.msgs = msgs;
+    {
+      auto lk = take(mu_);
+      queue_.push_back(&r);
+    }
+    for (;;) {
+      bool lead = false;
+      {
+        auto lk = take(mu_);
+        if (!r.finished && busy_) {
+          py::gil_scoped_release nogil;
+          Clock::time_point until = Clock::now() + kSlice;
+          if (call.deadline) until = std::min(until, *call.deadline);
+          cv_.wait_until(lk, until, [&] { return r.finished || !busy_; });
+        }
+        if (r.finished) break;
+        if (!busy_) {
+          busy_ = true;
+          lead = true;
+        } else if (call.token.stop_requested()) {
+          give_up(r, StatusCode::kCancelled);
+        } else if (call.deadline && Clock::now() >= *call.deadline) {
+          give_up(r, StatusCode::kDeadlineExceeded);
+        }
+      }
+      if (lead) {
+        lead_group(r, call, before);
+        continue;
+      }
+      if (PyErr_CheckSignals() != 0) {
+        py::error_already_set e;
+        {
+          auto lk = take(mu_);
+          give_up(r, StatusCode::kCancelled);
+          py::gil_scoped_release nogil;
+          cv_.wait(lk, [&] { return r.finished; });
+        }
+        if (PyObject_SetAttrString(e.value().ptr(), "enqueued", py::int_(before + r.done).ptr()) !=
+                0 ||
+            PyObject_SetAttrString(e.value().ptr(), "in_doubt", py::int_(0).ptr()) != 0) {
+          PyErr_Clear();
+        }
+        throw e;
+      }
+    }
+    if (!r.status.ok()) raise_put(r, before);
+    return r.done;
+  }
+
+  [[noreturn]] void raise_put(const Request& r, std::size_t before) {
+    Status s = r.status;
+    if (s.code() == StatusCode::kDeadlineExceeded || s.code() == StatusCode::kCancelled) {
+      s = Status(s.code(), queue_label(name_) + ": put " +
+                               (s.code() == StatusCode::kCancelled ? "cancelled" : "timed out") +
+                               " waiting for room under the bound; " +
+                               std::to_string(before + r.done) + " message(s) enqueued");
+    }
+    py::dict d;
+    d["enqueued"] = before + r.done;
+    d["in_doubt"] = r.in_doubt;
+    raise_status(s, queue_label(name_), d);
+  }
+
+  // The leader: one store put of every request waiting (`self` among them),
+  // then the results handed out. Called with busy_ set; clears it.
+  void lead_group(Request& self, const Call& call, std::size_t before) {
+    {
+      auto lk = take(mu_);
+      group_.assign(queue_.begin(), queue_.end());
+      queue_.clear();
+      for (Request* q : group_) q->taken = true;
+      group_stop_ = std::stop_source();
+    }
+    views_.clear();
+    for (Request* q : group_) views_.insert(views_.end(), q->msgs.begin(), q->msgs.end());
+    const std::span<const std::string_view> all(views_);
+    std::size_t done = 0;
+    std::size_t in_doubt = 0;
+    Status s;
+    std::optional<py::error_already_set> interrupted;
+    {
+      std::stop_source group;
+      {
+        auto lk = take(mu_);
+        group = group_stop_;
+      }
+      std::stop_callback own(call.token, [group]() mutable { group.request_stop(); });
+      const Call in_group{call.deadline, group.get_token()};
+      auto lock = take(store_mu_);
+      if (this_pid() != pid_ || !w_) {
+        s = Status(StatusCode::kInternal,
+                   "the writer of " + queue_label(name_) + " has left its role (or a fork)");
+      } else {
+        QueueWriter& w = *w_;
+        try {
+          s = sliced(in_group, [&](const Context& ctx) {
+            std::size_t d = 0;
+            Status st = w.put(all.subspan(done), ctx, &d);
+            done += d;
+            return st;
+          });
+        } catch (py::error_already_set& e) {
+          interrupted.emplace(std::move(e));
+        }
+        in_doubt = w.in_doubt();
+      }
+    }
+    const bool stopped = interrupted || call.token.stop_requested() ||
+                         (call.deadline && Clock::now() >= *call.deadline);
+    const bool soft = interrupted || s.code() == StatusCode::kCancelled ||
+                      s.code() == StatusCode::kDeadlineExceeded;
+    {
+      auto lk = take(mu_);
+      std::vector<Request*> again;
+      std::size_t left = done;
+      bool doubt_given = false;
+      for (Request* q : group_) {
+        const std::size_t n = std::min(left, q->msgs.size());
+        q->done += n;
+        q->msgs = q->msgs.subspan(n);
+        left -= n;
+        q->taken = false;
+        if (q->msgs.empty()) {
+          finish(*q, Status::Ok());
+        } else if (!soft) {
+          if (!doubt_given) q->in_doubt = in_doubt;
+          doubt_given = true;
+          finish(*q, s);
+        } else if (q == &self && stopped) {
+          finish(*q, interrupted ? Status(StatusCode::kCancelled) : s);
+        } else if (q->abandoned) {
+          finish(*q, q->gave_up);
+        } else {
+          again.push_back(q);  // stopped by another's giving up: the next put takes it
+        }
+      }
+      queue_.insert(queue_.begin(), again.begin(), again.end());
+      group_.clear();
+      busy_ = false;
+      cv_.notify_all();
+    }
+    if (interrupted) {
+      py::error_already_set e = std::move(*interrupted);
+      if (PyObject_SetAttrString(e.value().ptr(), "enqueued", py::int_(before + self.done).ptr()) !=
+              0 ||
+          PyObject_SetAttrString(e.value().ptr(), "in_doubt", py::int_(0).ptr()) != 0) {
+        PyErr_Clear();
+      }
+      throw e;
+    }
+  }
+
+  std::mutex store_mu_;  // one call into w_ at a time
+  std::mutex mu_;        // the requests: queue_, busy_, group_stop_, each Request
+  std::condition_variable cv_;
+  std::deque<Request*> queue_;  // waiting their turn, in arrival order
+  bool busy_ = false;           // a leader is putting a group
+  std::stop_source group_stop_;
+  std::vector<Request*> group_;          // the leader's (busy_)
+  std::vector<std::string_view> views_;  // the leader's (busy_)
   std::unique_ptr<QueueWriter> w_;
   std::string name_;
   pid_t pid_;
+  std::size_t max_bytes_ = 0;
 };
 
 class Reader {
@@ -351,9 +549,9 @@ class Reader {
         channel_(std::move(channel)),
         channel_py_(py::str(channel_)),
         prefetch_(prefetch),
-        pid_(getpid()) {}
+        pid_(this_pid()) {}
   ~Reader() {
-    if (getpid() != pid_) (void)r_.release();  // the parent's: see the file comment
+    if (this_pid() != pid_) (void)r_.release();  // the parent's: see the file comment
   }
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
@@ -493,7 +691,7 @@ class Store {
  public:
   Store(const std::string& location, const std::string& durability, const std::string& redis_prefix,
         const std::string& redis_stream_prefix, bool create_if_missing)
-      : location_(location), pid_(getpid()) {
+      : location_(location), pid_(this_pid()) {
     StoreOptions o;
     if (durability == "sync") {
       o.durability = StoreDurability::kSync;
@@ -514,7 +712,7 @@ class Store {
     store_ = std::shared_ptr<QueueStore>(std::move(*s));
   }
   ~Store() {
-    if (getpid() != pid_) {  // the parent's: see the file comment
+    if (this_pid() != pid_) {  // the parent's: see the file comment
       new std::shared_ptr<QueueStore>(std::move(store_));
     }
   }
@@ -724,6 +922,8 @@ PYBIND11_MODULE(_sluice, m) {
   using namespace sluice::python;
   using sluice::StatusCode;
   m.doc() = "The sluice store's C++ binding (use the `sluice` package, not this module).";
+  process_id();
+  pthread_atfork(nullptr, nullptr, [] { process_id().store(getpid(), std::memory_order_relaxed); });
 
   m.def(
       "_setup", [](const py::dict& d) { registry() = d; },

@@ -303,3 +303,68 @@ def test_fork_after_opening_is_refused_in_the_child(backend):
     r.ack()
     w.leave()
     r.leave()
+
+
+def test_threads_puts_are_combined_and_each_gets_its_own_result(backend):
+    """Threads sharing a Writer: while one put waits at the bound, the others
+    wait their turn; one that times out then is withdrawn with nothing
+    enqueued, one cancelled likewise, and the rest go in, in order per
+    thread, once a consumer takes."""
+    s = backend.store
+    name = backend.create(bound=2)
+    results = {}
+    with s.writer(name) as w:
+        w.put_many([b"f0", b"f1"])  # at the bound
+
+        def put(key, msgs, **kw):
+            try:
+                results[key] = ("ok", w.put_many(msgs, **kw))
+            except sluice.Error as e:
+                results[key] = (type(e).__name__, e.enqueued)
+
+        cancel = sluice.Cancel()
+        blocked = threading.Thread(target=put, args=("blocked", [b"a0", b"a1"]))
+        blocked.start()  # whichever of the three leads, it waits at the bound
+        short = threading.Thread(target=put, args=("short", [b"t0"]), kwargs={"timeout": 0.3})
+        cancelled = threading.Thread(target=put, args=("cancelled", [b"c0"]),
+                                     kwargs={"cancel": cancel})
+        short.start()
+        cancelled.start()
+        short.join(timeout=20)
+        cancel.cancel()
+        cancelled.join(timeout=20)
+        assert results["short"] == ("Timeout", 0)
+        assert results["cancelled"] == ("Cancelled", 0)
+        with s.reader(name) as r:
+            got = []
+            while len(got) < 4:
+                got += [m.data for m in r.get_many(10, timeout=10)]
+                r.ack()
+        blocked.join(timeout=20)
+        assert results["blocked"] == ("ok", 2)
+        assert got == [b"f0", b"f1", b"a0", b"a1"]
+    assert s.stat(name).produced == 4
+
+
+def test_many_threads_one_writer_group_commit(log):
+    """Many threads putting one message at a time through one Writer: all go
+    in, each thread's in its order, and in fewer store puts than messages
+    (seen as fewer syncs: not asserted, the timing decides)."""
+    s = log.store
+    name = log.create(bound=0)
+    with s.writer(name) as w:
+        def put_some(k):
+            for i in range(100):
+                w.put(b"%d:%d" % (k, i))
+        ts = [threading.Thread(target=put_some, args=(k,)) for k in range(8)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(timeout=60)
+    with s.reader(name) as r:
+        got = [m.data for m in r.get_many(1000, timeout=10)]
+        while len(got) < 800:
+            got += [m.data for m in r.get_many(1000, timeout=10)]
+    for k in range(8):
+        mine = [int(m.split(b":")[1]) for m in got if m.startswith(b"%d:" % k)]
+        assert mine == list(range(100))
