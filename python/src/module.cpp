@@ -962,20 +962,25 @@ PYBIND11_MODULE(_sluice, m) {
           [](Writer& w, const py::object& msg, std::optional<double> timeout,
              const Cancel* cancel) { w.put(msg, true, timeout, cancel); },
           py::arg("message"), py::kw_only(), py::arg("timeout") = py::none(),
-          py::arg("cancel") = py::none())
+          py::arg("cancel") = py::none(),
+          "Enqueues one message (bytes, str or bytes-like), waiting while the queue is at its "
+          "bound.")
       .def(
           "put_many",
           [](Writer& w, const py::object& msgs, std::optional<double> timeout,
              const Cancel* cancel) { return w.put(msgs, false, timeout, cancel); },
           py::arg("messages"), py::kw_only(), py::arg("timeout") = py::none(),
-          py::arg("cancel") = py::none())
+          py::arg("cancel") = py::none(),
+          "Enqueues the messages in order; returns how many. A failed put's exception has "
+          ".enqueued and .in_doubt.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__",
            [](Writer& w, const py::args&) {
              if (w.open()) w.leave();
            })
-      .def("close", &Writer::close_queue)
-      .def("leave", &Writer::leave)
+      .def("close", &Writer::close_queue,
+           "Closes the queue (end of stream): later puts raise QueueClosed.")
+      .def("leave", &Writer::leave, "Gives up the writer role (what leaving the with block does).")
       .def_property_readonly("max_message_bytes", &Writer::max_message_bytes)
       .def_property_readonly("blocked_seconds", &Writer::blocked_seconds)
       .def_property_readonly("open", &Writer::open)
@@ -983,9 +988,13 @@ PYBIND11_MODULE(_sluice, m) {
 
   py::class_<Reader>(m, "Reader")
       .def("get", &Reader::next, py::kw_only(), py::arg("timeout") = py::none(),
-           py::arg("cancel") = py::none())
+           py::arg("cancel") = py::none(),
+           "The next message; None once the queue is closed and drained; Timeout if timeout= "
+           "passes first.")
       .def("get_many", &Reader::get_many, py::arg("n"), py::kw_only(),
-           py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
+           py::arg("timeout") = py::none(), py::arg("cancel") = py::none(),
+           "1..n messages (those fetched already first, without waiting); [] once the queue is "
+           "closed and drained.")
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__",
            [](Reader& r, const py::args&) {
@@ -1000,9 +1009,13 @@ PYBIND11_MODULE(_sluice, m) {
            })
       .def("_wait", &Reader::wait, py::arg("cancel") = py::none())
       .def("_take", &Reader::take_fetched)
-      .def("ack", &Reader::ack)
-      .def("release", &Reader::release)
-      .def("leave", &Reader::leave)
+      .def("ack", &Reader::ack,
+           "Acknowledges every message handed out so far (not those fetched ahead); returns how "
+           "many are acknowledged in all.")
+      .def("release", &Reader::release,
+           "Gives back the handed-out, unacknowledged messages: delivered again, first.")
+      .def("leave", &Reader::leave,
+           "Gives up the channel, giving back what is held (what leaving the with block does).")
       .def_property_readonly("delivered", &Reader::delivered)
       .def_property_readonly("acked", &Reader::acked)
       .def_property_readonly("open", &Reader::open)
@@ -1017,22 +1030,33 @@ PYBIND11_MODULE(_sluice, m) {
            py::arg("redis_prefix") = "", py::arg("redis_stream_prefix") = "",
            py::arg("create_if_missing") = true)
       .def("create", &Store::create, py::arg("name"), py::kw_only(), py::arg("bound") = 1000,
-           py::arg("stream") = false, py::arg("max_age") = 0.0, py::arg("replicas") = 0)
-      .def("delete", &Store::remove, py::arg("name"))
+           py::arg("stream") = false, py::arg("max_age") = 0.0, py::arg("replicas") = 0,
+           "Makes an empty queue: bound (0: unbounded), stream (Redis Streams), max_age (seconds), "
+           "replicas (Streams).")
+      .def("delete", &Store::remove, py::arg("name"),
+           "Deletes the queue and its messages (RoleHeld while the embedded store has it open).")
       .def("close", &Store::close, py::arg("name"), py::kw_only(), py::arg("timeout") = py::none(),
-           py::arg("cancel") = py::none())
-      .def("ls", &Store::ls)
-      .def("stat", &Store::stat, py::arg("name"))
+           py::arg("cancel") = py::none(),
+           "Closes the queue: no more puts; readers end once drained. Idempotent.")
+      .def("ls", &Store::ls, "Queue names, sorted.")
+      .def("stat", &Store::stat, py::arg("name"),
+           "A QueueInfo: the fields of `sluice stat --json`.")
       .def("writer", &Store::writer, py::arg("name"), py::kw_only(),
-           py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
+           py::arg("timeout") = py::none(), py::arg("cancel") = py::none(),
+           "The producer role of the queue (a context manager), waiting while another holds it.")
       .def("reader", &Store::reader, py::arg("name"), py::arg("channel") = "default", py::kw_only(),
            py::arg("timeout") = py::none(), py::arg("cancel") = py::none(),
-           py::arg("visibility") = 0.0, py::arg("prefetch") = 100)
+           py::arg("visibility") = 0.0, py::arg("prefetch") = 100,
+           "A consumer of the channel (a context manager and iterator), waiting while another "
+           "reader holds it.")
       .def("peek", &Store::peek, py::arg("name"), py::arg("channel") = "default", py::kw_only(),
-           py::arg("max") = 1000, py::arg("seq") = py::none(), py::arg("after_id") = "")
+           py::arg("max") = 1000, py::arg("seq") = py::none(), py::arg("after_id") = "",
+           "Up to max messages of the channel, without taking them.")
       .def("seek", &Store::seek, py::arg("name"), py::arg("channel"), py::arg("to"), py::kw_only(),
-           py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
+           py::arg("timeout") = py::none(), py::arg("cancel") = py::none(),
+           "Moves the channel to 'start', 'end', a seq, a Streams id or a datetime; a SeekResult.")
       .def("purge", &Store::purge, py::arg("name"), py::arg("channel") = "default", py::kw_only(),
-           py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
+           py::arg("timeout") = py::none(), py::arg("cancel") = py::none(),
+           "Drops every message the channel has not acknowledged; how many.")
       .def_property_readonly("location", &Store::location);
 }
