@@ -21,7 +21,7 @@ Rows (messages per second, the median of --runs runs; ratio = sluice/peer):
       processes) for three rows: the binding's overhead is C++/Python.
 
 The disk is the store directory's (--dir, default a temporary directory in
-the current one: not /tmp, which may be tmpfs). Writes a Markdown table to
+the build directory: not /tmp, which may be tmpfs). Writes a Markdown table to
 stdout, and with --out to a file.
 """
 
@@ -261,7 +261,7 @@ def main():
     def count(full):
         return max(100, int(full * scale) // 100 * 100)
 
-    work = tempfile.mkdtemp(prefix="python_compare.", dir=args.dir or os.getcwd())
+    work = tempfile.mkdtemp(prefix="python_compare.", dir=args.dir or BUILD)
     rows = []
 
     def row(label, ours, peer, peer_name, target):
