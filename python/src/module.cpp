@@ -400,7 +400,14 @@ class Writer {
         }
       }
       if (lead) {
-        lead_group(r, call, before);
+        // Then, its own put done, a few rounds more of the puts that came
+        // meanwhile (their callers are waiting already: this batches them
+        // more than a hand-over would), each within one slice.
+        bool more = lead_group(r, call, before, kHelpRounds > 0);
+        for (int round = 1; more; ++round) {
+          const Call help{Clock::now() + kSlice, {}};
+          more = lead_group(r, help, before, round < kHelpRounds);
+        }
         continue;
       }
       if (PyErr_CheckSignals() != 0) {
@@ -439,7 +446,9 @@ class Writer {
 
   // The leader: one store put of every request waiting (`self` among them),
   // then the results handed out. Called with busy_ set; clears it.
-  void lead_group(Request& self, const Call& call, std::size_t before) {
+  // Returns true, busy_ still set, to lead another round: `may_help`, its own
+  // request done, the put whole, and more waiting.
+  bool lead_group(Request& self, const Call& call, std::size_t before, bool may_help) {
     {
       auto lk = take(mu_);
       group_.assign(queue_.begin(), queue_.end());
@@ -512,8 +521,11 @@ class Writer {
       }
       queue_.insert(queue_.begin(), again.begin(), again.end());
       group_.clear();
-      busy_ = false;
+      const bool again_lead = may_help && !interrupted && s.ok() && self.finished &&
+                              self.status.ok() && !queue_.empty();
+      busy_ = again_lead;
       cv_.notify_all();
+      if (again_lead) return true;
     }
     if (interrupted) {
       py::error_already_set e = std::move(*interrupted);
@@ -524,8 +536,10 @@ class Writer {
       }
       throw e;
     }
+    return false;
   }
 
+  static constexpr int kHelpRounds = 4;
   std::mutex store_mu_;  // one call into w_ at a time
   std::mutex mu_;        // the requests: queue_, busy_, group_stop_, each Request
   std::condition_variable cv_;
