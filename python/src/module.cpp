@@ -287,6 +287,9 @@ class Writer {
       flush();
       return enqueued;
     }
+    if (PyBytes_Check(items.ptr()) || PyUnicode_Check(items.ptr())) {
+      throw py::type_error("put_many takes an iterable of messages; for one message, use put");
+    }
     for (py::handle item : items) {
       keep.push_back(py::reinterpret_borrow<py::object>(item));
       add_payload(p, item);

@@ -86,6 +86,8 @@ def test_bytes_like_messages(log):
         w.put_many(x for x in [b"g1", "g2"])  # any iterable
         with pytest.raises(TypeError, match="bytes or str"):
             w.put(12)
+        with pytest.raises(TypeError, match="iterable of messages"):
+            w.put_many(b"not a list")
     with log.store.reader(name) as r:
         assert [m.data for m in r.get_many(10)] == [b"ba", b"mv", b"g1", b"g2"]
 
