@@ -11,7 +11,7 @@ refuses a bare `pip install`):
     ~/.local/share/sluice/venv/bin/pip install --no-build-isolation --no-index .
 
 Needs g++, cmake, ninja-build, pkg-config, libisal-dev, libhiredis-dev,
-python3-dev, pybind11-dev, python3-setuptools (scripts/dev python installs them).
+python3-dev, pybind11-dev, python3-setuptools, python3-wheel (scripts/dev python installs them).
 """
 
 import os
