@@ -382,6 +382,7 @@ class Writer {
       auto lk = take(mu_);
       queue_.push_back(&r);
     }
+    arrive_.notify_one();
     for (;;) {
       bool lead = false;
       {
@@ -454,7 +455,21 @@ class Writer {
   bool lead_group(Request& self, const Call& call, std::size_t before, bool may_help) {
     {
       auto lk = take(mu_);
+      // Gathering: when the last group was larger than what waits now, the
+      // others are on their way back with their next put (woken, taking
+      // the GIL): wait for them a little, at most kGather (less than a
+      // sync), to share this sync. A single thread never waits here.
+      if (last_group_ > queue_.size()) {
+        py::gil_scoped_release nogil;
+        arrive_.wait_for(lk, kGather, [&] { return queue_.size() >= last_group_; });
+      }
       group_.assign(queue_.begin(), queue_.end());
+      last_group_ = group_.size();
+      if (group_.empty()) {  // a helper round whose requests were all withdrawn
+        busy_ = false;
+        cv_.notify_all();
+        return false;
+      }
       queue_.clear();
       for (Request* q : group_) q->taken = true;
       group_stop_ = std::stop_source();
@@ -543,11 +558,14 @@ class Writer {
   }
 
   static constexpr int kHelpRounds = 4;
-  std::mutex store_mu_;  // one call into w_ at a time
-  std::mutex mu_;        // the requests: queue_, busy_, group_stop_, each Request
-  std::condition_variable cv_;
-  std::deque<Request*> queue_;  // waiting their turn, in arrival order
-  bool busy_ = false;           // a leader is putting a group
+  static constexpr auto kGather = std::chrono::microseconds(200);
+  std::mutex store_mu_;             // one call into w_ at a time
+  std::mutex mu_;                   // the requests: queue_, busy_, group_stop_, each Request
+  std::condition_variable cv_;      // a request finished, or the leader left
+  std::condition_variable arrive_;  // a request came (for the gathering leader)
+  std::size_t last_group_ = 0;      // the last group's size
+  std::deque<Request*> queue_;      // waiting their turn, in arrival order
+  bool busy_ = false;               // a leader is putting a group
   std::stop_source group_stop_;
   std::vector<Request*> group_;          // the leader's (busy_)
   std::vector<std::string_view> views_;  // the leader's (busy_)
