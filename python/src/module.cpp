@@ -389,8 +389,11 @@ class Writer {
         auto lk = take(mu_);
         if (!r.finished && busy_) {
           py::gil_scoped_release nogil;
-          Clock::time_point until = Clock::now() + kSlice;
-          if (call.deadline) until = std::min(until, *call.deadline);
+          const Clock::time_point now = Clock::now();
+          Clock::time_point until = now + kSlice;
+          // Before the deadline, wake at it; after (given up, waiting for
+          // the leader to stop), by slices.
+          if (call.deadline && *call.deadline > now) until = std::min(until, *call.deadline);
           cv_.wait_until(lk, until, [&] { return r.finished || !busy_; });
         }
         if (r.finished) break;
