@@ -59,12 +59,18 @@ py::dict& registry() {
   return *d;
 }
 
+// sluice.Error.
+py::object base_error() {
+  py::dict& r = registry();
+  if (r.contains("")) return r[""];
+  return py::reinterpret_borrow<py::object>(PyExc_RuntimeError);  // before _setup
+}
+
 py::object error_class(StatusCode code) {
   py::dict& r = registry();
   const std::string name(status_code_name(code));
   if (r.contains(name)) return r[name.c_str()];
-  if (r.contains("")) return r[""];
-  return py::reinterpret_borrow<py::object>(PyExc_RuntimeError);
+  return base_error();
 }
 
 // Raises the exception for `s`, its message prefixed with `what` (e.g.
@@ -152,7 +158,7 @@ pid_t this_pid() { return process_id().load(std::memory_order_relaxed); }
 // One process owns each object (see the file comment).
 void check_pid(pid_t pid, const char* what) {
   if (this_pid() == pid) return;
-  PyErr_SetString(error_class(StatusCode::kOk).ptr(),
+  PyErr_SetString(base_error().ptr(),
                   (std::string("this ") + what + " was opened in process " + std::to_string(pid) +
                    " and cannot be used in process " + std::to_string(this_pid()) +
                    ", made from it by fork(); open a new sluice.Store in the child")
@@ -345,7 +351,7 @@ class Writer {
   QueueWriter& live() {
     check_pid(pid_, "Writer");
     if (!w_) {
-      PyErr_SetString(error_class(StatusCode::kOk).ptr(),
+      PyErr_SetString(base_error().ptr(),
                       ("the writer of " + queue_label(name_) + " has left its role").c_str());
       throw py::error_already_set();
     }
@@ -686,7 +692,7 @@ class Reader {
   QueueReader& live() {
     check_pid(pid_, "Reader");
     if (!r_) {
-      PyErr_SetString(error_class(StatusCode::kOk).ptr(),
+      PyErr_SetString(base_error().ptr(),
                       ("the reader of " + queue_label(name_) + " has left its role").c_str());
       throw py::error_already_set();
     }
