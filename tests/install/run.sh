@@ -9,7 +9,10 @@
 #   2. FetchContent of sluice's sources (add_subdirectory), sluice::core;
 #   3. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice);
 #   4. with the "tools" component: bin/sluice runs from the prefix, and the
-#      man page share/man/man1/sluice.1 is there and renders.
+#      man page share/man/man1/sluice.1 is there and renders;
+#   5. with the "python" component: $PYTHON (default python3) imports sluice
+#      from <prefix>/lib/python3/dist-packages, not from the build tree, and
+#      puts and gets through it.
 # Usage: run.sh <build dir> <work dir> <c++ compiler> <components, e.g. "core;log;redis;tools"> [skip reason]
 set -euo pipefail
 build=$1 work=$2 cxx=$3 comps=$4
@@ -44,6 +47,28 @@ if has tools; then
     grep -q 'log inspect' "$work/man.txt" || fail "sluice.1 does not render"
     [ ! -s "$work/man.err" ] || { cat "$work/man.err"; fail "groff warns about sluice.1"; }
   fi
+fi
+
+if has python; then
+  step "python3: import sluice from lib/python3/dist-packages"
+  py=${PYTHON:-python3}
+  site=$prefix/lib/python3/dist-packages
+  [ -f "$site/sluice/__init__.py" ] || fail "lib/python3/dist-packages/sluice not installed"
+  [ -f "$site/sluice/__init__.pyi" ] || fail "the type stubs are not installed"
+  ls "$site"/sluice/_sluice*.so >/dev/null || fail "the extension module is not installed"
+  (cd "$work" && env -u PYTHONPATH PYTHONPATH="$site" "$py" -c '
+import sys, sluice
+assert sluice.__file__.startswith(sys.argv[1]), sluice.__file__
+s = sluice.Store(sys.argv[2])
+s.create("q", bound=2)
+with s.writer("q") as w:
+    w.put(b"from python")
+    w.close()
+with s.reader("q") as r:
+    assert [m.data for m in r] == [b"from python"]
+    r.ack()
+print("imported", sluice.__file__)
+' "$site" "$work/py-store") || fail "the installed module does not work"
 fi
 
 step "CMake package, COMPONENTS core"
