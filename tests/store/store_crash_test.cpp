@@ -376,5 +376,37 @@ TEST(StoreCrashTest, EveryCallOfPutsGetsAndAcks) {
       });
 }
 
+// The roles on the simulated disk hold as on the real one: a channel's
+// reader role is an flock (a second reader in this process is refused), and
+// a delete is refused while a reader or writer has the queue.
+TEST(StoreOnTheSimulatedDiskTest, RolesExcludeAsOnTheRealDisk) {
+  FaultFileSystem fs;
+  auto store = open_store(fs);
+  ASSERT_NE(store, nullptr);
+  must(store->create("q", 2));
+  {
+    auto r = store->reader("q", kDefaultChannel, soon());
+    ASSERT_TRUE(r.ok());
+    auto again =
+        store->reader("q", kDefaultChannel, Context().with_timeout(std::chrono::milliseconds(20)));
+    EXPECT_EQ(again.code(), StatusCode::kInUse);
+    EXPECT_EQ(store->remove("q").code(), StatusCode::kInUse);
+    auto other = store->reader("q", "other", soon());
+    EXPECT_TRUE(other.ok()) << "another channel has a role of its own";
+  }
+  {
+    auto w = store->writer("q", soon());
+    ASSERT_TRUE(w.ok());
+    EXPECT_EQ(store->remove("q").code(), StatusCode::kInUse);
+  }
+  must(store->remove("q"));
+  auto l = store->list();
+  ASSERT_TRUE(l.ok());
+  EXPECT_TRUE(l->empty());
+  auto tmp = fs.list(std::string(kStoreDir) + "/tmp");
+  ASSERT_TRUE(tmp.ok());
+  EXPECT_TRUE(tmp->empty()) << "a delete leaves nothing under tmp/";
+}
+
 }  // namespace
 }  // namespace sluice::store
