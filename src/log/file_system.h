@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sluice/status.h"
@@ -56,6 +57,10 @@ class File {
   // An exclusive POSIX record lock on the whole file, held while the File
   // lives; kInUse "<what> by PID n" if another process holds it.
   virtual Status lock(const std::string& what) = 0;
+  // An exclusive flock on the file, held while the File lives. Unlike
+  // lock(), it excludes a second holder in the same process too (another
+  // open of the same file); kInUse "<path> is locked" if anyone holds it.
+  virtual Status try_flock() = 0;
 
  protected:
   explicit File(std::string path) : path_(std::move(path)) {}
@@ -77,6 +82,14 @@ class FileSystem {
   virtual Result<std::unique_ptr<File>> open(const std::string& path, OpenMode mode) = 0;
   virtual Status remove(const std::string& path) = 0;
   virtual Status rename(const std::string& from, const std::string& to) = 0;
+  // A rename (of a file or a directory) that never replaces: kAlreadyExists
+  // if `to` exists, kNotFound if `from` does not.
+  virtual Status rename_noreplace(const std::string& from, const std::string& to) = 0;
+  // Removes `path` and, for a directory, everything in it; Ok if it is not
+  // there. Not atomic: a crash may leave part of the tree.
+  virtual Status remove_tree(const std::string& path) = 0;
+  // Whether anything (a file or a directory) is at `path`.
+  virtual bool exists(const std::string& path) = 0;
   // fsync of a directory: creations, renames and removals of its entries are
   // durable when it returns.
   virtual Status sync_dir(const std::string& dir) = 0;
@@ -97,6 +110,13 @@ Status io_error(const std::string& op, const std::string& path, int err);
 
 // Helpers over any FileSystem.
 Result<std::string> read_whole(FileSystem& fs, const std::string& path);
+// Creates `path` (kAlreadyExists if it is there), writes `bytes` and syncs
+// the file (not its directory: the caller syncs that when it wants the name
+// durable).
+Status write_file_synced(FileSystem& fs, const std::string& path, std::string_view bytes);
+// Replaces `path` whole: a synced `<path>.tmp` renamed over it, then the
+// directory synced. A crash leaves the old contents or the new, never a mix.
+Status replace_file_synced(FileSystem& fs, const std::string& path, std::string_view bytes);
 // Creates dir and any missing parents, syncing each parent that gained an
 // entry (so the directory survives a power cut).
 Status create_dirs(FileSystem& fs, const std::string& dir);

@@ -1,6 +1,8 @@
 // The production FileSystem: plain POSIX calls.
 #include <dirent.h>
 #include <fcntl.h>
+#include <stdio.h>  // renameat2
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -10,6 +12,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 
 #include "log/file_system.h"
 
@@ -144,6 +147,12 @@ class PosixFile final : public File {
     return {StatusCode::kInUse, what + " by PID " + std::to_string(who.l_pid)};
   }
 
+  Status try_flock() override {
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return Status::Ok();
+    if (errno == EWOULDBLOCK) return {StatusCode::kInUse, path() + " is locked"};
+    return io_error("flock", path(), errno);
+  }
+
  private:
   int fd_;
   char* map_ = nullptr;
@@ -187,6 +196,22 @@ class PosixFileSystem final : public FileSystem {
     return ::rename(from.c_str(), to.c_str()) == 0 ? Status::Ok()
                                                    : io_error("rename", from + " to", errno);
   }
+
+  Status rename_noreplace(const std::string& from, const std::string& to) override {
+    if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) {
+      return Status::Ok();
+    }
+    if (errno == EEXIST || errno == ENOTEMPTY) return {StatusCode::kAlreadyExists, to + " exists"};
+    return missing_or_error("rename", from + " to " + to, errno);
+  }
+
+  Status remove_tree(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    return ec ? io_error("remove", path, ec.value()) : Status::Ok();
+  }
+
+  bool exists(const std::string& path) override { return ::access(path.c_str(), F_OK) == 0; }
 
   Status sync_dir(const std::string& dir) override {
     const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -253,6 +278,22 @@ std::string parent_dir(const std::string& path) {
   const auto slash = path.find_last_of('/');
   if (slash == std::string::npos) return "";
   return slash == 0 ? "/" : path.substr(0, slash);
+}
+
+Status write_file_synced(FileSystem& fs, const std::string& path, std::string_view bytes) {
+  auto f = fs.open(path, OpenMode::kCreateNew);
+  if (!f.ok()) return f.status();
+  if (Status s = (*f)->pwrite(bytes.data(), bytes.size(), 0); !s.ok()) return s;
+  return (*f)->sync();
+}
+
+Status replace_file_synced(FileSystem& fs, const std::string& path, std::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  if (Status s = fs.remove(tmp); !s.ok() && s.code() != StatusCode::kNotFound) return s;
+  if (Status s = write_file_synced(fs, tmp, bytes); !s.ok()) return s;
+  if (Status s = fs.rename(tmp, path); !s.ok()) return s;
+  const std::string dir = parent_dir(path);
+  return fs.sync_dir(dir.empty() ? "." : dir);
 }
 
 Status create_dirs(FileSystem& fs, const std::string& dir) {

@@ -2,28 +2,19 @@
 // is the topic's writer lock, a channel's reader role an flock'd file.
 #include "store/dir_store.h"
 
-#include <fcntl.h>
-#include <stdio.h>  // renameat2
-#include <sys/file.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
+#include <cctype>
 #include <charconv>
 #include <condition_variable>
-#include <cstring>
 #include <deque>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
-#include <sstream>
 
 #include "log/file_system.h"
 #include "log/position.h"    // stat reads channel positions without opening (locking) them
-#include "log/topic_impl.h"  // open_for_writing_here
+#include "log/topic_impl.h"  // open_topic, open_for_writing_here
 #include "sluice/log/channel.h"
 #include "sluice/log/cursor.h"
 #include "sluice/log/topic.h"
@@ -31,58 +22,13 @@
 namespace sluice::store {
 namespace {
 
-namespace fs = std::filesystem;
-
 constexpr std::string_view kMetaHeader = "sluice-queue 1\n";
-
-Status errno_status(const std::string& op, const std::string& path, int err = errno) {
-  return {StatusCode::kIOError, op + " " + path + ": " + std::strerror(err)};
-}
 
 // A unique name under <store>/tmp for staging a create or a delete.
 std::string staging_name(std::string_view what, std::string_view name) {
   static std::atomic<unsigned> counter{0};
   return std::string(what) + "-" + std::to_string(getpid()) + "-" +
          std::to_string(counter.fetch_add(1, std::memory_order_relaxed)) + "-" + std::string(name);
-}
-
-Status sync_dir(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return errno_status("open", dir);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::Ok() : errno_status("fsync", dir, err);
-}
-
-Status write_file_synced(const std::string& path, std::string_view bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return errno_status("create", path);
-  std::size_t off = 0;
-  while (off < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return errno_status("write", path, err);
-    }
-    off += static_cast<std::size_t>(n);
-  }
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  return rc == 0 ? Status::Ok() : errno_status("fsync", path, err);
-}
-
-// Replaces `path` whole (a synced temporary file renamed over it, then the
-// directory synced): a crash leaves the old contents or the new.
-Status replace_file_synced(const std::string& path, std::string_view bytes) {
-  const std::string tmp = path + ".tmp";
-  ::unlink(tmp.c_str());
-  if (Status s = write_file_synced(tmp, bytes); !s.ok()) return s;
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return errno_status("rename", tmp);
-  return sync_dir(path.substr(0, path.rfind('/')));
 }
 
 // Runs `attempt` until it gives something other than kInUse, sleeping with
@@ -186,12 +132,13 @@ class DirWriter final : public QueueWriter {
 
 class DirReader final : public QueueReader {
  public:
-  DirReader(int lock_fd, std::unique_ptr<Topic> topic, std::unique_ptr<Channel> channel)
-      : lock_fd_(lock_fd), topic_(std::move(topic)), channel_(std::move(channel)) {}
+  DirReader(std::unique_ptr<log::File> role, std::unique_ptr<Topic> topic,
+            std::unique_ptr<Channel> channel)
+      : role_(std::move(role)), topic_(std::move(topic)), channel_(std::move(channel)) {}
   ~DirReader() override {
     channel_.reset();  // its position file first, then the role
     topic_.reset();
-    ::close(lock_fd_);
+    role_.reset();
   }
   DirReader(const DirReader&) = delete;
   DirReader& operator=(const DirReader&) = delete;
@@ -234,7 +181,7 @@ class DirReader final : public QueueReader {
   }
 
  private:
-  int lock_fd_;
+  std::unique_ptr<log::File> role_;  // the channel's flock'd lock file
   std::unique_ptr<Topic> topic_;
   std::unique_ptr<Channel> channel_;
   std::vector<LogMessage> msgs_;
@@ -246,53 +193,58 @@ class DirReader final : public QueueReader {
 // flock (unlike the POSIX locks the topic uses) excludes a second holder in
 // the same process too. The holder's PID is written in the file for the
 // message a waiting reader gets.
-Result<int> lock_channel(const std::string& path, std::string_view queue,
-                         std::string_view channel) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return errno_status("open", path);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    const int err = errno;
+Result<std::unique_ptr<log::File>> lock_channel(log::FileSystem& fs, const std::string& path,
+                                                std::string_view queue, std::string_view channel) {
+  auto f = fs.open(path, log::OpenMode::kCreate);
+  if (!f.ok()) return f.status();
+  log::File& file = **f;
+  if (Status s = file.try_flock(); !s.ok()) {
+    if (s.code() != StatusCode::kInUse) return s;
     std::string holder;
     char buf[32] = {};
-    const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
-    if (n > 0) holder = " by PID " + std::string(buf, static_cast<std::size_t>(n));
-    ::close(fd);
-    if (err == EWOULDBLOCK) {
-      return Status(StatusCode::kInUse, "channel '" + std::string(channel) + "' of queue '" +
-                                            std::string(queue) + "' is being read" + holder);
+    if (auto n = file.pread(buf, sizeof buf - 1, 0); n.ok() && *n > 0) {
+      holder = " by PID " + std::string(buf, *n);
     }
-    return errno_status("flock", path, err);
+    return Status(StatusCode::kInUse, "channel '" + std::string(channel) + "' of queue '" +
+                                          std::string(queue) + "' is being read" + holder);
   }
   const std::string pid = std::to_string(getpid());
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
+  if (!file.truncate(0).ok() || !file.pwrite(pid.data(), pid.size(), 0).ok()) {
     // Only the message of a waiting reader uses it: not worth failing for.
   }
-  return fd;
+  return std::move(*f);
 }
 
 }  // namespace
 
-Result<std::unique_ptr<QueueStore>> DirStore::open(const std::string& dir,
+Result<std::unique_ptr<QueueStore>> DirStore::open(log::FileSystem& fs, const std::string& dir,
                                                    const StoreOptions& options) {
   // Without create_if_missing, nothing is made here: a directory that is no
   // store yet is an empty one until the first create() makes it.
   if (options.create_if_missing) {
-    if (Status s = make_dirs(dir); !s.ok()) return s;
+    if (Status s = make_dirs(fs, dir); !s.ok()) return s;
   }
-  return std::unique_ptr<QueueStore>(new DirStore(dir, options));
+  return std::unique_ptr<QueueStore>(new DirStore(fs, dir, options));
 }
 
-Status DirStore::make_dirs(const std::string& dir) {
+Result<std::unique_ptr<QueueStore>> DirStore::open(const std::string& dir,
+                                                   const StoreOptions& options) {
+  return open(log::posix_file_system(), dir, options);
+}
+
+Status DirStore::make_dirs(log::FileSystem& fs, const std::string& dir) {
   for (const char* sub : {"queues", "tmp"}) {
-    std::error_code ec;
-    fs::create_directories(fs::path(dir) / sub, ec);
-    if (ec) {
-      return Status(StatusCode::kIOError, "create store directory " +
-                                              (fs::path(dir) / sub).string() + ": " + ec.message());
+    if (Status s = log::create_dirs(fs, dir + "/" + sub); !s.ok()) {
+      return {s.code(),
+              "create store directory " + dir + "/" + sub + ": " + std::string(s.message())};
     }
   }
   return Status::Ok();
+}
+
+Result<std::unique_ptr<Topic>> DirStore::topic_at(const std::string& dir,
+                                                  const TopicOptions& o) const {
+  return log::open_topic(fs_, dir, o);
 }
 
 std::string DirStore::queue_dir(std::string_view name) const {
@@ -302,14 +254,12 @@ std::string DirStore::queue_dir(std::string_view name) const {
 Result<DirStore::Meta> DirStore::read_meta(std::string_view name) const {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   const std::string path = queue_dir(name) + "/queue.meta";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    if (errno == ENOENT) {
-      return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "'");
-    }
-    return errno_status("open", path);
+  auto read = log::read_whole(fs_, path);
+  if (read.code() == StatusCode::kNotFound) {
+    return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "'");
   }
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!read.ok()) return read.status();
+  const std::string& text = *read;
   // "key=N" on a line of its own; false if it is there and not a number.
   const auto field = [&](std::string_view key, std::uint64_t& v, bool required) {
     const auto at = text.find("\n" + std::string(key) + "=");
@@ -341,46 +291,43 @@ Status DirStore::create(std::string_view name, const QueueSpec& spec) {
   }
   const std::string target = queue_dir(name);
   const std::string exists = "queue '" + std::string(name) + "' already exists";
-  if (::access(target.c_str(), F_OK) == 0) return {StatusCode::kAlreadyExists, exists};
-  if (Status s = make_dirs(dir_); !s.ok()) return s;  // opened without create_if_missing
+  if (fs_.exists(target)) return {StatusCode::kAlreadyExists, exists};
+  if (Status s = make_dirs(fs_, dir_); !s.ok()) return s;  // opened without create_if_missing
 
   // Built whole under tmp/, then renamed into queues/: a crash leaves either
   // no queue or a complete one (the leftover under tmp/ is harmless).
   const std::string stage = dir_ + "/tmp/" + staging_name("create", name);
-  if (::mkdir(stage.c_str(), 0755) != 0) return errno_status("mkdir", stage);
+  if (Status s = fs_.create_dir(stage); !s.ok()) return s;
   auto fail = [&](Status s) {
-    std::error_code ec;
-    fs::remove_all(stage, ec);
+    (void)fs_.remove_tree(stage);
     return s;
   };
-  if (::mkdir((stage + "/readers").c_str(), 0755) != 0) {
-    return fail(errno_status("mkdir", stage + "/readers"));
-  }
+  if (Status s = fs_.create_dir(stage + "/readers"); !s.ok()) return fail(s);
   std::string meta = std::string(kMetaHeader) + "bound=" + std::to_string(spec.bound) + "\n";
   if (spec.max_age.count() > 0) meta += "max_age_ms=" + std::to_string(spec.max_age.count()) + "\n";
-  if (Status s = write_file_synced(stage + "/queue.meta", meta); !s.ok()) return fail(s);
+  if (Status s = log::write_file_synced(fs_, stage + "/queue.meta", meta); !s.ok()) {
+    return fail(s);
+  }
   {
     // The topic and its default channel, so the bound holds from the first put.
-    auto topic =
-        Topic::open(stage + "/topic", topic_options(opt_, spec.bound, spec.max_age, false));
+    auto topic = topic_at(stage + "/topic", topic_options(opt_, spec.bound, spec.max_age, false));
     if (!topic.ok()) return fail(topic.status());
     auto ch = (*topic)->channel(kDefaultChannel);
     if (!ch.ok()) return fail(ch.status());
   }
-  if (Status s = sync_dir(stage); !s.ok()) return fail(s);
-  if (::renameat2(AT_FDCWD, stage.c_str(), AT_FDCWD, target.c_str(), RENAME_NOREPLACE) != 0) {
-    const int err = errno;
-    if (err == EEXIST || err == ENOTEMPTY) return fail({StatusCode::kAlreadyExists, exists});
-    return fail(errno_status("rename to", target, err));
+  if (Status s = fs_.sync_dir(stage); !s.ok()) return fail(s);
+  if (Status s = fs_.rename_noreplace(stage, target); !s.ok()) {
+    if (s.code() == StatusCode::kAlreadyExists) return fail({StatusCode::kAlreadyExists, exists});
+    return fail(s);
   }
-  return sync_dir(dir_ + "/queues");
+  return fs_.sync_dir(dir_ + "/queues");
 }
 
 Result<std::unique_ptr<Topic>> DirStore::writer_topic(std::string_view name, const Meta& meta,
                                                       const Context& ctx) {
   const std::string dir = queue_dir(name) + "/topic";
   const TopicOptions o = topic_options(opt_, meta.bound, meta.max_age, false);
-  auto topic = wait_for_role<std::unique_ptr<Topic>>(ctx, [&] { return Topic::open(dir, o); });
+  auto topic = wait_for_role<std::unique_ptr<Topic>>(ctx, [&] { return topic_at(dir, o); });
   if (!topic.ok() && topic.code() == StatusCode::kInUse) {
     return Status(StatusCode::kInUse, "queue '" + std::string(name) + "' has a writer: " +
                                           std::string(topic.status().message()));
@@ -458,28 +405,21 @@ Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
   }
   const std::string qdir = queue_dir(name);
   const std::string lock_path = qdir + "/readers/" + std::string(channel) + ".lock";
-  auto fd = wait_for_role<int>(ctx, [&] { return lock_channel(lock_path, name, channel); });
-  if (!fd.ok()) return fd.status();
-  auto topic = Topic::open(qdir + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
-  if (!topic.ok()) {
-    ::close(*fd);
-    return topic.status();
-  }
+  auto role = wait_for_role<std::unique_ptr<log::File>>(
+      ctx, [&] { return lock_channel(fs_, lock_path, name, channel); });
+  if (!role.ok()) return role.status();
+  auto topic = topic_at(qdir + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
+  if (!topic.ok()) return topic.status();
   ChannelOptions copt;
   if (options.start) {  // used only if the channel is new
     auto at = seq_of(**topic, *options.start, name);
-    if (!at.ok()) {
-      ::close(*fd);
-      return at.status();
-    }
+    if (!at.ok()) return at.status();
     copt.start_seq = *at;
   }
   auto ch = (*topic)->channel(channel, copt);
-  if (!ch.ok()) {
-    ::close(*fd);
-    return ch.status();
-  }
-  return std::unique_ptr<QueueReader>(new DirReader(*fd, std::move(*topic), std::move(*ch)));
+  if (!ch.ok()) return ch.status();
+  return std::unique_ptr<QueueReader>(
+      new DirReader(std::move(*role), std::move(*topic), std::move(*ch)));
 }
 
 namespace {
@@ -513,11 +453,15 @@ std::string purged_path(const std::string& qdir, std::string_view channel) {
 }
 
 // The count in a channel's .purged file (0 if there is none).
-std::uint64_t read_purged(const std::string& path) {
-  std::ifstream in(path);
+std::uint64_t read_purged(log::FileSystem& fs, const std::string& path) {
+  auto text = log::read_whole(fs, path);
+  if (!text.ok()) return 0;
+  const char* p = text->data();
+  const char* end = p + text->size();
+  while (p < end && std::isspace(static_cast<unsigned char>(*p)) != 0) ++p;
   std::uint64_t n = 0;
-  in >> n;
-  return in ? n : 0;
+  const auto [last, ec] = std::from_chars(p, end, n);
+  return ec == std::errc() ? n : 0;
 }
 
 Status no_channel(std::string_view queue, std::string_view channel) {
@@ -536,8 +480,8 @@ Result<std::unique_ptr<QueuePeek>> DirStore::peek(std::string_view name, std::st
     return Status(StatusCode::kInvalidArgument,
                   "the embedded store's messages have seqs, not ids: peek from a seq");
   }
-  auto topic = Topic::open(queue_dir(name) + "/topic",
-                           topic_options(opt_, meta->bound, meta->max_age, true));
+  auto topic =
+      topic_at(queue_dir(name) + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
   if (!topic.ok()) return topic.status();
   std::uint64_t at = 0;
   if (from.seq) {
@@ -566,18 +510,15 @@ Result<DirStore::Moved> DirStore::move_channel(
   if (!meta.ok()) return meta.status();
   if (Status s = validate_queue_name(channel); !s.ok()) return s;
   const std::string qdir = queue_dir(name);
-  auto ro = Topic::open(qdir + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
+  auto ro = topic_at(qdir + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
   if (!ro.ok()) return ro.status();
   if (auto pos = (*ro)->channel_position(channel); pos.code() == StatusCode::kNotFound) {
     return no_channel(name, channel);
   }
   const std::string lock_path = qdir + "/readers/" + std::string(channel) + ".lock";
-  auto fd = wait_for_role<int>(ctx, [&] { return lock_channel(lock_path, name, channel); });
-  if (!fd.ok()) return fd.status();
-  struct CloseFd {
-    int fd;
-    ~CloseFd() { ::close(fd); }
-  } role{*fd};
+  auto role = wait_for_role<std::unique_ptr<log::File>>(
+      ctx, [&] { return lock_channel(fs_, lock_path, name, channel); });
+  if (!role.ok()) return role.status();
   auto before = (*ro)->channel_position(channel);  // settled now: nobody reads it
   if (!before.ok()) return before.status();
   auto to = target(**ro);
@@ -599,8 +540,10 @@ Result<DirStore::Moved> DirStore::move_channel(
   Moved m{.from = *before, .to = *at, .next_seq = topic->next_seq()};
   if (count_purged && m.to > m.from) {
     const std::string path = purged_path(qdir, channel);
-    const std::uint64_t total = read_purged(path) + (m.to - m.from);
-    if (Status s = replace_file_synced(path, std::to_string(total) + "\n"); !s.ok()) return s;
+    const std::uint64_t total = read_purged(fs_, path) + (m.to - m.from);
+    if (Status s = log::replace_file_synced(fs_, path, std::to_string(total) + "\n"); !s.ok()) {
+      return s;
+    }
   }
   return m;
 }
@@ -645,13 +588,11 @@ Status DirStore::remove(std::string_view name) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   const std::string from = queue_dir(name);
   const std::string label = "queue '" + std::string(name) + "'";
-  if (::access(from.c_str(), F_OK) != 0 && errno == ENOENT) {
-    return {StatusCode::kNotFound, "no " + label};
-  }
+  if (!fs_.exists(from)) return {StatusCode::kNotFound, "no " + label};
   // A writer or reader still open would go on putting into (or acknowledging
   // in) files nobody can reach again, and report success: refuse instead.
   // Their locks are held until the rename, so none can start in between.
-  auto& lfs = log::posix_file_system();
+  log::FileSystem& lfs = fs_;
   const std::string tdir = from + "/topic";
   if (auto canon = lfs.canonical(tdir); canon.ok() && log::open_for_writing_here(lfs, *canon)) {
     return {StatusCode::kInUse, label + " has a writer in this process (PID " +
@@ -664,46 +605,40 @@ Status DirStore::remove(std::string_view name) {
   } else if (f.code() != StatusCode::kNotFound) {
     return f.status();
   }
-  std::vector<int> reader_locks;
-  struct Release {
-    std::vector<int>& fds;
-    ~Release() {
-      for (int fd : fds) ::close(fd);
+  std::vector<std::unique_ptr<log::File>> reader_locks;  // released on return
+  auto readers = fs_.list(from + "/readers");
+  if (!readers.ok() && readers.code() != StatusCode::kNotFound) return readers.status();
+  if (readers.ok()) {
+    constexpr std::string_view kLock = ".lock";
+    for (const std::string& f : *readers) {
+      if (f.size() <= kLock.size() || !f.ends_with(kLock)) continue;
+      const std::string channel = f.substr(0, f.size() - kLock.size());
+      auto role = lock_channel(fs_, from + "/readers/" + f, name, channel);
+      if (!role.ok()) return role.status();
+      reader_locks.push_back(std::move(*role));
     }
-  } release{reader_locks};
-  std::error_code ec;
-  for (fs::directory_iterator it(from + "/readers", ec), end; !ec && it != end; it.increment(ec)) {
-    const fs::path& p = it->path();
-    if (p.extension() != ".lock") continue;
-    auto fd = lock_channel(p.string(), name, p.stem().string());
-    if (!fd.ok()) return fd.status();
-    reader_locks.push_back(*fd);
-  }
-  if (ec && ec != std::errc::no_such_file_or_directory) {
-    return errno_status("list", from + "/readers", ec.value());
   }
 
   const std::string to = dir_ + "/tmp/" + staging_name("delete", name);
   // The rename is the delete: the name is gone at once; the files follow.
-  if (::rename(from.c_str(), to.c_str()) != 0) {
-    if (errno == ENOENT) return {StatusCode::kNotFound, "no " + label};
-    return errno_status("rename", from);
+  // (to is a fresh name: a rename that never replaces says kNotFound, not
+  // an I/O error, when the queue went meanwhile.)
+  if (Status s = fs_.rename_noreplace(from, to); !s.ok()) {
+    if (s.code() == StatusCode::kNotFound) return {StatusCode::kNotFound, "no " + label};
+    return s;
   }
-  if (Status s = sync_dir(dir_ + "/queues"); !s.ok()) return s;
-  fs::remove_all(to, ec);
-  if (ec) return {StatusCode::kIOError, "remove " + to + ": " + ec.message()};
-  return Status::Ok();
+  if (Status s = fs_.sync_dir(dir_ + "/queues"); !s.ok()) return s;
+  return fs_.remove_tree(to);
 }
 
 Result<std::vector<std::string>> DirStore::list() {
   std::vector<std::string> names;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir_ + "/queues", ec), end; !ec && it != end; it.increment(ec)) {
-    std::string n = it->path().filename().string();
+  auto entries = fs_.list(dir_ + "/queues");
+  if (entries.code() == StatusCode::kNotFound) return names;  // no store made here yet
+  if (!entries.ok()) return entries.status();
+  for (std::string& n : *entries) {
     if (validate_queue_name(n).ok()) names.push_back(std::move(n));
   }
-  if (ec == std::errc::no_such_file_or_directory) return names;  // no store made here yet
-  if (ec) return Status(StatusCode::kIOError, "list " + dir_ + "/queues: " + ec.message());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -717,7 +652,7 @@ Result<QueueInfo> DirStore::stat(std::string_view name) {
   info.bound = meta->bound;
   info.max_age = meta->max_age;
   const std::string tdir = queue_dir(name) + "/topic";
-  auto topic = Topic::open(tdir, topic_options(opt_, meta->bound, meta->max_age, true));
+  auto topic = topic_at(tdir, topic_options(opt_, meta->bound, meta->max_age, true));
   if (!topic.ok()) return topic.status();
   info.produced = (*topic)->next_seq();
   info.closed = (*topic)->closed();
@@ -730,9 +665,8 @@ Result<QueueInfo> DirStore::stat(std::string_view name) {
   const std::uint64_t first = (*topic)->first_seq();
   std::uint64_t consumed = info.produced;
   for (const std::string& ch : info.channels) {
-    std::ifstream in(tdir + "/channels/" + ch + ".pos", std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const log::PositionRead p = log::decode_positions(bytes);
+    auto bytes = log::read_whole(fs_, tdir + "/channels/" + ch + ".pos");
+    const log::PositionRead p = log::decode_positions(bytes.ok() ? *bytes : std::string());
     const std::uint64_t at =
         std::max(p.state == log::PositionState::kValid ? p.slot.next_seq : 0, first);
     consumed = std::min(consumed, at);
@@ -740,7 +674,7 @@ Result<QueueInfo> DirStore::stat(std::string_view name) {
                                  .lag = info.produced - std::min(at, info.produced),
                                  .pending = 0,
                                  .dead_lettered = 0,
-                                 .purged = read_purged(purged_path(queue_dir(name), ch))});
+                                 .purged = read_purged(fs_, purged_path(queue_dir(name), ch))});
   }
   info.consumed = consumed;
   info.length = info.produced - info.consumed;

@@ -9,6 +9,11 @@
 //   <store>/tmp/                            staging for create and delete
 // Our files sit beside the topic directory, not in it: the topic's recovery
 // owns what is inside (it removes stray *.tmp files, for one). Private.
+//
+// Every file the store touches, its own and its topics', goes through one
+// log::FileSystem (the real one unless a test gives the simulated disk of
+// tests/log/fault_file_system.h): the crash-point tests cut power at each
+// of its calls.
 #pragma once
 
 #include <chrono>
@@ -16,6 +21,7 @@
 #include <memory>
 #include <string>
 
+#include "log/file_system.h"
 #include "sluice/log/topic.h"
 #include "sluice/store.h"
 
@@ -25,8 +31,12 @@ class DirStore final : public QueueStore {
  public:
   static Result<std::unique_ptr<QueueStore>> open(const std::string& dir,
                                                   const StoreOptions& options);
+  // The same on any file system (tests: a simulated disk). `fs` outlives
+  // the store and everything it hands out.
+  static Result<std::unique_ptr<QueueStore>> open(log::FileSystem& fs, const std::string& dir,
+                                                  const StoreOptions& options);
   // dir/queues and dir/tmp, made if missing.
-  static Status make_dirs(const std::string& dir);
+  static Status make_dirs(log::FileSystem& fs, const std::string& dir);
 
   using QueueStore::create;
   Status create(std::string_view name, const QueueSpec& spec) override;
@@ -48,8 +58,11 @@ class DirStore final : public QueueStore {
   Result<QueueInfo> stat(std::string_view name) override;
 
  private:
-  DirStore(std::string dir, StoreOptions options) : dir_(std::move(dir)), opt_(options) {}
+  DirStore(log::FileSystem& fs, std::string dir, StoreOptions options)
+      : fs_(fs), dir_(std::move(dir)), opt_(options) {}
   std::string queue_dir(std::string_view name) const;
+  // The topic in `dir`, on the store's file system.
+  Result<std::unique_ptr<Topic>> topic_at(const std::string& dir, const TopicOptions& o) const;
   // What queue.meta records.
   struct Meta {
     std::uint64_t bound = 0;
@@ -71,6 +84,7 @@ class DirStore final : public QueueStore {
                              const std::function<Result<std::uint64_t>(Topic&)>& target,
                              bool count_purged);
 
+  log::FileSystem& fs_;
   std::string dir_;
   StoreOptions opt_;
 };

@@ -52,7 +52,8 @@ struct FaultFileSystem::Inode {
   std::string durable;
   bool mapped = false;
   std::chrono::system_clock::time_point mtime = std::chrono::system_clock::now();
-  const void* locker = nullptr;
+  const void* locker = nullptr;   // lock()
+  const void* flocker = nullptr;  // try_flock()
   // A directory: its entries now, and as of its last sync.
   std::map<std::string, std::shared_ptr<Inode>> entries, durable_entries;
 
@@ -161,6 +162,7 @@ class FaultFile final : public log::File {
   ~FaultFile() override {
     std::lock_guard lk(fs_->mu_);
     if (node_->locker == this) node_->locker = nullptr;
+    if (node_->flocker == this) node_->flocker = nullptr;
   }
 
   Result<std::size_t> pread(char* buf, std::size_t n, std::uint64_t off) override {
@@ -257,6 +259,16 @@ class FaultFile final : public log::File {
       return {StatusCode::kInUse, what + " by PID " + std::to_string(getpid())};
     }
     node_->locker = this;
+    return Status::Ok();
+  }
+
+  Status try_flock() override {
+    std::lock_guard lk(fs_->mu_);
+    if (fs_->off_) return power_off("flock", path());
+    if (node_->flocker != nullptr && node_->flocker != this) {
+      return {StatusCode::kInUse, path() + " is locked"};
+    }
+    node_->flocker = this;
     return Status::Ok();
   }
 
@@ -419,6 +431,39 @@ Status FaultFileSystem::rename(const std::string& from, const std::string& to) {
   to_dir->entries[to_name] = from_dir->entries[from_name];
   from_dir->entries.erase(from_name);
   return Status::Ok();
+}
+
+Status FaultFileSystem::rename_noreplace(const std::string& from, const std::string& to) {
+  std::lock_guard lk(mu_);
+  if (off_) return power_off("rename", from);
+  std::string from_name;
+  std::string to_name;
+  auto from_dir = parent_of(from, from_name);
+  auto to_dir = parent_of(to, to_name);
+  if (!from_dir || !to_dir || !from_dir->entries.contains(from_name)) {
+    return {StatusCode::kNotFound, "rename " + from + ": no such file"};
+  }
+  if (to_dir->entries.contains(to_name)) return {StatusCode::kAlreadyExists, to + " exists"};
+  if (!count("rename-noreplace " + from + " " + to)) return power_off("rename", from);
+  to_dir->entries[to_name] = from_dir->entries[from_name];
+  from_dir->entries.erase(from_name);
+  return Status::Ok();
+}
+
+Status FaultFileSystem::remove_tree(const std::string& path) {
+  std::lock_guard lk(mu_);
+  if (off_) return power_off("remove", path);
+  std::string name;
+  auto dir = parent_of(path, name);
+  if (!dir || !dir->entries.contains(name)) return Status::Ok();
+  if (!count("remove-tree " + path)) return power_off("remove", path);
+  dir->entries.erase(name);
+  return Status::Ok();
+}
+
+bool FaultFileSystem::exists(const std::string& path) {
+  std::lock_guard lk(mu_);
+  return lookup(path) != nullptr;
 }
 
 Status FaultFileSystem::sync_dir(const std::string& dir) {

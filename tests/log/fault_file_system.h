@@ -42,7 +42,9 @@ class FaultFileSystem final : public log::FileSystem {
 
   // Calls that change the disk or sync it (creating opens, writes, syncs,
   // truncates, preallocations, renames, removals, directory creation and
-  // sync), counted from 1.
+  // sync), counted from 1. A remove_tree is one call (the tree's entry goes
+  // at once). Locks (lock, try_flock) are not counted: they change nothing
+  // on disk, and a cut drops them (the new file system has none).
   std::uint64_t calls() const;
   // The power goes off as call k starts: it and every later call fail with
   // kIOError, and the disk is frozen as it was.
@@ -64,6 +66,9 @@ class FaultFileSystem final : public log::FileSystem {
   Result<std::unique_ptr<log::File>> open(const std::string& path, log::OpenMode mode) override;
   Status remove(const std::string& path) override;
   Status rename(const std::string& from, const std::string& to) override;
+  Status rename_noreplace(const std::string& from, const std::string& to) override;
+  Status remove_tree(const std::string& path) override;
+  bool exists(const std::string& path) override;
   Status sync_dir(const std::string& dir) override;
   Status create_dir(const std::string& dir) override;
   bool is_dir(const std::string& path) override;
