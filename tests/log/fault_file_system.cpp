@@ -418,22 +418,14 @@ Status FaultFileSystem::remove(const std::string& path) {
 }
 
 Status FaultFileSystem::rename(const std::string& from, const std::string& to) {
-  std::lock_guard lk(mu_);
-  if (off_) return power_off("rename", from);
-  std::string from_name;
-  std::string to_name;
-  auto from_dir = parent_of(from, from_name);
-  auto to_dir = parent_of(to, to_name);
-  if (!from_dir || !to_dir || !from_dir->entries.contains(from_name)) {
-    return {StatusCode::kNotFound, "rename " + from + ": no such file"};
-  }
-  if (!count("rename " + from + " " + to)) return power_off("rename", from);
-  to_dir->entries[to_name] = from_dir->entries[from_name];
-  from_dir->entries.erase(from_name);
-  return Status::Ok();
+  return move_entry(from, to, /*replace=*/true);
 }
 
 Status FaultFileSystem::rename_noreplace(const std::string& from, const std::string& to) {
+  return move_entry(from, to, /*replace=*/false);
+}
+
+Status FaultFileSystem::move_entry(const std::string& from, const std::string& to, bool replace) {
   std::lock_guard lk(mu_);
   if (off_) return power_off("rename", from);
   std::string from_name;
@@ -443,8 +435,12 @@ Status FaultFileSystem::rename_noreplace(const std::string& from, const std::str
   if (!from_dir || !to_dir || !from_dir->entries.contains(from_name)) {
     return {StatusCode::kNotFound, "rename " + from + ": no such file"};
   }
-  if (to_dir->entries.contains(to_name)) return {StatusCode::kAlreadyExists, to + " exists"};
-  if (!count("rename-noreplace " + from + " " + to)) return power_off("rename", from);
+  if (!replace && to_dir->entries.contains(to_name)) {
+    return {StatusCode::kAlreadyExists, to + " exists"};
+  }
+  if (!count((replace ? "rename " : "rename-noreplace ") + from + " " + to)) {
+    return power_off("rename", from);
+  }
   to_dir->entries[to_name] = from_dir->entries[from_name];
   from_dir->entries.erase(from_name);
   return Status::Ok();

@@ -81,6 +81,8 @@ class FaultFileSystem final : public log::FileSystem {
   friend class FaultFile;
   // Counts a disk-changing call; false once the power is off.
   bool count(const std::string& what);
+  // rename (replace) and rename_noreplace: one entry moved, counted as a call.
+  Status move_entry(const std::string& from, const std::string& to, bool replace);
   std::shared_ptr<Inode> lookup(const std::string& path) const;
   void wait_sync_latency() const;
   // The directory holding `path` and its last component.
