@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -89,6 +90,16 @@ std::string check_times(Topic& t, const std::vector<LogMessage>& all) {
 }
 
 }  // namespace
+
+std::uint64_t crash_points_every() {
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+  constexpr int kEveryByDefault = 4;
+#else
+  constexpr int kEveryByDefault = 1;
+#endif
+  const char* v = std::getenv("SLUICE_CRASH_POINTS_EVERY");  // NOLINT(concurrency-mt-unsafe)
+  return v != nullptr ? static_cast<std::uint64_t>(std::max(1, std::atoi(v))) : kEveryByDefault;
+}
 
 TopicOptions cut_topic_options(Durability d) {
   TopicOptions o;

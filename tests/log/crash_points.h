@@ -42,6 +42,10 @@ struct Told {
   }
 };
 
+// The stride of a cut-every-call test: every call (4 under a sanitizer, which
+// is slower), or SLUICE_CRASH_POINTS_EVERY.
+std::uint64_t crash_points_every();
+
 TopicOptions cut_topic_options(Durability d);
 
 // Appends across several segment rolls (single appends and batches), two

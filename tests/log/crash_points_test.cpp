@@ -42,17 +42,6 @@ struct Param {
 
 class CrashPointsTest : public ::testing::TestWithParam<Param> {};
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int kEveryByDefault = 4;
-#else
-constexpr int kEveryByDefault = 1;
-#endif
-
-std::uint64_t every() {
-  const char* v = std::getenv("SLUICE_CRASH_POINTS_EVERY");  // NOLINT(concurrency-mt-unsafe)
-  return v != nullptr ? std::max(1, std::atoi(v)) : kEveryByDefault;
-}
-
 // Cuts at every call of the scripted workload with `records_per_life`
 // appends per life (it ends in a close()).
 void cut_every_call(const Param& p, int records_per_life, std::uint64_t min_calls,
@@ -72,7 +61,7 @@ void cut_every_call(const Param& p, int records_per_life, std::uint64_t min_call
   ASSERT_GT(total, min_calls) << "the workload is too small to mean much";
   int failures = 0;
   std::uint64_t checked = 0;
-  for (std::uint64_t k = 1; k <= total + 1 && failures < 5; k += every()) {
+  for (std::uint64_t k = 1; k <= total + 1 && failures < 5; k += testutil::crash_points_every()) {
     FaultFileSystem fs;
     fs.cut_at(k);
     Told told;

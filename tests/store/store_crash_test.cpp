@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "log/crash_points.h"
 #include "log/fault_file_system.h"
 #include "sluice/store.h"
 #include "store/dir_store.h"
@@ -28,17 +29,6 @@ using testutil::CutMode;
 using testutil::FaultFileSystem;
 
 constexpr const char* kStoreDir = "/fault/store";
-
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr int kEveryByDefault = 4;
-#else
-constexpr int kEveryByDefault = 1;
-#endif
-
-std::uint64_t every() {
-  const char* v = std::getenv("SLUICE_CRASH_POINTS_EVERY");  // NOLINT(concurrency-mt-unsafe)
-  return v != nullptr ? static_cast<std::uint64_t>(std::max(1, std::atoi(v))) : kEveryByDefault;
-}
 
 Context soon() { return Context().with_timeout(std::chrono::seconds(5)); }
 
@@ -163,7 +153,7 @@ void cut_every_call(const char* what, const Setup& setup, const Script& script,
   ASSERT_GT(total, 3U) << what;
   int failures = 0;
   std::uint64_t checked = 0;
-  for (std::uint64_t k = 1; k <= total + 1 && failures < 5; k += every()) {
+  for (std::uint64_t k = 1; k <= total + 1 && failures < 5; k += testutil::crash_points_every()) {
     FaultFileSystem fs;
     auto store = open_store(fs);
     ASSERT_NE(store, nullptr);
