@@ -21,13 +21,23 @@ namespace sluice {
 // seen; it follows a slower service only at the floor) adds one; a slower window
 // multiplies the limit by `backoff`. So a stage calling a remote service
 // finds the service's concurrency knee instead of queueing requests inside
-// it. For fn of at least tens of microseconds: each call takes a mutex.
+// it. A window that raised the limit (a probe) must pay for itself: if its
+// throughput (limit / mean latency) is below the window's before, the limit
+// goes back down by one, since a latency still within `tolerance` can be past
+// the knee (9 calls at 1.19x the latency of 8 serve fewer). Each such probe
+// costs throughput for its whole window, so after one has failed, the next
+// to that limit or above waits twice as many windows as the last did (up to
+// `max_probe_wait`); one that holds climbs on at once. For fn of at least
+// tens of microseconds: each call takes a mutex.
 struct AdaptiveConcurrency {
   bool enabled = false;
   std::size_t min_width = 1;  // floor, >= 1 (the stage's width is the ceiling)
   std::size_t initial = 0;    // starting limit; 0: min_width
   double tolerance = 1.25;    // > 1
   double backoff = 0.9;       // in (0, 1)
+  // Windows between probes of a limit that failed (0: plain AIMD, probes
+  // neither judged by throughput nor spaced).
+  std::size_t max_probe_wait = 32;
 };
 
 namespace detail {
@@ -62,17 +72,52 @@ class AimdLimit {
       // or an overload that grows a little per step would creep past it.
       baseline_ += (mean - baseline_) * 0.05;
     }
-    if (mean > a_.tolerance * baseline_) {
+    const bool slow = mean > a_.tolerance * baseline_;
+    if (settling_ && !slow) {
+      // The first window after a raise holds calls that started before it:
+      // the probe is judged on the next one.
+      settling_ = false;
+      return;
+    }
+    settling_ = false;
+    const bool probed = probing_;
+    probing_ = false;
+    const bool paid =
+        !probed || probe_base_ <= 0 ||
+        static_cast<double>(limit_) / mean >= static_cast<double>(limit_ - 1) / probe_base_;
+    if (a_.max_probe_wait > 0 && probed && !paid) {  // served less than one fewer did
+      failed_at_ = limit_;
+      probe_gap_ = (std::min)(probe_gap_ * 2, a_.max_probe_wait);
+      probe_wait_ = probe_gap_;
+      if (!slow) {  // within tolerance: one step back is enough
+        --limit_;
+        ++decreases_;
+        return;
+      }
+    }
+    if (slow) {
       const auto down = static_cast<std::size_t>(static_cast<double>(limit_) * a_.backoff);
       const std::size_t next = (std::max)(a_.min_width, (std::min)(down, limit_ - 1));
       if (next < limit_) {
         limit_ = next;
         ++decreases_;
       }
-    } else if (limit_ < ceiling_) {
-      ++limit_;
-      ++increases_;
+      return;
     }
+    if (probed && limit_ >= failed_at_) {  // a probe held: the knee is higher now
+      failed_at_ = 0;
+      probe_gap_ = 1;
+    }
+    if (limit_ >= ceiling_) return;
+    if (failed_at_ != 0 && limit_ + 1 >= failed_at_ && probe_wait_ > 0) {
+      --probe_wait_;  // hold below the limit that failed a while
+      return;
+    }
+    probe_base_ = mean;  // what one fewer served
+    ++limit_;
+    ++increases_;
+    probing_ = true;
+    settling_ = a_.max_probe_wait > 0;
   }
 
  private:
@@ -80,8 +125,14 @@ class AimdLimit {
   const std::size_t ceiling_;
   std::size_t limit_;
   std::size_t window_n_ = 0;
-  double window_sum_ = 0;  // seconds
-  double baseline_ = 0;    // seconds: the lowest window mean, drifting up slowly
+  double window_sum_ = 0;       // seconds
+  double baseline_ = 0;         // seconds: the lowest window mean, drifting up slowly
+  double probe_base_ = 0;       // the mean latency before the last raise (seconds)
+  bool probing_ = false;        // the limit was raised and not judged yet
+  bool settling_ = false;       // the window after a raise: not judged
+  std::size_t failed_at_ = 0;   // the limit whose probe failed last (0: none)
+  std::size_t probe_gap_ = 1;   // windows to wait after the next failure / 2
+  std::size_t probe_wait_ = 0;  // windows still to wait before probing failed_at_
   std::uint64_t increases_ = 0;
   std::uint64_t decreases_ = 0;
 };

@@ -50,6 +50,56 @@ TEST(AimdLimitTest, FindsTheKneeOfAModelledServiceAndStaysNearIt) {
   }
 }
 
+// Settled at a knee, probes past it are rare (each failed one waits twice
+// as long, up to max_probe_wait windows): throughput within 3% of the knee's;
+// without the wait (max_probe_wait 0) every other window or so probes.
+TEST(AimdLimitTest, AFailedProbeWaitsBeforeTheNextSoTheKneeHoldsItsThroughput) {
+  for (const std::size_t wait : {std::size_t{32}, std::size_t{0}}) {
+    for (std::size_t knee : {2u, 5u, 8u, 20u}) {
+      AdaptiveConcurrency a;
+      a.enabled = true;
+      a.max_probe_wait = wait;
+      detail::AimdLimit limit(a, 64);
+      double throughput = 0;
+      int rounds = 0;
+      for (int w = 0; w < 4000; ++w) {
+        const std::size_t c = limit.limit();
+        const double lat = modelled_latency(c, knee);
+        for (std::size_t i = 0; i < std::max<std::size_t>(c, 8); ++i) limit.observe(lat);
+        if (w >= 2000) {
+          throughput += static_cast<double>(c) / lat;
+          ++rounds;
+        }
+      }
+      const double ratio = throughput / rounds / static_cast<double>(knee);
+      if (wait > 0) {
+        EXPECT_GE(ratio, 0.97) << "knee " << knee;
+      } else {
+        EXPECT_LT(ratio, 0.97) << "knee " << knee << ": the wait is what holds it";
+      }
+    }
+  }
+}
+
+// A knee that moves up after a failed probe is found again: a probe that
+// holds climbs on at once.
+TEST(AimdLimitTest, AKneeThatMovesUpIsFoundAgain) {
+  AdaptiveConcurrency a;
+  a.enabled = true;
+  detail::AimdLimit limit(a, 64);
+  auto run = [&](std::size_t knee, int windows) {
+    for (int w = 0; w < windows; ++w) {
+      const std::size_t c = limit.limit();
+      const double lat = modelled_latency(c, knee);
+      for (std::size_t i = 0; i < std::max<std::size_t>(c, 8); ++i) limit.observe(lat);
+    }
+  };
+  run(8, 2000);
+  EXPECT_LE(limit.limit(), 9u);
+  run(20, 2000);
+  EXPECT_GE(limit.limit(), 18u);
+}
+
 TEST(AimdLimitTest, AFlatServiceGrowsTheLimitToTheCeilingAndNoFurther) {
   AdaptiveConcurrency a;
   a.enabled = true;
