@@ -21,10 +21,12 @@ namespace sluice {
 // seen; it follows a slower service only at the floor) adds one; a slower window
 // multiplies the limit by `backoff`. So a stage calling a remote service
 // finds the service's concurrency knee instead of queueing requests inside
-// it. A window that raised the limit (a probe) must pay for itself: if its
-// throughput (limit / mean latency) is below the window's before, the limit
-// goes back down by one, since a latency still within `tolerance` can be past
-// the knee (9 calls at 1.19x the latency of 8 serve fewer). Each such probe
+// it. A raise of the limit (a probe) must pay for itself: judged on the
+// window after the one that raised it (that one still holds calls started
+// before), its throughput (limit / mean latency) must gain at least half of
+// what one more worker gives below the knee, else the limit goes back down
+// by one, since a latency still within `tolerance` can be past the knee (9
+// calls at 1.19x the latency of 8 serve fewer). Each such probe
 // costs throughput for its whole window, so after one has failed, the next
 // to that limit or above waits twice as many windows as the last did (up to
 // `max_probe_wait`); one that holds climbs on at once. For fn of at least
@@ -82,9 +84,12 @@ class AimdLimit {
     settling_ = false;
     const bool probed = probing_;
     probing_ = false;
+    // Paid: at least half the gain one more worker gives below the knee
+    // (L+1 vs L serve (L+1)/L as much): a probe that only breaks even is
+    // noise, or the knee's edge, and costs latency.
     const bool paid =
         !probed || probe_base_ <= 0 ||
-        static_cast<double>(limit_) / mean >= static_cast<double>(limit_ - 1) / probe_base_;
+        static_cast<double>(limit_) / mean >= (static_cast<double>(limit_) - 0.5) / probe_base_;
     if (a_.max_probe_wait > 0 && probed && !paid) {  // served less than one fewer did
       failed_at_ = limit_;
       probe_gap_ = (std::min)(probe_gap_ * 2, a_.max_probe_wait);
