@@ -26,11 +26,12 @@ namespace sluice {
 // before), its throughput (limit / mean latency) must gain at least half of
 // what one more worker gives below the knee, else the limit goes back down
 // by one, since a latency still within `tolerance` can be past the knee (9
-// calls at 1.19x the latency of 8 serve fewer). Each such probe
-// costs throughput for its whole window, so after one has failed, the next
-// to that limit or above waits twice as many windows as the last did (up to
-// `max_probe_wait`); one that holds climbs on at once. For fn of at least
-// tens of microseconds: each call takes a mutex.
+// calls at 1.19x the latency of 8 serve fewer). Each failed probe costs a
+// window's throughput, so the next one waits twice as many windows as the
+// last did (up to `max_probe_wait`), and probes below a failed limit go down
+// and up in turn (a limit reached by a backoff may itself be past the knee:
+// one fewer that serves as much stays); one up that pays climbs on at once.
+// For fn of at least tens of microseconds: each call takes a mutex.
 struct AdaptiveConcurrency {
   bool enabled = false;
   std::size_t min_width = 1;  // floor, >= 1 (the stage's width is the ceiling)
@@ -76,28 +77,42 @@ class AimdLimit {
     }
     const bool slow = mean > a_.tolerance * baseline_;
     if (settling_ && !slow) {
-      // The first window after a raise holds calls that started before it:
-      // the probe is judged on the next one.
+      // The first window after a probe holds calls started before it: the
+      // probe is judged on the next one.
       settling_ = false;
       return;
     }
     settling_ = false;
-    const bool probed = probing_;
-    probing_ = false;
-    // Paid: at least half the gain one more worker gives below the knee
-    // (L+1 vs L serve (L+1)/L as much): a probe that only breaks even is
-    // noise, or the knee's edge, and costs latency.
-    const bool paid =
-        !probed || probe_base_ <= 0 ||
-        static_cast<double>(limit_) / mean >= (static_cast<double>(limit_) - 0.5) / probe_base_;
-    if (a_.max_probe_wait > 0 && probed && !paid) {  // served less than one fewer did
-      failed_at_ = limit_;
-      probe_gap_ = (std::min)(probe_gap_ * 2, a_.max_probe_wait);
-      probe_wait_ = probe_gap_;
-      if (!slow) {  // within tolerance: one step back is enough
-        --limit_;
-        ++decreases_;
+    const int probe = probe_;
+    probe_ = 0;
+    if (a_.max_probe_wait > 0 && probe != 0 && probe_base_ > 0) {
+      // Throughput is limit / mean latency. Up pays if it gains at least half
+      // of what one more worker gives below the knee ((L+1)/L); down pays if
+      // it loses less than half of what one worker gives there: breaking
+      // even is noise, or the knee's edge.
+      const auto l = static_cast<double>(limit_);
+      const bool paid =
+          probe > 0 ? l / mean >= (l - 0.5) / probe_base_ : l / mean >= (l + 0.5) / probe_base_;
+      if (paid) {
+        failed_at_ = probe > 0 ? 0 : limit_ + 1;  // down: the limit above is worse
+        probe_gap_ = 1;
+        probe_wait_ = probe > 0 ? 0 : 1;
+      } else if (!slow) {
+        probe_gap_ = (std::min)(probe_gap_ * 2, a_.max_probe_wait);
+        probe_wait_ = probe_gap_;
+        if (probe > 0) {  // served less than one fewer did: one step back
+          failed_at_ = limit_;
+          --limit_;
+          ++decreases_;
+        } else {  // one fewer served less: back up
+          ++limit_;
+          ++increases_;
+        }
         return;
+      } else if (probe > 0) {
+        failed_at_ = limit_;
+        probe_gap_ = (std::min)(probe_gap_ * 2, a_.max_probe_wait);
+        probe_wait_ = probe_gap_;
       }
     }
     if (slow) {
@@ -109,23 +124,38 @@ class AimdLimit {
       }
       return;
     }
-    if (probed && limit_ >= failed_at_) {  // a probe held: the knee is higher now
-      failed_at_ = 0;
-      probe_gap_ = 1;
+    if (failed_at_ != 0 && limit_ + 1 >= failed_at_) {
+      // Held below a limit that failed: probe again once the wait is over,
+      // down and up in turn (a limit reached by a backoff may itself be
+      // past the knee).
+      if (probe_wait_ > 0) {
+        --probe_wait_;
+        return;
+      }
+      down_next_ = !down_next_;
+      if (down_next_ && limit_ > a_.min_width) {
+        start_probe(mean, -1);
+        return;
+      }
     }
-    if (limit_ >= ceiling_) return;
-    if (failed_at_ != 0 && limit_ + 1 >= failed_at_ && probe_wait_ > 0) {
-      --probe_wait_;  // hold below the limit that failed a while
-      return;
-    }
-    probe_base_ = mean;  // what one fewer served
-    ++limit_;
-    ++increases_;
-    probing_ = true;
-    settling_ = a_.max_probe_wait > 0;
+    if (limit_ < ceiling_) start_probe(mean, +1);
   }
 
  private:
+  // Moves the limit one step (+1 or -1) and judges the move later.
+  void start_probe(double mean, int direction) {
+    probe_base_ = mean;  // what the limit before served
+    if (direction > 0) {
+      ++limit_;
+      ++increases_;
+    } else {
+      --limit_;
+      ++decreases_;
+    }
+    probe_ = direction;
+    settling_ = a_.max_probe_wait > 0;
+  }
+
   const AdaptiveConcurrency a_;
   const std::size_t ceiling_;
   std::size_t limit_;
@@ -133,11 +163,12 @@ class AimdLimit {
   double window_sum_ = 0;       // seconds
   double baseline_ = 0;         // seconds: the lowest window mean, drifting up slowly
   double probe_base_ = 0;       // the mean latency before the last raise (seconds)
-  bool probing_ = false;        // the limit was raised and not judged yet
+  int probe_ = 0;               // the last move to judge: +1 up, -1 down, 0 none
+  bool down_next_ = false;      // the next probe below a failed limit goes down
   bool settling_ = false;       // the window after a raise: not judged
   std::size_t failed_at_ = 0;   // the limit whose probe failed last (0: none)
   std::size_t probe_gap_ = 1;   // windows to wait after the next failure / 2
-  std::size_t probe_wait_ = 0;  // windows still to wait before probing failed_at_
+  std::size_t probe_wait_ = 0;  // windows still to wait before the next probe
   std::uint64_t increases_ = 0;
   std::uint64_t decreases_ = 0;
 };
