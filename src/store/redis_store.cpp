@@ -288,7 +288,8 @@ Result<SeekResult> RedisStore::seek(std::string_view name, std::string_view chan
   if (Status s = seek_stream(t, channel, to, &where); !s.ok()) return s;
   SeekResult r;
   r.position = "after " + where.position;
-  r.clamped = where.clamped && to.kind != SeekTarget::Kind::kStart;  // the oldest retained: asked for
+  r.clamped =
+      where.clamped && to.kind != SeekTarget::Kind::kStart;  // the oldest retained: asked for
   r.unacknowledged_before = where.unacknowledged_before;
   r.unacknowledged = where.unacknowledged;
   return r;
