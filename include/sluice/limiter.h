@@ -97,22 +97,20 @@ class AimdLimit {
         failed_at_ = probe > 0 ? 0 : limit_ + 1;  // down: the limit above is worse
         probe_gap_ = 1;
         probe_wait_ = probe > 0 ? 0 : 1;
-      } else if (!slow) {
+      } else if (!slow || probe > 0) {  // failed (slow after a step down: a slowdown, below)
         probe_gap_ = (std::min)(probe_gap_ * 2, a_.max_probe_wait);
         probe_wait_ = probe_gap_;
-        if (probe > 0) {  // served less than one fewer did: one step back
-          failed_at_ = limit_;
-          --limit_;
-          ++decreases_;
-        } else {  // one fewer served less: back up
-          ++limit_;
-          ++increases_;
+        if (probe > 0) failed_at_ = limit_;
+        if (!slow) {  // within tolerance: undo the step
+          if (probe > 0) {
+            --limit_;
+            ++decreases_;
+          } else {
+            ++limit_;
+            ++increases_;
+          }
+          return;
         }
-        return;
-      } else if (probe > 0) {
-        failed_at_ = limit_;
-        probe_gap_ = (std::min)(probe_gap_ * 2, a_.max_probe_wait);
-        probe_wait_ = probe_gap_;
       }
     }
     if (slow) {

@@ -81,13 +81,8 @@ Context role_context(const LookArgs& a, const std::stop_token& stop) {
 }
 
 int run_seek(Globals& g, const LookArgs& a) {
-  auto place = a.to.target("--to");
+  auto place = a.to.target("--to", /*required=*/true);
   if (!place.ok()) return fail("seek", queue_label(a.name), place.status());
-  if (!*place) {
-    return fail("seek", queue_label(a.name),
-                {StatusCode::kInvalidArgument,
-                 "give one place: --to-seq N, --to-id ID, --to-time T, --to-start or --to-end"});
-  }
   const SeekTarget to = **place;
   auto store = open_store(g, "seek", &g.rc);
   if (!store) return g.rc;

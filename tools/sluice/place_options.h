@@ -22,9 +22,10 @@ struct PlaceArgs {
   bool start = false;
   bool end = false;
 
-  // The place given: empty if none; kInvalidArgument for two, or a bad time.
-  // `prefix` ("--to" or "--from") names the options in the message.
-  Result<std::optional<SeekTarget>> target(const std::string& prefix) const {
+  // The place given: empty if none (kInvalidArgument if `required`);
+  // kInvalidArgument for two, or a bad time. `prefix` ("--to" or "--from")
+  // names the options in the message.
+  Result<std::optional<SeekTarget>> target(const std::string& prefix, bool required = false) const {
     SeekTarget to;
     int given = 0;
     if (seq) {
@@ -53,7 +54,7 @@ struct PlaceArgs {
       to.kind = SeekTarget::Kind::kEnd;
       ++given;
     }
-    if (given > 1) {
+    if (given > 1 || (given == 0 && required)) {
       return Status(StatusCode::kInvalidArgument, "give one place: " + prefix + "-seq N, " +
                                                       prefix + "-id ID, " + prefix + "-time T, " +
                                                       prefix + "-start or " + prefix + "-end");
