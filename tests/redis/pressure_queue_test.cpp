@@ -316,6 +316,64 @@ TEST_F(PressureQueueTest, DeadlineBoundsTheWait) {
   EXPECT_EQ(*q.get(with_timeout(0ms)), "now");
 }
 
+// Redis ends a blocked command only at its first tick after the command's
+// timeout. With hz 1 that is up to a second late: the client ends the wait at
+// its own deadline (CLIENT UNBLOCK from a second connection) instead.
+TEST_F(PressureQueueTest, ADeadlineEndsTheWaitNotTheServersTick) {
+  raw_.cmd({"CONFIG", "SET", "hz", "1"});
+  RedisOptions o = server_.options();
+  o.wait_slice = 10s;  // the server-side timeout, were it the only one
+  o.io_timeout = 30s;
+  PressureQueue q(o, "q");
+  ASSERT_TRUE(q.create(0).ok());
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(q.get(with_timeout(50ms)).code(), StatusCode::kDeadlineExceeded);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 900ms) << "attempt " << i;
+  }
+  EXPECT_EQ(raw_.blocked_clients(), 0);  // ended, not left waiting on the server
+  // The connection goes on: nothing half-read is left on it.
+  ASSERT_TRUE(q.put("after").ok());
+  EXPECT_EQ(*q.get(with_timeout(1s)), "after");
+  raw_.cmd({"CONFIG", "SET", "hz", "10"});  // a shutdown waits for a tick
+}
+
+// A stop ends a wait at once, not at the end of the server-side slice.
+TEST_F(PressureQueueTest, AStopEndsABlockedGetBeforeItsServerSideSlice) {
+  RedisOptions o = server_.options();
+  o.wait_slice = 10s;
+  o.io_timeout = 30s;
+  PressureQueue q(o, "q");
+  ASSERT_TRUE(q.create(0).ok());
+  std::stop_source stop;
+  auto blocked = std::async(std::launch::async, [&] { return q.get(Context(stop.get_token())); });
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
+  const auto t0 = std::chrono::steady_clock::now();
+  stop.request_stop();
+  ASSERT_EQ(blocked.wait_for(5s), std::future_status::ready) << "still waiting on the server";
+  EXPECT_EQ(blocked.get().code(), StatusCode::kCancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(raw_.blocked_clients(), 0);
+  ASSERT_TRUE(q.put("x").ok());
+  EXPECT_EQ(*q.get(with_timeout(1s)), "x");
+}
+
+// Where CLIENT UNBLOCK is refused, the server's own timeout ends the wait:
+// later, but the same answer.
+TEST(PressureAuthTest, WithoutClientUnblockTheServersTimeoutEndsTheWait) {
+  RedisServer server(false, {"user default off", "user bob on >pw ~* &* +@all -client|unblock"});
+  RedisOptions o = server.options();
+  o.user = "bob";
+  o.password = "pw";
+  PressureQueue q(o, "q");
+  ASSERT_TRUE(q.create(0).ok());
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(q.get(with_timeout(30ms)).code(), StatusCode::kDeadlineExceeded) << i;
+  }
+  ASSERT_TRUE(q.put("x").ok());
+  EXPECT_EQ(*q.get(with_timeout(1s)), "x");
+}
+
 TEST_F(PressureQueueTest, StopBeforeTheCallTouchesNothing) {
   auto q = queue();
   ASSERT_TRUE(q.create(0).ok());

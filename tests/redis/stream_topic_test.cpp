@@ -536,6 +536,38 @@ TEST_F(StreamTopicTest, NackGivesMessagesBackAtOnceCountingADelivery) {
   EXPECT_EQ(channel_stats(t, "work").pending, 1U);
 }
 
+// XREADGROUP ... BLOCK ends at the server's first tick after its timeout
+// (hz 1: up to a second); the client ends it at its deadline, and a stop
+// ends it at once, without losing what arrives next.
+TEST_F(StreamTopicTest, ADeadlineOrAStopEndsABlockedReadNotTheServersTick) {
+  RawRedis(server_.port()).cmd({"CONFIG", "SET", "hz", "1"});
+  auto t = topic();
+  ASSERT_EQ(t.create(), StatusCode::kOk);
+  RedisOptions o = server_.options();
+  o.wait_slice = 10s;
+  o.io_timeout = 30s;
+  StreamChannel c(o, "t", "work", {});
+  ASSERT_EQ(c.join(), StatusCode::kOk);
+  std::vector<StreamMessage> got;
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(c.next_batch(got, 10, with_timeout(50ms)), StatusCode::kDeadlineExceeded);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 900ms) << "attempt " << i;
+  }
+  std::stop_source stop;
+  auto blocked = std::async(std::launch::async,
+                            [&] { return c.next_batch(got, 10, Context(stop.get_token())); });
+  RawRedis raw(server_.port());
+  ASSERT_TRUE(testutil::eventually([&] { return raw.blocked_clients() == 1; }));
+  stop.request_stop();
+  ASSERT_EQ(blocked.wait_for(5s), std::future_status::ready) << "still waiting on the server";
+  EXPECT_EQ(blocked.get(), StatusCode::kCancelled);
+  EXPECT_TRUE(got.empty());
+  ASSERT_EQ(append(t, {"m0", "m1"}), StatusCode::kOk);
+  EXPECT_EQ(payloads(read(c, 2)), (std::vector<std::string>{"m0", "m1"}));
+  raw.cmd({"CONFIG", "SET", "hz", "10"});  // a shutdown waits for a tick
+}
+
 // nack with retry_after: the message stays away that long (from this
 // consumer and from the others), then comes again with its count raised.
 TEST_F(StreamTopicTest, ANackWithADelayBringsTheMessageBackOnlyAfterIt) {
@@ -823,6 +855,32 @@ TEST_F(StreamTopicTest, AtTheBoundAppendsWaitHonouringStopAndDeadline) {
             std::string_view::npos)
       << rejected.status();
   EXPECT_EQ(t.stats()->appended, 3U);  // neither got in
+}
+
+// An append waiting at the bound ends at its deadline or stop, not at the
+// server's tick (hz 1) or at the end of its server-side slice.
+TEST_F(StreamTopicTest, AtTheBoundAnAppendsWaitEndsOnTheClientsTime) {
+  raw_.cmd({"CONFIG", "SET", "hz", "1"});
+  StreamTopicOptions o;
+  o.max_unconsumed = 1;
+  auto c = joined("slow", o);
+  RedisOptions ro = server_.options();
+  ro.wait_slice = 10s;
+  ro.io_timeout = 30s;
+  StreamTopic t(ro, "t", o);
+  ASSERT_TRUE(t.append("a").ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(t.append("b", with_timeout(50ms)).status().code(), StatusCode::kDeadlineExceeded);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 900ms);
+  std::stop_source stop;
+  auto stopped = std::async(std::launch::async,
+                            [&] { return t.append("c", Context(stop.get_token())).status().code(); });
+  ASSERT_TRUE(eventually([&] { return raw_.blocked_clients() == 1; }));
+  stop.request_stop();
+  ASSERT_EQ(stopped.wait_for(5s), std::future_status::ready) << "still waiting on the server";
+  EXPECT_EQ(stopped.get(), StatusCode::kCancelled);
+  EXPECT_EQ(t.stats()->appended, 1U);
+  raw_.cmd({"CONFIG", "SET", "hz", "10"});  // a shutdown waits for a tick
 }
 
 // One acknowledgement of three messages wakes three waiting appends, each

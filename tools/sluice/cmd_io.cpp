@@ -26,7 +26,7 @@
 #include "place_options.h"
 #include "progress.h"
 #include "reconnect.h"
-#include "stop_fd.h"
+#include "detail/stop_fd.h"
 
 namespace sluice::cli {
 namespace {
@@ -116,7 +116,7 @@ int run_put(Globals& g, const IoArgs& a) {
   };
 
   // SIGINT/SIGTERM must also end a read of stdin that waits.
-  const StopFd stop_fd(stop);
+  const detail::StopFd stop_fd(stop);
   const int wake = stop_fd.fd();
 
   FrameParser parser(a.frames.framing(), limit);
@@ -297,7 +297,7 @@ int run_get(Globals& g, IoArgs a) {
     stop.request_stop();
   });
   // The stop also wakes a write waiting for room in the pipe.
-  const StopFd stop_fd(stop.get_token());
+  const detail::StopFd stop_fd(stop.get_token());
   const int wake = stop_fd.fd();
 
   std::deque<std::size_t> sizes;  // payload bytes of messages written, not yet acknowledged

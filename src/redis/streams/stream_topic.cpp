@@ -381,7 +381,7 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
     std::snprintf(secs.data(), secs.size(), "%.3f", static_cast<double>(slice.count()) / 1e3);
     const std::string_view wait[] = {"BLPOP", keys_[kWake], secs.data()};
     CallError werr;
-    Reply w = conn_->call(wait, werr);
+    Reply w = conn_->call_blocking(wait, ctx, werr);  // ends at ctx's deadline or stop
     if (!w) return werr.status;  // nothing was appended by the wait: nothing in doubt
     if (w->type == REDIS_REPLY_ERROR) return failed(*conn_, w, werr, "BLPOP");
     waited = true;
@@ -973,7 +973,7 @@ Status StreamChannel::read_batch(std::vector<StreamMessage>& out, std::size_t ma
         count,        "BLOCK", block,    "STREAMS", topic_.keys_[kStream],
         ">"};
     CallError err;
-    Reply r = topic_.conn_->call(argv, err);
+    Reply r = topic_.conn_->call_blocking(argv, ctx, err);  // ends at ctx's deadline or stop
     if (!r) return err.status;
     if (r->type == REDIS_REPLY_NIL) {  // the slice ended with nothing new
       if (Status s = drained(); !s.ok()) return s;

@@ -1,13 +1,18 @@
 #include "redis/transport/connection.h"
 
+#include "detail/stop_fd.h"
+
 #include <hiredis/hiredis.h>
+#include <poll.h>
 #include <sys/time.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -74,7 +79,10 @@ Connection::Connection(RedisOptions options, std::string name, std::vector<const
   }
 }
 
-Connection::~Connection() { drop(); }
+Connection::~Connection() {
+  drop();
+  if (side_ != nullptr) redisFree(side_);
+}
 
 void Connection::drop() noexcept {
   if (ctx_ != nullptr) redisFree(ctx_);
@@ -133,6 +141,7 @@ Status Connection::connect() {
   }
   if (options_.db != 0) cmds.push_back({"SELECT", std::to_string(options_.db)});
   cmds.push_back({"CLIENT", "SETNAME", name_});
+  cmds.push_back({"CLIENT", "ID"});  // for call_blocking()'s CLIENT UNBLOCK
   // The client's scripts, so EVALSHA finds them (a reconnect may be to a
   // node, or a restarted server, that never saw them).
   for (const Script* script : scripts_) {
@@ -163,6 +172,10 @@ Status Connection::connect() {
       return {StatusCode::kUnavailable, msg};
     }
     Reply r(static_cast<redisReply*>(raw));
+    if (cmd[0] == "CLIENT" && cmd[1] == "ID") {  // refused (an ACL): the server's timeouts then
+      client_id_ = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+      continue;
+    }
     if (cmd[0] == "CLUSTER") {
       std::vector<Node> learned = slot_nodes(r.get(), options_.host, true);
       nodes_.resize(1);  // the seed first, then the cluster as it is now
@@ -245,10 +258,93 @@ Reply Connection::read_reply(std::string_view what, CallError& err) {
   return Reply(static_cast<redisReply*>(raw));
 }
 
-Reply Connection::roundtrip(std::span<const std::string_view> argv, CallError& err) {
+Reply Connection::roundtrip(std::span<const std::string_view> argv, CallError& err,
+                            const Context* wait) {
   err.maybe_ran = false;
   if (!queue(argv, err) || !flush(argv.front(), err)) return nullptr;
+  if (wait != nullptr) await_reply(*wait);
   return read_reply(argv.front(), err);
+}
+
+Reply Connection::call_blocking(std::span<const std::string_view> argv, const Context& ctx,
+                                CallError& err) {
+  return call_redirected(argv, err, &ctx);
+}
+
+void Connection::await_reply(const Context& ctx) {
+  if (client_id_ < 0 || unblock_refused_ || !ctx.can_end()) return;
+  // A reply already read into hiredis's buffer needs no wait.
+  if (ctx_->reader != nullptr && ctx_->reader->pos < ctx_->reader->len) return;
+  std::optional<detail::StopFd> stop;
+  if (ctx.token().stop_possible()) stop.emplace(ctx.token());
+  for (;;) {
+    int ms = -1;
+    if (ctx.deadline()) {
+      const auto left = *ctx.deadline() - Context::Clock::now();
+      if (left <= Context::Clock::duration::zero()) break;
+      ms = static_cast<int>(std::min<std::chrono::milliseconds::rep>(
+          std::chrono::ceil<std::chrono::milliseconds>(left).count(), INT_MAX));
+    }
+    std::array<pollfd, 2> fds{{{ctx_->fd, POLLIN, 0}, {stop ? stop->fd() : -1, POLLIN, 0}}};
+    const int n = ::poll(fds.data(), fds.size(), ms);
+    if (n < 0 && errno != EINTR) return;  // read_reply() reports the socket's trouble
+    if (fds[0].revents != 0) return;      // the reply (or an error read_reply() reports)
+    if (fds[1].revents != 0) break;       // stop requested
+  }
+  // Ended on our side. The command may not have reached the server's wait
+  // yet (UNBLOCK then finds nothing blocked): try again briefly, and let the
+  // server's own timeout end it if that keeps happening.
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    if (unblock()) return;
+    if (client_id_ < 0 || unblock_refused_ || side_ == nullptr) return;
+    pollfd fd{ctx_->fd, POLLIN, 0};
+    if (::poll(&fd, 1, 1) != 0) return;  // the reply came (or the socket's trouble)
+  }
+}
+
+bool Connection::unblock() {
+  if (ctx_->connection_type != REDIS_CONN_TCP || ctx_->tcp.host == nullptr) return false;
+  std::pair<std::string, int> node{ctx_->tcp.host, ctx_->tcp.port};
+  if (side_ != nullptr && side_node_ != node) {
+    redisFree(side_);
+    side_ = nullptr;
+  }
+  if (side_ == nullptr) {
+    side_ = redisConnectWithTimeout(node.first.c_str(), node.second,
+                                    to_timeval(options_.connect_timeout));
+    if (side_ == nullptr) return false;
+    if (side_->err != 0) {
+      redisFree(side_);
+      side_ = nullptr;
+      return false;
+    }
+    redisSetTimeout(side_, to_timeval(options_.io_timeout));
+    side_node_ = std::move(node);
+    if (!options_.password.empty() || !options_.user.empty()) {
+      auto* r = static_cast<redisReply*>(
+          options_.user.empty()
+              ? redisCommand(side_, "AUTH %s", options_.password.c_str())
+              : redisCommand(side_, "AUTH %s %s", options_.user.c_str(),
+                             options_.password.c_str()));
+      if (r == nullptr) {
+        redisFree(side_);
+        side_ = nullptr;
+        return false;
+      }
+      freeReplyObject(r);  // refused: UNBLOCK then says NOAUTH, and is not tried again
+    }
+  }
+  auto* r = static_cast<redisReply*>(redisCommand(side_, "CLIENT UNBLOCK %lld", client_id_));
+  if (r == nullptr) {
+    redisFree(side_);
+    side_ = nullptr;
+    return false;
+  }
+  ++round_trips_;
+  const bool done = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
+  if (r->type == REDIS_REPLY_ERROR) unblock_refused_ = true;
+  freeReplyObject(r);
+  return done;
 }
 
 std::string Connection::address() const {
@@ -339,7 +435,8 @@ Reply Connection::call(std::span<const std::string_view> argv, CallError& err) {
   }
 }
 
-Reply Connection::call_redirected(std::span<const std::string_view> argv, CallError& err) {
+Reply Connection::call_redirected(std::span<const std::string_view> argv, CallError& err,
+                                  const Context* wait) {
   // Redis Cluster: a node that does not serve the key's slot answers MOVED
   // (the slot lives elsewhere now: follow it for good) or ASK (the slot is
   // migrating: ask the target this once, after ASKING). Neither ran the
@@ -355,7 +452,7 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
       err.status = std::move(s);
       return nullptr;
     }
-    Reply r = roundtrip(argv, err);
+    Reply r = roundtrip(argv, err, wait);
     if (!r || r->type != REDIS_REPLY_ERROR || hop == kMaxRedirects) return r;
     const std::string_view t = reply_text(r.get());
     const bool moved = t.starts_with("MOVED ");

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "sluice/context.h"
 #include "sluice/redis/redis_options.h"
 #include "sluice/status.h"
 
@@ -68,6 +69,19 @@ class Connection {
   // TRYAGAIN (a multi-key command while its slot migrates) is retried with
   // a short backoff for up to io_timeout.
   Reply call(std::span<const std::string_view> argv, CallError& err);
+  // call() for a command that blocks on the server (BLMOVE, XREADGROUP ...
+  // BLOCK) with a timeout of its own that ends by ctx's deadline. Redis ends
+  // a blocked command at its first tick after that timeout (hz 10: up to
+  // 100 ms late) and knows nothing of ctx's stop, so this also waits on the
+  // client side: at ctx's deadline, or once its stop is requested, it asks
+  // the server to end the command as its timeout would (CLIENT UNBLOCK, on a
+  // second connection to the same node, opened at first need and kept) and
+  // reads the command's reply: the timeout's, or the answer if it was
+  // already on its way (kept: nothing is lost). Where that cannot be done
+  // (no CLIENT ID at connect, UNBLOCK refused by an ACL, the second
+  // connection fails), the server's own timeout ends the command.
+  Reply call_blocking(std::span<const std::string_view> argv, const Context& ctx,
+                      CallError& err);
   // Runs a script as call() runs a command: EVALSHA, and on NOSCRIPT (the
   // script did not run) EVAL, which runs it and caches it again. A script
   // not declared at construction works too, by the same fallback.
@@ -119,7 +133,15 @@ class Connection {
   Status ensure(bool fall_back = true);
   Status connect();  // to options_'s host and port, with the set-up commands
   void drop() noexcept;
-  Reply roundtrip(std::span<const std::string_view> argv, CallError& err);
+  // `wait`: a blocking command's context (call_blocking), else null.
+  Reply roundtrip(std::span<const std::string_view> argv, CallError& err,
+                  const Context* wait = nullptr);
+  // Between a blocking command's write and its read: returns once its reply
+  // can be read, after ending it early (unblock()) if ctx ends first.
+  void await_reply(const Context& ctx);
+  // CLIENT UNBLOCK for this connection, from side_; whether the server
+  // unblocked it (false: it was not blocked, or that cannot be done).
+  bool unblock();
   // The pieces of roundtrip(): queue a command, write everything queued (a
   // failure means Redis ran none of it), read the next reply.
   bool queue(std::span<const std::string_view> argv, CallError& err);
@@ -128,13 +150,19 @@ class Connection {
   // Whether `script` was declared at construction (so loaded by connect()).
   bool declared(const Script& script) const noexcept;
   // call() without its TRYAGAIN retries.
-  Reply call_redirected(std::span<const std::string_view> argv, CallError& err);
+  Reply call_redirected(std::span<const std::string_view> argv, CallError& err,
+                        const Context* wait = nullptr);
   // Why a read or write failed; `err_no` is errno right after it.
   std::string io_failure(const std::string& doing, int err_no) const;
 
   RedisOptions options_;
   std::string name_;
   redisContext* ctx_ = nullptr;
+  long long client_id_ = -1;  // CLIENT ID at the last connect; -1 unknown
+  // call_blocking()'s second connection, to side_node_.
+  redisContext* side_ = nullptr;
+  std::pair<std::string, int> side_node_;
+  bool unblock_refused_ = false;  // an error reply to CLIENT UNBLOCK: never again
   std::vector<const Script*> scripts_;  // declared: loaded at every connect
   // Redis Cluster nodes to fall back on: the seed (the address given), then
   // those CLUSTER SLOTS listed at the last connect.

@@ -1,6 +1,8 @@
 // An eventfd that becomes readable once a stop is requested, so one poll()
 // waits for its input (or room) and for a stop (SIGINT/SIGTERM, the reader
-// gone) at once. Closed when destroyed, after the stop callback is gone.
+// gone; a Redis command blocked on the server) at once. Closed when
+// destroyed, after the stop callback is gone. Used by the command and the
+// Redis transport.
 #pragma once
 
 #include <sys/eventfd.h>
@@ -9,7 +11,7 @@
 #include <cstdint>
 #include <stop_token>
 
-namespace sluice::cli {
+namespace sluice::detail {
 
 class StopFd {
  public:
@@ -41,4 +43,4 @@ class StopFd {
   std::stop_callback<Poke> on_stop_;
 };
 
-}  // namespace sluice::cli
+}  // namespace sluice::detail
