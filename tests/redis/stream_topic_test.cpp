@@ -873,8 +873,8 @@ TEST_F(StreamTopicTest, AtTheBoundAnAppendsWaitEndsOnTheClientsTime) {
   EXPECT_EQ(t.append("b", with_timeout(50ms)).status().code(), StatusCode::kDeadlineExceeded);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 900ms);
   std::stop_source stop;
-  auto stopped = std::async(std::launch::async,
-                            [&] { return t.append("c", Context(stop.get_token())).status().code(); });
+  auto stopped = std::async(
+      std::launch::async, [&] { return t.append("c", Context(stop.get_token())).status().code(); });
   ASSERT_TRUE(eventually([&] { return raw_.blocked_clients() == 1; }));
   stop.request_stop();
   ASSERT_EQ(stopped.wait_for(5s), std::future_status::ready) << "still waiting on the server";

@@ -1,7 +1,5 @@
 #include "redis/transport/connection.h"
 
-#include "detail/stop_fd.h"
-
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <sys/time.h>
@@ -16,6 +14,8 @@
 #include <string>
 #include <thread>
 #include <utility>
+
+#include "detail/stop_fd.h"
 
 namespace sluice::redis {
 namespace {
@@ -322,10 +322,9 @@ bool Connection::unblock() {
     side_node_ = std::move(node);
     if (!options_.password.empty() || !options_.user.empty()) {
       auto* r = static_cast<redisReply*>(
-          options_.user.empty()
-              ? redisCommand(side_, "AUTH %s", options_.password.c_str())
-              : redisCommand(side_, "AUTH %s %s", options_.user.c_str(),
-                             options_.password.c_str()));
+          options_.user.empty() ? redisCommand(side_, "AUTH %s", options_.password.c_str())
+                                : redisCommand(side_, "AUTH %s %s", options_.user.c_str(),
+                                               options_.password.c_str()));
       if (r == nullptr) {
         redisFree(side_);
         side_ = nullptr;

@@ -80,8 +80,7 @@ class Connection {
   // already on its way (kept: nothing is lost). Where that cannot be done
   // (no CLIENT ID at connect, UNBLOCK refused by an ACL, the second
   // connection fails), the server's own timeout ends the command.
-  Reply call_blocking(std::span<const std::string_view> argv, const Context& ctx,
-                      CallError& err);
+  Reply call_blocking(std::span<const std::string_view> argv, const Context& ctx, CallError& err);
   // Runs a script as call() runs a command: EVALSHA, and on NOSCRIPT (the
   // script did not run) EVAL, which runs it and caches it again. A script
   // not declared at construction works too, by the same fallback.
@@ -162,7 +161,7 @@ class Connection {
   // call_blocking()'s second connection, to side_node_.
   redisContext* side_ = nullptr;
   std::pair<std::string, int> side_node_;
-  bool unblock_refused_ = false;  // an error reply to CLIENT UNBLOCK: never again
+  bool unblock_refused_ = false;        // an error reply to CLIENT UNBLOCK: never again
   std::vector<const Script*> scripts_;  // declared: loaded at every connect
   // Redis Cluster nodes to fall back on: the seed (the address given), then
   // those CLUSTER SLOTS listed at the last connect.
