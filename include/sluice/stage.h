@@ -421,79 +421,51 @@ class Stage {
     return true;
   }
 
-  // Ordered modes: park the result in the reorder buffer; then, unless
-  // another worker is writing (it writes this one in its turn), write every
-  // result the window allows, in sequence order. One writer at a time
-  // (emitting_) keeps that order; it lets reorder_mu_ go while a write waits
-  // for room, so one worker waits on a full output while the others park
-  // their results and go on (up to the lag), instead of all of them waiting
-  // for the mutex: on two cores shared with the feeding and draining
-  // threads that stall was where in-order stages lost to oneTBB.
+  // Ordered modes: park the result in the reorder buffer, then write every
+  // result the window allows, in sequence order. Writers hold reorder_mu_
+  // so that writes happen in that order.
   bool emit_ordered(std::uint64_t seq, Result<Out>&& res, const Context& ctx, std::size_t id) {
-    std::unique_lock lock(reorder_mu_);
+    std::lock_guard lock(reorder_mu_);
     slots_[seq % lag_].emplace(std::move(res));
-    return emit_as_writer(lock, ctx, id);
+    return drain_window(ctx, id);
   }
 
   // A result that is not written (filtered by the error mode) still frees its place.
   void skip(std::uint64_t seq, const Context& ctx) {
-    std::unique_lock lock(reorder_mu_);
+    std::lock_guard lock(reorder_mu_);
     slots_[seq % lag_].reset();
     emitted_[seq % lag_] = true;
-    (void)emit_as_writer(lock, ctx, 0);
+    (void)drain_window(ctx, 0);
   }
 
-  bool emit_as_writer(std::unique_lock<std::mutex>& lock, const Context& ctx, std::size_t id) {
-    if (emitting_) return true;  // the writer looks at the window again after each write
-    emitting_ = true;
-    const bool ok = drain_window(lock, ctx, id);
-    emitting_ = false;
-    return ok;
-  }
-
-  // The writer's loop (`lock` held on entry and exit).
-  bool drain_window(std::unique_lock<std::mutex>& lock, const Context& ctx, std::size_t id) {
-    std::uint64_t oldest = oldest_.load(std::memory_order_relaxed);  // only the writer moves it
+  bool drain_window(const Context& ctx, std::size_t id) {
+    const std::uint64_t old_oldest = oldest_.load(std::memory_order_relaxed);
+    std::uint64_t oldest = old_oldest;
     bool ok = true;
     // Slots past the last taken number are empty, so the window bound suffices.
-    for (std::uint64_t s = oldest; s < oldest + window_;) {
-      const std::uint64_t i = s % lag_;
-      if (slots_[i] && !emitted_[i]) {
-        Result<Out> r = std::move(*slots_[i]);
-        slots_[i].reset();
-        if (Status t = output_.try_push(std::move(r)); t.ok()) {
-          workers_[id].out.fetch_add(1, std::memory_order_relaxed);
-        } else if (t.code() != StatusCode::kWouldBlock) {
+    for (std::uint64_t s = oldest; s < oldest + window_; ++s) {
+      auto& slot = slots_[s % lag_];
+      if (slot && !emitted_[s % lag_]) {
+        if (!emit(std::move(*slot), ctx, id)) {
           ok = false;
           break;
-        } else {                   // a wait for room: without the lock
-          publish_oldest(oldest);  // takers waiting on the lag need not wait for this write
-          lock.unlock();
-          ok = emit(std::move(r), ctx, id);
-          lock.lock();
-          if (!ok) break;
         }
-        emitted_[i] = true;
-        s = oldest;  // results parked meanwhile may be earlier in the window
-        continue;
+        slot.reset();
+        emitted_[s % lag_] = true;
       }
-      if (s == oldest && emitted_[i]) {
-        emitted_[i] = false;
+      if (s == oldest && emitted_[s % lag_]) {
+        emitted_[s % lag_] = false;
         ++oldest;  // the window slides: the loop bound moves with it
       }
-      ++s;
     }
-    publish_oldest(oldest);
+    if (oldest != old_oldest) {
+      {
+        std::lock_guard lag_lock(lag_mu_);  // no lost wake-up for a taker checking the lag
+        oldest_.store(oldest, std::memory_order_release);
+      }
+      lag_cv_.notify_all();
+    }
     return ok;
-  }
-
-  void publish_oldest(std::uint64_t oldest) {
-    if (oldest == oldest_.load(std::memory_order_relaxed)) return;
-    {
-      std::lock_guard lag_lock(lag_mu_);  // no lost wake-up for a taker checking the lag
-      oldest_.store(oldest, std::memory_order_release);
-    }
-    lag_cv_.notify_all();
   }
 
   void exit_thread() {
@@ -535,7 +507,6 @@ class Stage {
   std::mutex reorder_mu_;
   std::vector<std::optional<Result<Out>>> slots_;  // guarded by reorder_mu_
   std::vector<bool> emitted_;                      // guarded by reorder_mu_
-  bool emitting_ = false;  // a worker is writing results (guarded by reorder_mu_)
 
   std::mutex result_mu_;
   bool stopped_by_mode_ = false;  // guarded by result_mu_

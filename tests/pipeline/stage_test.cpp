@@ -285,32 +285,6 @@ TEST(StageTest, StrictOrderHoldsUnderRandomDelays) {
   for (int i = 0; i < 400; ++i) ASSERT_EQ(*out[i], i);
 }
 
-// In order, one worker waits on a full output; the others park their
-// results and go on up to the lag (4 x width places past the oldest result
-// not yet written), rather than all waiting behind the one writing.
-TEST(StageTest, StrictOrderWorkersGoOnUpToTheLagWhileTheOutputIsFull) {
-  Queue<int> in(128);
-  std::atomic<int> calls{0};
-  StageOptions<int> o = opts(2, Ordering::kStrict);
-  o.output_capacity = 1;
-  auto st = make(
-      in,
-      [&](int&& v, const Context&) -> Result<int> {
-        calls.fetch_add(1);
-        return v;
-      },
-      std::move(o));
-  auto src = feed(in, 100);
-  // Item 0 fills the output, item 1's writer waits for room, and the workers
-  // run items 2..8 (seq - oldest < 8, oldest = 1) into the reorder buffer.
-  ASSERT_TRUE(eventually([&] { return calls.load() == 9; })) << calls.load();
-  EXPECT_EQ(st->stats().output_depth, 1u);
-  auto out = drain(st->output());
-  ASSERT_EQ(out.size(), 100u);
-  for (int i = 0; i < 100; ++i) ASSERT_EQ(*out[i], i);
-  EXPECT_TRUE(st->wait().ok());
-}
-
 // The same orders with a consumer slower than the workers, so writers keep
 // waiting for room while results arrive out of order behind them.
 TEST(StageTest, OrderedModesHoldWithASlowConsumer) {
