@@ -46,7 +46,7 @@ struct StageOptions {
   Ordering ordering = Ordering::kUnordered;
   std::size_t window = 0;  // W: kWindowed (>= 1); kStrict lag (0: 4 x width)
   ErrorMode errors = ErrorMode::kContinue;
-  std::size_t output_capacity = 0;            // 0: 2 x width
+  std::size_t output_capacity = 0;            // 0: max(2 x width, 16)
   std::function<std::size_t(const In&)> key;  // kPerKey: required
   std::stop_token stop;                       // stops the stage when triggered
   AdaptiveConcurrency adaptive;               // off by default: `width` workers run fn
@@ -112,7 +112,10 @@ class Stage {
   //   stops; never closes it (its producer does). The stage must be the
   //   input's only consumer; ordered modes need an input of capacity >= 1
   //   that never evicts or spills. The output holds output_capacity results
-  //   (default 2 x width); drain it or stop the stage, or workers wait on it.
+  //   (default max(2 x width, 16): the seed's N to 2N made workers on two
+  //   cores shared with a feeding and a draining thread wait on a full
+  //   output whenever the drainer was descheduled, docs/design.md); drain it
+  //   or stop the stage, or workers wait on it.
   // Adaptive: with options.adaptive.enabled, at most `limit` workers run fn
   //   at once (see AdaptiveConcurrency); a worker waits for a place before it
   //   takes an item, so no item waits inside the stage for a place.
@@ -246,7 +249,8 @@ class Stage {
       : opt_(std::move(o)),
         fn_(std::move(fn)),
         input_(input),
-        output_(opt_.output_capacity != 0 ? opt_.output_capacity : 2 * opt_.width),
+        output_(opt_.output_capacity != 0 ? opt_.output_capacity
+                                          : std::max<std::size_t>(2 * opt_.width, 16)),
         ordered_((opt_.ordering == Ordering::kStrict || opt_.ordering == Ordering::kWindowed) &&
                  opt_.errors != ErrorMode::kFirstSuccess),
         window_(opt_.ordering == Ordering::kStrict ? 1 : opt_.window),
