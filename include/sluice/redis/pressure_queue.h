@@ -36,9 +36,10 @@
 //   batch keeps the role across each wait for room, so no other producer's
 //   messages land between its parts on either side of a wait (they may land
 //   between its scripts of up to 1024 messages otherwise).
-// Cancellation: every waiting call takes a Context; a stop or a deadline is
-//   seen within one wait slice (default 50 ms) and returns kCancelled or
-//   kDeadlineExceeded with nothing half-done and no role kept.
+// Cancellation: every waiting call takes a Context; a stop or a deadline
+//   ends a wait on the server at once (the client sends CLIENT UNBLOCK from a
+//   second connection; docs/redis_keys.md "Waiting") and returns kCancelled
+//   or kDeadlineExceeded with nothing half-done and no role kept.
 // Ownership: put copies the bytes to Redis; the caller keeps its buffers.
 //   get returns owned strings. The handle owns its connection and closes it
 //   in the destructor; it starts no threads.

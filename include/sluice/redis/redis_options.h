@@ -31,9 +31,11 @@ struct RedisOptions {
   // drops the connection (the next call reconnects); whether its command ran
   // is then unknown.
   std::chrono::milliseconds io_timeout{5000};
-  // Longest single server-side wait (BLMOVE timeout) inside a blocking call.
-  // It bounds how late a cancellation is seen and how late a sluice consumer
-  // waiting on an empty queue notices a close. Used up to io_timeout / 2.
+  // Longest single server-side wait (BLMOVE, XREADGROUP BLOCK, BLPOP
+  // timeout) inside a blocking call. It bounds how late a sluice consumer
+  // waiting on an empty queue notices a close. A stop or the caller's
+  // deadline does not wait for it: the client ends the wait (CLIENT UNBLOCK).
+  // Used up to io_timeout / 2.
   std::chrono::milliseconds wait_slice{50};
 
   // The protocol's variables from the environment (REDIS_SERVER, REDIS_PORT,

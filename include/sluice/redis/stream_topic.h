@@ -52,8 +52,9 @@
 //   is acknowledged only once N replicas have it too, so it survives the
 //   failover of its primary to one of them (not a partition: see
 //   docs/redis_streams.md, "Replicas").
-// Cancellation: every waiting call takes a Context; a stop or deadline is
-//   seen within one wait slice and returns kCancelled/kDeadlineExceeded with
+// Cancellation: every waiting call takes a Context; a stop or deadline ends
+//   a wait on the server at once (CLIENT UNBLOCK from a second connection,
+//   as for PressureQueue) and returns kCancelled/kDeadlineExceeded with
 //   nothing half-done (a batch appended in part says how much: *done).
 //   Nothing is acknowledged by a cancelled call.
 // Ownership: payloads are copied to Redis; next/next_batch return owned
