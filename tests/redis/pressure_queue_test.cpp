@@ -535,6 +535,30 @@ TEST_F(PressureQueueTest, AServerDyingUnderABlockedGetFailsItCleanly) {
   EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r.status();
 }
 
+// A server that hangs under a blocked get (no reply, no closed socket) fails
+// the get after about io_timeout, not at its far deadline: the client-side
+// wait for a blocked command's reply gives up as a plain read would.
+TEST_F(PressureQueueTest, AServerHangingUnderABlockedGetFailsItWithinTheIoTimeout) {
+  RedisOptions o = server_.options();
+  o.io_timeout = 400ms;
+  o.wait_slice = 100ms;
+  PressureQueue q(o, "q");
+  ASSERT_TRUE(q.create(0).ok());
+  std::stop_source stop;  // a stop that is possible but never comes, as the command's
+  auto blocked = std::async(std::launch::async, [&] {
+    return q.get(Context(stop.get_token(), Context::deadline_in(std::chrono::hours(1))));
+  });
+  ASSERT_TRUE(testutil::eventually([&] { return raw_.blocked_clients() == 1; }));
+  server_.pause();
+  const bool ended = blocked.wait_for(30s) == std::future_status::ready;
+  server_.resume();
+  ASSERT_TRUE(ended) << "still waiting for a hung server";
+  auto r = blocked.get();
+  EXPECT_EQ(r.code(), StatusCode::kUnavailable) << r.status();
+  EXPECT_NE(r.status().message().find("timed out after 400 ms"), std::string_view::npos)
+      << r.status();
+}
+
 // A hung server: the reply never comes within io_timeout, so the put cannot
 // know whether it ran: it says kUnknown. Once the server resumes, the script
 // it had received runs, which is why "not enqueued" would have been a lie.

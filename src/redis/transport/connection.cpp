@@ -277,14 +277,20 @@ void Connection::await_reply(const Context& ctx) {
   if (ctx_->reader != nullptr && ctx_->reader->pos < ctx_->reader->len) return;
   std::optional<detail::StopFd> stop;
   if (ctx.token().stop_possible()) stop.emplace(ctx.token());
+  // The command's own timeout is at most io_timeout / 2 (its callers' slices),
+  // so a reply later than io_timeout means a hung server: stop waiting here
+  // and let read_reply() time out on it, as any call would.
+  const auto hung = Context::Clock::now() + options_.io_timeout;
   for (;;) {
-    int ms = -1;
-    if (ctx.deadline()) {
-      const auto left = *ctx.deadline() - Context::Clock::now();
-      if (left <= Context::Clock::duration::zero()) break;
-      ms = static_cast<int>(std::min<std::chrono::milliseconds::rep>(
-          std::chrono::ceil<std::chrono::milliseconds>(left).count(), INT_MAX));
+    const auto now = Context::Clock::now();
+    const Context::Clock::time_point until =
+        ctx.deadline() ? std::min(*ctx.deadline(), hung) : hung;
+    if (now >= until) {
+      if (ctx.deadline() && now >= *ctx.deadline()) break;
+      return;  // a hung server
     }
+    const int ms = static_cast<int>(std::min<std::chrono::milliseconds::rep>(
+        std::chrono::ceil<std::chrono::milliseconds>(until - now).count(), INT_MAX));
     std::array<pollfd, 2> fds{{{ctx_->fd, POLLIN, 0}, {stop ? stop->fd() : -1, POLLIN, 0}}};
     const int n = ::poll(fds.data(), fds.size(), ms);
     if (n < 0 && errno != EINTR) return;  // read_reply() reports the socket's trouble
