@@ -29,6 +29,14 @@ using testutil::RedisServer;
 class PressureQueueTest : public ::testing::Test {
  protected:
   PressureQueue queue(const std::string& name = "q") { return {server_.options(), name}; }
+  // Queue "q" with its reads and server-side waits timed as given.
+  PressureQueue timed_queue(std::chrono::milliseconds io_timeout,
+                            std::chrono::milliseconds wait_slice) {
+    RedisOptions o = server_.options();
+    o.io_timeout = io_timeout;
+    o.wait_slice = wait_slice;
+    return {o, "q"};
+  }
   std::string key(const std::string& suffix = "", const std::string& name = "q") {
     return "__pressure__:" + name + suffix;
   }
@@ -321,10 +329,7 @@ TEST_F(PressureQueueTest, DeadlineBoundsTheWait) {
 // its own deadline (CLIENT UNBLOCK from a second connection) instead.
 TEST_F(PressureQueueTest, ADeadlineEndsTheWaitNotTheServersTick) {
   raw_.cmd({"CONFIG", "SET", "hz", "1"});
-  RedisOptions o = server_.options();
-  o.wait_slice = 10s;  // the server-side timeout, were it the only one
-  o.io_timeout = 30s;
-  PressureQueue q(o, "q");
+  auto q = timed_queue(30s, 10s);  // 10 s: the server-side timeout, were it the only one
   ASSERT_TRUE(q.create(0).ok());
   for (int i = 0; i < 3; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -340,10 +345,7 @@ TEST_F(PressureQueueTest, ADeadlineEndsTheWaitNotTheServersTick) {
 
 // A stop ends a wait at once, not at the end of the server-side slice.
 TEST_F(PressureQueueTest, AStopEndsABlockedGetBeforeItsServerSideSlice) {
-  RedisOptions o = server_.options();
-  o.wait_slice = 10s;
-  o.io_timeout = 30s;
-  PressureQueue q(o, "q");
+  auto q = timed_queue(30s, 10s);
   ASSERT_TRUE(q.create(0).ok());
   std::stop_source stop;
   auto blocked = std::async(std::launch::async, [&] { return q.get(Context(stop.get_token())); });
@@ -358,14 +360,19 @@ TEST_F(PressureQueueTest, AStopEndsABlockedGetBeforeItsServerSideSlice) {
   EXPECT_EQ(*q.get(with_timeout(1s)), "x");
 }
 
+// The options of ACL user bob (password pw) on `server`.
+RedisOptions as_bob(const RedisServer& server) {
+  RedisOptions o = server.options();
+  o.user = "bob";
+  o.password = "pw";
+  return o;
+}
+
 // Where CLIENT UNBLOCK is refused, the server's own timeout ends the wait:
 // later, but the same answer.
 TEST(PressureAuthTest, WithoutClientUnblockTheServersTimeoutEndsTheWait) {
   RedisServer server(false, {"user default off", "user bob on >pw ~* &* +@all -client|unblock"});
-  RedisOptions o = server.options();
-  o.user = "bob";
-  o.password = "pw";
-  PressureQueue q(o, "q");
+  PressureQueue q(as_bob(server), "q");
   ASSERT_TRUE(q.create(0).ok());
   for (int i = 0; i < 2; ++i) {
     EXPECT_EQ(q.get(with_timeout(30ms)).code(), StatusCode::kDeadlineExceeded) << i;
@@ -539,10 +546,7 @@ TEST_F(PressureQueueTest, AServerDyingUnderABlockedGetFailsItCleanly) {
 // the get after about io_timeout, not at its far deadline: the client-side
 // wait for a blocked command's reply gives up as a plain read would.
 TEST_F(PressureQueueTest, AServerHangingUnderABlockedGetFailsItWithinTheIoTimeout) {
-  RedisOptions o = server_.options();
-  o.io_timeout = 400ms;
-  o.wait_slice = 100ms;
-  PressureQueue q(o, "q");
+  auto q = timed_queue(400ms, 100ms);
   ASSERT_TRUE(q.create(0).ok());
   std::stop_source stop;  // a stop that is possible but never comes, as the command's
   auto blocked = std::async(std::launch::async, [&] {
@@ -859,9 +863,7 @@ TEST(PressureAuthTest, AclUserWithAWrongPasswordOrNoneFailsAsAuthentication) {
 
 TEST(PressureAuthTest, AnAclUserWithoutAPermissionIsToldWhichCommand) {
   RedisServer server(false, {"user default off", "user bob on >pw ~* &* +@all -evalsha"});
-  RedisOptions o = server.options();
-  o.user = "bob";
-  o.password = "pw";
+  const RedisOptions o = as_bob(server);
   PressureQueue q(o, "q");
   Status s = q.create(0);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s;
