@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <string>
@@ -102,10 +103,11 @@ class Child {
   void signal(int sig) { kill(pid_, sig); }
   void kill_now() { kill(pid_, SIGKILL); }
 
-  // Reads stdout until it holds `lines` newlines (or EOF); returns all read.
+  // Reads stdout until it holds `lines` newlines (or EOF, or kQuiet without
+  // a byte: a hung child fails the test instead of hanging it); returns all read.
   std::string read_lines(std::size_t lines) {
     while (static_cast<std::size_t>(std::count(out.begin(), out.end(), '\n')) < lines) {
-      if (!read_some(out_, out)) break;
+      if (!readable(out_) || !read_some(out_, out)) break;
     }
     return out;
   }
@@ -123,7 +125,7 @@ class Child {
   // Reads stderr until it holds `needle` (or EOF); returns all read so far.
   std::string read_err_until(std::string_view needle) {
     while (err.find(needle) == std::string::npos) {
-      if (!read_some(err_, err)) break;
+      if (!readable(err_) || !read_some(err_, err)) break;
     }
     return err;
   }
@@ -134,7 +136,10 @@ class Child {
     pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
     bool open_out = true, open_err = true;
     while (open_out || open_err) {
-      if (poll(fds, 2, 60000) <= 0) break;
+      if (poll(fds, 2, static_cast<int>(kQuiet.count())) <= 0) {
+        kill(pid_, SIGKILL);  // hung: reap it (status 137) rather than wait for ever
+        break;
+      }
       if (open_out && (fds[0].revents & (POLLIN | POLLHUP)) != 0) {
         open_out = read_some(out_, out);
         if (!open_out) fds[0].fd = -1;
@@ -153,6 +158,15 @@ class Child {
   std::string out, err;
 
  private:
+  // How long a read waits for the child to write anything.
+  static constexpr std::chrono::milliseconds kQuiet{120000};
+  static bool readable(int fd) {
+    pollfd p{fd, POLLIN, 0};
+    int n = 0;
+    while ((n = poll(&p, 1, static_cast<int>(kQuiet.count()))) < 0 && errno == EINTR) {
+    }
+    return n > 0;
+  }
   static bool read_some(int fd, std::string& to) {
     char buf[1 << 16];
     const ssize_t n = ::read(fd, buf, sizeof buf);

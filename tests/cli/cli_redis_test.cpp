@@ -357,13 +357,15 @@ TEST_F(CliRedisTest, AStreamsTopicHasNamedChannelsLagAndPending) {
   EXPECT_EQ(run({"stat", "events"}).rc, 3);
 }
 
+// (get with --reconnect 0: by default it retries for 60 s, saying so on a
+// line of its own, GetAndPutRideThroughARestartOfTheServer.)
 TEST_F(CliRedisTest, ADeadRedisExitsTenWithOneLineNamingIt) {
   const std::string where = "127.0.0.1:" + std::to_string(server_.port());
   server_.stop();
   for (std::vector<std::string> args : {std::vector<std::string>{"stat", "q"},
                                         {"ls"},
                                         {"create", "q"},
-                                        {"get", "q", "--count", "1"}}) {
+                                        {"get", "q", "--count", "1", "--reconnect", "0"}}) {
     Outcome r = run(args);
     EXPECT_EQ(r.rc, 10) << args[0] << ": " << r.err;
     EXPECT_NE(r.err.find(where), std::string::npos) << r.err;
