@@ -245,7 +245,18 @@ class RedisServer {
       try {
         RawRedis probe(port_, 200);
         auto r = probe.cmd({"PING"});
-        if (r->type == REDIS_REPLY_STATUS) return true;
+        if (r->type == REDIS_REPLY_STATUS) {
+          // Ours, not another test's server that took the port meanwhile (ours
+          // then exits: the next look sees it).
+          auto info = probe.cmd({"INFO", "server"});
+          const std::string mine = "process_id:" + std::to_string(pid_) + "\r";
+          if (info->type == REDIS_REPLY_STRING &&
+              std::string_view(info->str, info->len).find(mine) != std::string_view::npos) {
+            return true;
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(5));
+          continue;
+        }
         // Up, and asking for a password (requirepass, ACL). Not LOADING.
         if (r->type == REDIS_REPLY_ERROR && std::string_view(r->str).starts_with("NOAUTH")) {
           return true;
