@@ -18,6 +18,7 @@
 
 #include "cli.h"
 #include "cmd_exec.h"
+#include "detail/stop_fd.h"
 #include "framing.h"
 #include "framing_options.h"
 #include "metrics_server.h"
@@ -26,7 +27,6 @@
 #include "place_options.h"
 #include "progress.h"
 #include "reconnect.h"
-#include "detail/stop_fd.h"
 
 namespace sluice::cli {
 namespace {

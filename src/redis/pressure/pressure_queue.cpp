@@ -292,7 +292,7 @@ struct PressureQueue::Impl {
                                                   "RIGHT",  "RIGHT",   secs.data()};
     CallError err;
     Reply r = conn.call_blocking(argv, ctx, err);  // ends at ctx's deadline or stop, not the tick
-    if (!r) return err.status;  // nothing was moved, so nothing is in doubt
+    if (!r) return err.status;                     // nothing was moved, so nothing is in doubt
     if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(text(r.get()));
     return ctx.err();
   }
