@@ -29,6 +29,19 @@ timeval to_timeval(std::chrono::milliseconds ms) {
 
 std::string_view reply_text(const redisReply* r) { return {r->str, r->len}; }
 
+// A command's arguments as hiredis's *Argv calls take them.
+struct Argv {
+  explicit Argv(const std::vector<std::string>& cmd) {
+    for (const auto& a : cmd) {
+      ptrs.push_back(a.data());
+      lens.push_back(a.size());
+    }
+  }
+  int count() const { return static_cast<int>(ptrs.size()); }
+  std::vector<const char*> ptrs;
+  std::vector<std::size_t> lens;
+};
+
 std::string millis(std::chrono::milliseconds ms) { return std::to_string(ms.count()) + " ms"; }
 
 using Node = std::pair<std::string, int>;
@@ -132,13 +145,8 @@ Status Connection::connect() {
 
   // Set-up commands, pipelined: one round trip.
   std::vector<std::vector<std::string>> cmds;
-  if (!options_.password.empty() || !options_.user.empty()) {
-    if (options_.user.empty()) {
-      cmds.push_back({"AUTH", options_.password});
-    } else {
-      cmds.push_back({"AUTH", options_.user, options_.password});
-    }
-  }
+  if (std::vector<std::string> auth = auth_command(); !auth.empty())
+    cmds.push_back(std::move(auth));
   if (options_.db != 0) cmds.push_back({"SELECT", std::to_string(options_.db)});
   cmds.push_back({"CLIENT", "SETNAME", name_});
   cmds.push_back({"CLIENT", "ID"});  // for call_blocking()'s CLIENT UNBLOCK
@@ -152,13 +160,8 @@ Status Connection::connect() {
   // ACL without CLUSTER) leaves only the seed.
   cmds.push_back({"CLUSTER", "SLOTS"});
   for (const auto& cmd : cmds) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    for (const auto& a : cmd) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    redisAppendCommandArgv(ctx_, static_cast<int>(argv.size()), argv.data(), lens.data());
+    Argv argv(cmd);  // not const: hiredis 0.14 takes const char**
+    redisAppendCommandArgv(ctx_, argv.count(), argv.ptrs.data(), argv.lens.data());
   }
   ++round_trips_;
   std::size_t next_script = 0;  // the script whose SCRIPT LOAD answers next
@@ -281,12 +284,12 @@ void Connection::await_reply(const Context& ctx) {
   // so a reply later than io_timeout means a hung server: stop waiting here
   // and let read_reply() time out on it, as any call would.
   const auto hung = Context::Clock::now() + options_.io_timeout;
+  const bool by_deadline = ctx.deadline() && *ctx.deadline() < hung;
+  const Context::Clock::time_point until = by_deadline ? *ctx.deadline() : hung;
   for (;;) {
     const auto now = Context::Clock::now();
-    const Context::Clock::time_point until =
-        ctx.deadline() ? std::min(*ctx.deadline(), hung) : hung;
     if (now >= until) {
-      if (ctx.deadline() && now >= *ctx.deadline()) break;
+      if (by_deadline) break;
       return;  // a hung server
     }
     const int ms = static_cast<int>(std::min<std::chrono::milliseconds::rep>(
@@ -301,8 +304,7 @@ void Connection::await_reply(const Context& ctx) {
   // yet (UNBLOCK then finds nothing blocked): try again briefly, and let the
   // server's own timeout end it if that keeps happening.
   for (int attempt = 0; attempt < 20; ++attempt) {
-    if (unblock()) return;
-    if (client_id_ < 0 || unblock_refused_ || side_ == nullptr) return;
+    if (unblock() || unblock_refused_ || side_ == nullptr) return;
     pollfd fd{ctx_->fd, POLLIN, 0};
     if (::poll(&fd, 1, 1) != 0) return;  // the reply came (or the socket's trouble)
   }
@@ -326,11 +328,10 @@ bool Connection::unblock() {
     }
     redisSetTimeout(side_, to_timeval(options_.io_timeout));
     side_node_ = std::move(node);
-    if (!options_.password.empty() || !options_.user.empty()) {
+    if (const std::vector<std::string> auth = auth_command(); !auth.empty()) {
+      Argv argv(auth);
       auto* r = static_cast<redisReply*>(
-          options_.user.empty() ? redisCommand(side_, "AUTH %s", options_.password.c_str())
-                                : redisCommand(side_, "AUTH %s %s", options_.user.c_str(),
-                                               options_.password.c_str()));
+          redisCommandArgv(side_, argv.count(), argv.ptrs.data(), argv.lens.data()));
       if (r == nullptr) {
         redisFree(side_);
         side_ = nullptr;
@@ -350,6 +351,12 @@ bool Connection::unblock() {
   if (r->type == REDIS_REPLY_ERROR) unblock_refused_ = true;
   freeReplyObject(r);
   return done;
+}
+
+std::vector<std::string> Connection::auth_command() const {
+  if (options_.password.empty() && options_.user.empty()) return {};
+  if (options_.user.empty()) return {"AUTH", options_.password};
+  return {"AUTH", options_.user, options_.password};
 }
 
 std::string Connection::address() const {

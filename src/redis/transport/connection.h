@@ -141,6 +141,8 @@ class Connection {
   // CLIENT UNBLOCK for this connection, from side_; whether the server
   // unblocked it (false: it was not blocked, or that cannot be done).
   bool unblock();
+  // AUTH with the options' user and password; empty when none is set.
+  std::vector<std::string> auth_command() const;
   // The pieces of roundtrip(): queue a command, write everything queued (a
   // failure means Redis ran none of it), read the next reply.
   bool queue(std::span<const std::string_view> argv, CallError& err);
