@@ -100,6 +100,34 @@ TEST_F(CliRedisTest, PutTimesOutAtTheBoundSayingHowManyWentIn) {
   }
 }
 
+// SIGTERM ends a get waiting on an empty queue at once, not when Redis next
+// ends its blocked command (at hz 1: up to a second), on both kinds; its
+// role is given back, so the next get takes what comes.
+TEST_F(CliRedisTest, ASignalEndsAGetBlockedOnTheServerAtOnce) {
+  testutil::RawRedis raw(server_.port());
+  raw.cmd({"CONFIG", "SET", "hz", "1"});
+  for (const char* kind : {"", "--stream"}) {
+    SCOPED_TRACE(*kind ? kind : "pressure");
+    const std::string name = *kind ? "s" : "p";
+    std::vector<std::string> create = {"create", name};
+    if (*kind) create.push_back(kind);
+    ASSERT_EQ(run(create).rc, 0);
+    Child get = start({"get", name});
+    get.close_stdin();
+    ASSERT_TRUE(testutil::eventually([&] { return raw.blocked_clients() == 1; }));
+    const auto t0 = std::chrono::steady_clock::now();
+    get.signal(SIGTERM);
+    const Outcome g = get.finish();
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(900));
+    EXPECT_EQ(g.rc, 130) << g.err;
+    ASSERT_EQ(run({"put", name}, lines(0, 2)).rc, 0);
+    const Outcome next = run({"get", name, "--count", "2", "--timeout", "10"});
+    EXPECT_EQ(next.rc, 0) << next.err;
+    EXPECT_EQ(next.out, lines(0, 2));
+  }
+  raw.cmd({"CONFIG", "SET", "hz", "10"});  // a shutdown waits for a tick
+}
+
 // create --max-age: recorded by a Streams topic (and applied by every
 // put); refused for a pressure queue, which keeps messages until taken.
 TEST_F(CliRedisTest, MaxAgeNeedsAStreamsTopic) {

@@ -285,6 +285,21 @@ TEST(StageTest, StrictOrderHoldsUnderRandomDelays) {
   for (int i = 0; i < 400; ++i) ASSERT_EQ(*out[i], i);
 }
 
+// The output's default capacity is max(2 x width, 16) (stage.h): an
+// undrained stage of width 2 holds 16 results, width 10 holds 20.
+TEST(StageTest, TheOutputHoldsMaxOfTwiceTheWidthAndSixteenByDefault) {
+  for (const std::size_t width : {std::size_t{2}, std::size_t{10}}) {
+    Queue<int> in(64);
+    auto st = make(
+        in, [](int&& v, const Context&) -> Result<int> { return v; }, opts(width));
+    auto src = feed(in, 60);
+    const std::uint64_t want = std::max<std::size_t>(2 * width, 16);
+    ASSERT_TRUE(eventually([&] { return st->stats().output_depth == want; }))
+        << "width " << width << ": " << st->stats().output_depth;
+    st->cancel();
+  }
+}
+
 // The same orders with a consumer slower than the workers, so writers keep
 // waiting for room while results arrive out of order behind them.
 TEST(StageTest, OrderedModesHoldWithASlowConsumer) {

@@ -368,6 +368,20 @@ RedisOptions as_bob(const RedisServer& server) {
   return o;
 }
 
+// The second connection that sends CLIENT UNBLOCK authenticates as the
+// first does: an ACL user's deadline still ends the wait on the client's time
+// (with hz 1 the server's own timeout would end it up to a second late).
+TEST(PressureAuthTest, AnAclUsersDeadlineEndsTheWaitNotTheServersTick) {
+  RedisServer server(false, {"user default off", "user bob on >pw ~* &* +@all", "hz 1"});
+  PressureQueue q(as_bob(server), "q");
+  ASSERT_TRUE(q.create(0).ok());
+  for (int i = 0; i < 3; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(q.get(with_timeout(50ms)).code(), StatusCode::kDeadlineExceeded) << i;
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 900ms) << "attempt " << i;
+  }
+}
+
 // Where CLIENT UNBLOCK is refused, the server's own timeout ends the wait:
 // later, but the same answer.
 TEST(PressureAuthTest, WithoutClientUnblockTheServersTimeoutEndsTheWait) {
