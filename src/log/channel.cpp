@@ -104,6 +104,7 @@ struct Channel::Impl {
     const std::uint64_t before = next_seq_of_topic();
     topic->refresh();
     if (next_seq_of_topic() != before || r.next_seq() < next_seq_of_topic()) return Status::Ok();
+    if (r.at_damage()) return Status::Ok();  // read_one says what it found
     if (topic->closed.load(std::memory_order_acquire)) return Status::Ok();  // found the mark
     log::futex_wait_shared(&np->seq, seen, ctx);
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;

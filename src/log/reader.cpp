@@ -59,8 +59,16 @@ Status Reader::read_one(LogMessage* m, bool& have) {
     }
     const std::uint64_t end = seg_->end.load(std::memory_order_acquire);
     if (off_ >= end) {
-      // Caught up: without a later segment there is nothing more (no lock).
-      if (!seg_->sealed.load(std::memory_order_acquire)) return Status::Ok();
+      // Caught up: without a later segment there is nothing more (no lock),
+      // unless the writer completed more and the next record is damaged.
+      if (!seg_->sealed.load(std::memory_order_acquire)) {
+        if (seg_->damaged_at.load(std::memory_order_acquire) != off_) return Status::Ok();
+        return {StatusCode::kCorruption,
+                "damaged record at " + seg_->path + " offset " + std::to_string(off_) + " (seq " +
+                    std::to_string(next_seq_) +
+                    "): the writer wrote it whole, it does not read back; `sluice log verify` "
+                    "shows the damage"};
+      }
       std::uint64_t first = 0;
       auto next = t.segment_after(seg_.get(), &first);
       if (!next || seg_->end.load(std::memory_order_acquire) > off_) return Status::Ok();

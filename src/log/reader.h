@@ -50,6 +50,8 @@ class Reader {
   // Records jumped in the writer's process because a cap deleted the
   // segment being read (the writer counted them for open channels).
   std::uint64_t capped() const { return capped_; }
+  // Caught up at a record a read-only topic's refresh found damaged.
+  bool at_damage() const { return seg_->damaged_at.load(std::memory_order_acquire) == off_; }
 
  private:
   // Makes [at, at + n) of seg_ available in buf_ (n <= end - at).

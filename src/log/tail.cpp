@@ -68,7 +68,14 @@ void Topic::Impl::refresh() {
     if (next_seq >= limit && writer_closed && !closed.load(std::memory_order_relaxed)) {
       find_closed_mark(*seg);
     }
-    if (next_seq == seg->base_seq || next_seq >= limit) return;
+    if (next_seq >= limit) return;
+    // The writer completed records from next_seq on, and the one at `end`
+    // does not decode: damaged, unless the writer rolled past it (then the
+    // next segment starts at next_seq). A segment holds at least one record.
+    if (next_seq == seg->base_seq) {
+      seg->damaged_at.store(end, std::memory_order_release);
+      return;
+    }
     std::uint64_t base = next_seq;
     std::string next_path = dir + "/" + log::segment_name(base);
     auto f = fs.open(next_path, log::OpenMode::kRead);
@@ -89,7 +96,12 @@ void Topic::Impl::refresh() {
         f = fs.open(next_path, log::OpenMode::kRead);
       }
     }
-    if (!f.ok()) return;
+    if (!f.ok()) {
+      if (f.status().code() == StatusCode::kNotFound) {
+        seg->damaged_at.store(end, std::memory_order_release);
+      }
+      return;
+    }
     auto got = (*f)->pread(header, sizeof header, 0);
     if (!got.ok() || *got != sizeof header ||
         log::decode_segment_header(header) != std::optional<std::uint64_t>(base)) {

@@ -1062,5 +1062,48 @@ TEST_F(TopicTest, AMissingParentIsAClearError) {
   EXPECT_EQ(verify_topic("/nonexistent-sluice-dir", small()).code(), StatusCode::kNotFound);
 }
 
+// A reader in another process learns of new records from the writer's
+// published count and reads them from the file. One of them damaged on the
+// disk after it was written: the reader stops at it with kCorruption (as a
+// reader in the writer's process does) instead of waiting for it for ever
+// while the writer goes on.
+TEST_F(TopicTest, AReaderInAnotherProcessStopsAtDamageWithAnErrorNotAWait) {
+  for (const int damaged : {0, 2}) {  // a segment's first record, and a later one
+    SCOPED_TRACE("damaged record " + std::to_string(damaged));
+    fs::remove_all(dir_);
+    auto t = open();
+    auto r = open_reader();
+    ASSERT_TRUE(r.ok()) << r.status();
+    auto c = std::move(*(*r)->channel("r"));
+    for (int i = 0; i < 5; ++i) ASSERT_TRUE(t->append(msg(i)).ok());
+    const auto at = log::kSegmentHeaderSize +
+                    static_cast<std::uint64_t>(damaged) * (log::kRecordHeaderSize + msg(0).size()) +
+                    log::kRecordHeaderSize + 3;  // a payload byte
+    {
+      std::fstream f(segments().front(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(static_cast<std::streamoff>(at));
+      char b = 0;
+      f.read(&b, 1);
+      b = static_cast<char>(b ^ 0x10);
+      f.seekp(static_cast<std::streamoff>(at));
+      f.write(&b, 1);
+    }
+    for (int i = 0; i < damaged; ++i) {
+      auto m = c->next(with_timeout(10s));
+      ASSERT_TRUE(m.ok()) << m.status();
+      EXPECT_EQ(m->seq, static_cast<std::uint64_t>(i));
+    }
+    ASSERT_TRUE(t->append(msg(5)).ok());  // the writer goes on
+    for (int k = 0; k < 2; ++k) {         // and the reader keeps saying why it cannot
+      auto m = c->next(with_timeout(10s));
+      ASSERT_FALSE(m.ok()) << "delivered seq " << m->seq;
+      EXPECT_EQ(m.status().code(), StatusCode::kCorruption) << m.status();
+      EXPECT_NE(m.status().message().find("(seq " + std::to_string(damaged) + ")"),
+                std::string::npos)
+          << m.status();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice
