@@ -83,13 +83,23 @@ void Topic::Impl::refresh() {
       // A retention cap may have deleted it, and more, before we got here:
       // then a later segment exists, and ours (sealed) is final.
       std::optional<std::uint64_t> later;
+      bool ours_kept = false;
       if (auto names = fs.list(dir); names.ok()) {
+        const std::string ours = log::segment_name(seg->base_seq);
         for (const auto& name : *names) {
+          ours_kept = ours_kept || name == ours;
           const auto b = log::parse_segment_name(name);
           if (b && *b > next_seq && (!later || *b < *later)) later = b;
         }
       }
       if (later && advanced) continue;  // look at the old one again first
+      // A cap deletes the oldest segments first, ours before the next: ours
+      // still there means the writer rolled past a record of ours that does
+      // not read back. Stop at it rather than jump over the rest of ours.
+      if (later && ours_kept) {
+        seg->damaged_at.store(end, std::memory_order_release);
+        return;
+      }
       if (later) {
         base = *later;
         next_path = dir + "/" + log::segment_name(base);
