@@ -66,8 +66,8 @@ Status Reader::read_one(LogMessage* m, bool& have) {
         return {StatusCode::kCorruption,
                 "damaged record at " + seg_->path + " offset " + std::to_string(off_) + " (seq " +
                     std::to_string(next_seq_) +
-                    "): the writer wrote it whole, it does not read back (`sluice log verify` "
-                    "shows the damage; reopening the topic skips it and counts it as corrupt)"};
+                    "): the writer wrote it whole, it does not read back (reopening the topic "
+                    "skips it and counts it as corrupt)"};
       }
       std::uint64_t first = 0;
       auto next = t.segment_after(seg_.get(), &first);
