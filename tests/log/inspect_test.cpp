@@ -16,6 +16,7 @@
 
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
+#include "testutil/damage.h"
 #include "testutil/temp_dir.h"
 
 namespace sluice {
@@ -81,15 +82,6 @@ class InspectTest : public ::testing::Test {
     std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(at));
     f.write(with.data(), static_cast<std::streamsize>(with.size()));
-  }
-  static void flip(const fs::path& file, std::uint64_t at) {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(at));
-    char b = 0;
-    f.read(&b, 1);
-    b = static_cast<char>(b ^ 0x10);
-    f.seekp(static_cast<std::streamoff>(at));
-    f.write(&b, 1);
   }
   TopicInspection inspect() const {
     auto r = inspect_topic(dir_.string(), small());
@@ -194,7 +186,7 @@ TEST_F(InspectTest, AFlippedByteIsDamageNamingTheSeqLost) {
   fill(20);
   const fs::path seg = segments().front();
   const std::uint64_t at = kSegHeader + 2 * kRecord;  // record 2
-  flip(seg, at + kRecHeader + 3);
+  testutil::flip_bit(seg, at + kRecHeader + 3);
   const TopicInspection t = inspect();
   ASSERT_TRUE(t.damaged());
   const auto d = damage(t);

@@ -21,6 +21,7 @@
 
 #include "log/format.h"
 #include "sluice/log/channel.h"
+#include "testutil/damage.h"
 #include "testutil/prometheus.h"
 #include "testutil/temp_dir.h"
 #include "testutil/wait_for.h"
@@ -318,15 +319,7 @@ TEST_F(TopicTest, AFlippedBitIsReportedAndNeverDelivered) {
   // Record 2's payload: header + records 0 and 1.
   const auto at = log::kSegmentHeaderSize + 2 * (log::kRecordHeaderSize + msg(0).size()) +
                   log::kRecordHeaderSize + 3;
-  {
-    std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekg(static_cast<std::streamoff>(at));
-    char b = 0;
-    f.read(&b, 1);
-    b = static_cast<char>(b ^ 0x10);
-    f.seekp(static_cast<std::streamoff>(at));
-    f.write(&b, 1);
-  }
+  testutil::flip_bit(seg, at);
   auto v = verify_topic(dir_.string(), small());
   ASSERT_TRUE(v.ok());
   ASSERT_EQ(v->corrupt.size(), 1U);
@@ -1089,15 +1082,7 @@ TEST_F(TopicTest, AReaderInAnotherProcessStopsAtDamageWithAnErrorNotAWaitOrAJump
           log::kSegmentHeaderSize +
           static_cast<std::uint64_t>(k.damaged) * (log::kRecordHeaderSize + msg(0).size()) +
           log::kRecordHeaderSize + 3;  // a payload byte
-      {
-        std::fstream f(segments().front(), std::ios::in | std::ios::out | std::ios::binary);
-        f.seekg(static_cast<std::streamoff>(at));
-        char b = 0;
-        f.read(&b, 1);
-        b = static_cast<char>(b ^ 0x10);
-        f.seekp(static_cast<std::streamoff>(at));
-        f.write(&b, 1);
-      }
+      testutil::flip_bit(segments().front(), at);
       for (int i = 5; i < k.appended; ++i) ASSERT_TRUE(t->append(msg(i)).ok());  // it goes on
       ASSERT_EQ(segments().size() > 1, k.sealed);
       for (int i = 0; i < k.damaged; ++i) {
