@@ -78,6 +78,32 @@ def test_every_byte_value_and_empty_messages(backend):
     assert s.stat(name).length == 0
 
 
+def test_a_message_is_a_read_only_record_that_outlives_its_reader(backend):
+    s = backend.store
+    name = backend.create()
+    with s.writer(name) as w:
+        w.put_many([b"first", b"second"])
+        w.close()
+    with s.reader(name) as r:
+        got = r.get_many(2, timeout=5)
+        r.ack()
+    del r
+    assert [type(m) for m in got] == [sluice.Message, sluice.Message]
+    m = got[1]
+    assert m.data == b"second" and bytes(m) == b"second"
+    assert seq_ok(backend.kind, m.seq) and m.channel == "default"
+    assert m.time is None or (isinstance(m.time, float) and abs(m.time - time.time()) < 3600)
+    if backend.kind == "stream":
+        assert m.deliveries == 1
+    assert repr(m).startswith("Message(seq=") and "b'second'" in repr(m)
+    with pytest.raises(AttributeError):
+        m.data = b"other"
+    with pytest.raises(TypeError):
+        sluice.Message()
+    del got[0]  # each message owns its fields: the other stays whole
+    assert got[0].data == b"second"
+
+
 def test_bytes_like_messages(log):
     name = log.create()
     with log.store.writer(name) as w:
