@@ -61,7 +61,7 @@ setup(
     version=version(),
     description="Named, bounded, durable queues shared by processes (the sluice store)",
     license="MIT",
-    python_requires=">=3.9",
+    python_requires=">=3.10",
     packages=["sluice"],
     package_dir={"": "python"},
     package_data={"sluice": ["__init__.pyi", "py.typed"]},

@@ -184,12 +184,16 @@ std::unique_lock<std::mutex> take(std::mutex& mu) {
 // time per message); this one is one allocation. Its fields are immutable
 // atoms (bytes, int, str, float, None), so it cannot be part of a cycle and
 // is not tracked by the garbage collector.
+#if PY_VERSION_HEX < 0x030A0000
+#error "sluice's module needs Python 3.10 or later (Py_TPFLAGS_DISALLOW_INSTANTIATION)"
+#endif
 struct MessageObject {
-  PyObject_HEAD PyObject* data;  // bytes
-  PyObject* seq;                 // int (log), str (Streams id), None (pressure queue)
-  PyObject* channel;             // str
-  PyObject* time;                // float seconds since the epoch, or None
-  PyObject* deliveries;          // int, or None
+  PyObject ob_base;      // PyObject_HEAD
+  PyObject* data;        // bytes
+  PyObject* seq;         // int (log), str (Streams id), None (pressure queue)
+  PyObject* channel;     // str
+  PyObject* time;        // float seconds since the epoch, or None
+  PyObject* deliveries;  // int, or None
 };
 
 PyTypeObject* g_message_type = nullptr;  // made once, at import; never freed
