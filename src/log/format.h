@@ -115,10 +115,16 @@ struct RecordView {
   bool timed = false;    // format 2: `time` is its append time
   TimeUs time = 0;
 };
+// What decode_record checks. kFraming: the length, the seq and that the
+// record is whole, not its CRC: for a reader process finding where the
+// records its writer published end (the reader that delivers a record checks
+// its CRC then; checking it twice cost that process 7% of its CPU).
+enum class RecordCheck : std::uint8_t { kCrc, kFraming };
 // Decodes one record of a format 2 segment (`timed`) or a format 1 one.
 // `expected_seq` nullopt: any seq is accepted (resync search checks it after).
 RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_payload,
-                         std::optional<std::uint64_t> expected_seq, bool timed);
+                         std::optional<std::uint64_t> expected_seq, bool timed,
+                         RecordCheck check = RecordCheck::kCrc);
 // The largest length field a valid record may hold.
 inline std::uint64_t max_record_length(std::uint32_t max_payload, bool timed) {
   return std::uint64_t{max_payload} + (timed ? kTimeSize : 0);

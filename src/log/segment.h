@@ -79,9 +79,10 @@ struct Segment {
   std::atomic<bool> verified{true};
   std::mutex verify_mu;
   // A read-only topic (a reader in another process) found the record at
-  // this offset damaged: the writer's published count is past it, yet it
-  // does not decode. Readers stop there with kCorruption rather than wait
-  // for it for ever. Set once, by refresh (under the topic's lock).
+  // this offset damaged: the writer's published count is past it, yet its
+  // framing (length, seq) does not read back. Readers stop there with
+  // kCorruption rather than wait for it for ever. Set once, by refresh
+  // (under the topic's lock).
   std::atomic<std::uint64_t> damaged_at{UINT64_MAX};
 
   // The sparse index (kIndexSpacing) of the records written (the writer) or

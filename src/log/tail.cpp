@@ -32,7 +32,7 @@ void Topic::Impl::refresh() {
       for (int tries = 0;; ++tries) {
         const std::size_t pos = static_cast<std::size_t>(end - buf_at);
         v = log::decode_record(buf.data() + pos, have - pos, opt.max_message_bytes, next_seq,
-                               seg->timed);
+                               seg->timed, log::RecordCheck::kFraming);
         if (v.kind != log::RecordView::kIncomplete || tries == 2) break;
         // Read what the writer says it completed (limit - next_seq records),
         // at least this record's declared size, capped: a reader catching up
@@ -69,9 +69,10 @@ void Topic::Impl::refresh() {
       find_closed_mark(*seg);
     }
     if (next_seq >= limit) return;
-    // The writer completed records from next_seq on, and the one at `end`
-    // does not decode: damaged, unless the writer rolled past it (then the
-    // next segment starts at next_seq). A segment holds at least one record.
+    // The writer completed records from next_seq on, and the framing of the
+    // one at `end` (length, seq) is broken: damaged, unless the writer rolled
+    // past it (then the next segment starts at next_seq). A segment holds at
+    // least one record. (A bad CRC under sound framing is read_one's find.)
     if (next_seq == seg->base_seq) {
       seg->damaged_at.store(end, std::memory_order_release);
       return;

@@ -1067,10 +1067,13 @@ TEST_F(TopicTest, AReaderInAnotherProcessStopsAtDamageWithAnErrorNotAWaitOrAJump
     int damaged;   // the record's seq
     int appended;  // records in all
     bool sealed;   // the writer rolled past the damaged segment
+    bool framing;  // its seq field, not its payload (refresh finds it, not the CRC)
   };
-  for (const Case k : {Case{0, 6, false}, Case{2, 6, false}, Case{2, 400, true}}) {
+  for (const Case k :
+       {Case{0, 6, false, false}, Case{2, 6, false, false}, Case{2, 400, true, false},
+        Case{0, 6, false, true}, Case{2, 6, false, true}, Case{2, 400, true, true}}) {
     SCOPED_TRACE("damaged record " + std::to_string(k.damaged) + ", " + std::to_string(k.appended) +
-                 " records");
+                 " records, " + (k.framing ? "its seq" : "its payload"));
     fs::remove_all(dir_);
     auto t = open();
     {
@@ -1081,7 +1084,7 @@ TEST_F(TopicTest, AReaderInAnotherProcessStopsAtDamageWithAnErrorNotAWaitOrAJump
       const auto at =
           log::kSegmentHeaderSize +
           static_cast<std::uint64_t>(k.damaged) * (log::kRecordHeaderSize + msg(0).size()) +
-          log::kRecordHeaderSize + 3;  // a payload byte
+          (k.framing ? 8 : log::kRecordHeaderSize + 3);  // the seq field or a payload byte
       testutil::flip_bit(segments().front(), at);
       for (int i = 5; i < k.appended; ++i) ASSERT_TRUE(t->append(msg(i)).ok());  // it goes on
       ASSERT_EQ(segments().size() > 1, k.sealed);
