@@ -60,19 +60,63 @@ Result<std::unique_ptr<Topic>> Topic::Impl::open(log::FileSystem& fs, const std:
 }
 
 Status Topic::Impl::open_reader() {
+  // The writer's published count, read before the scan: every record below
+  // it was whole while the scan read it. (No NOTIFY yet: no writer has
+  // published anything, and the page is made below, once the topic is known
+  // to exist.)
+  std::uint64_t published = 0;
+  const bool had_notify = fs.exists(dir + "/NOTIFY");
+  if (had_notify) {
+    if (Status s = notify.open(fs, dir); !s.ok()) return s;
+    published = notify.visible();
+  }
   auto scan = log::scan_topic(fs, dir, opt, report, /*use_summaries=*/true);
   if (!scan.ok()) return scan.status();
   if (scan->segments.empty()) return {StatusCode::kNotFound, "no topic in " + dir};
   report.truncated.clear();  // a torn tail may be a write in progress
   report.removed.clear();
   scan->reuse_base.reset();  // the writer's to repair
-  if (Status s = notify.open(fs, dir); !s.ok()) return s;
+  drop_writes_in_progress(*scan, published);
+  if (!had_notify) {
+    if (Status s = notify.open(fs, dir); !s.ok()) return s;
+  }
   MutexLock lk(mu);
   if (Status s = adopt(*scan); !s.ok()) return s;
   first_seq = segs.front()->base_seq;
   visible_seq = next_seq;
   if (scan->closed) closed.store(true, std::memory_order_release);
   return Status::Ok();
+}
+
+// A gap the scan found followed by whole records is damage only if the
+// writer had published past it. Otherwise it may be a write in progress: the
+// scan read a page before the writer's copy reached it and a later page
+// after (seen 2026-11-26: a reader process opened beside a writer appending
+// 12 KiB batches skipped the first records of a batch as corrupt, silently).
+// The view stops there, and the segments after it are left to refresh(),
+// which reads only what the writer published, and stops at real damage with
+// kCorruption (Segment::damaged_at).
+void Topic::Impl::drop_writes_in_progress(log::Scan& scan, std::uint64_t published) {
+  for (std::size_t i = 0; i < scan.segments.size(); ++i) {
+    log::Scanned& seg = scan.segments[i];
+    auto bad = std::find_if(seg.skips.begin(), seg.skips.end(),
+                            [&](const log::Skip& k) { return k.next > published; });
+    if (bad == seg.skips.end()) continue;
+    const std::uint64_t from = bad->from;
+    std::erase_if(report.corrupt,
+                  [&](const LogDamage& d) { return d.file == seg.path && d.offset >= from; });
+    for (std::size_t j = i + 1; j < scan.segments.size(); ++j) {
+      std::erase_if(report.corrupt,
+                    [&](const LogDamage& d) { return d.file == scan.segments[j].path; });
+    }
+    seg.end = from;
+    seg.next_seq = bad->next - bad->lost;
+    seg.skips.erase(bad, seg.skips.end());
+    std::erase_if(seg.index, [&](const log::IndexEntry& e) { return e.off >= from; });
+    scan.segments.resize(i + 1);
+    scan.closed = false;  // refresh finds the mark, if any, after what it reads
+    return;
+  }
 }
 
 Status Topic::Impl::open_writer() {
