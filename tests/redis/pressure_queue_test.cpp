@@ -607,6 +607,30 @@ TEST_F(PressureQueueTest, ScriptCacheFlushIsRecovered) {
   EXPECT_EQ(*q.length(), 1U);
 }
 
+// A call in 'wait' mode that took a role (to wait for data or room) and
+// whose reply was never read (the server went away after the script ran:
+// seen as a `sluice get` that never got another message after a restart)
+// leaves the role with this client, which does not know it. Its next call
+// must find the role its own, not wait for ever for itself (the holder is
+// alive, so repair never gives it back).
+TEST_F(PressureQueueTest, ARoleThisClientTookWithAReplyItNeverReadIsStillItsOwn) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(10).ok());
+  ASSERT_TRUE(q.put("a").ok());
+  raw_.cmd({"RPOP", key(":consumer_free")});  // what the lost reply had said
+  raw_.cmd({"SET", key(":consumer"), q.client_id()});
+  auto got = q.get(with_timeout(5s));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "a");
+  EXPECT_EQ(raw_.lrange(key(":consumer_free")), std::vector<std::string>{"0"});  // given back
+
+  raw_.cmd({"RPOP", key(":producer_free")});
+  raw_.cmd({"SET", key(":producer"), q.client_id()});
+  ASSERT_TRUE(q.put("b", with_timeout(5s)).ok());
+  EXPECT_EQ(raw_.lrange(key(":producer_free")), std::vector<std::string>{"0"});
+  EXPECT_EQ(*q.length(), 1U);
+}
+
 TEST_F(PressureQueueTest, RepairRestoresATokenOfADeadHolderOnly) {
   auto q = queue();
   ASSERT_TRUE(q.create(0).ok());

@@ -51,6 +51,11 @@ local op, id = ARGV[1], ARGV[2]
 --          if the role is still its own (token missing, holder = id) and
 --          gives the role back once done. A role it lost (repair restored
 --          it) is taken again like 'wait'.
+-- 'wait' also acts as 'held' when the role is its own already: a 'wait' call
+-- whose reply the caller never read (the connection broke after the script
+-- ran) kept it, and the caller, not knowing, calls 'wait' again; taking that
+-- for another holder's role would wait for ever on itself (ids are per
+-- process and thread, and one thread makes one call at a time).
 -- The reply's last element says whether the caller now holds the role.
 
 if op == 'put' then
@@ -58,7 +63,8 @@ if op == 'put' then
   local got = redis.call('MGET', BOUND, PRODUCER)
   local b = got[1]
   local hold = ARGV[3] ~= 'try'
-  local held = ARGV[3] == 'held' and got[2] == id and redis.call('EXISTS', PFREE) == 0
+  local held = (ARGV[3] == 'held' or ARGV[3] == 'wait') and got[2] == id and
+    redis.call('EXISTS', PFREE) == 0
   if not held then
     if not b then return {'NOQUEUE'} end
     -- One call answers both "is the role free" and "is it closed": 2*free + closed.
@@ -119,7 +125,8 @@ elseif op == 'get' then
   end
   local b = got[1]
   local hold = ARGV[3] ~= 'try'
-  local held = ARGV[3] == 'held' and got[2] == id and redis.call('EXISTS', CFREE) == 0
+  local held = (ARGV[3] == 'held' or ARGV[3] == 'wait') and got[2] == id and
+    redis.call('EXISTS', CFREE) == 0
   if not b then
     if held then redis.call('LPUSH', CFREE, '0') end  -- a deleter waits for it
     return {'NOQUEUE'}
