@@ -63,8 +63,7 @@ if op == 'put' then
   local got = redis.call('MGET', BOUND, PRODUCER)
   local b = got[1]
   local hold = ARGV[3] ~= 'try'
-  local held = (ARGV[3] == 'held' or ARGV[3] == 'wait') and got[2] == id and
-    redis.call('EXISTS', PFREE) == 0
+  local held = hold and got[2] == id and redis.call('EXISTS', PFREE) == 0
   if not held then
     if not b then return {'NOQUEUE'} end
     -- One call answers both "is the role free" and "is it closed": 2*free + closed.
@@ -125,8 +124,7 @@ elseif op == 'get' then
   end
   local b = got[1]
   local hold = ARGV[3] ~= 'try'
-  local held = (ARGV[3] == 'held' or ARGV[3] == 'wait') and got[2] == id and
-    redis.call('EXISTS', CFREE) == 0
+  local held = hold and got[2] == id and redis.call('EXISTS', CFREE) == 0
   if not b then
     if held then redis.call('LPUSH', CFREE, '0') end  -- a deleter waits for it
     return {'NOQUEUE'}
