@@ -176,6 +176,21 @@ class Queue {
     return pull_span(out, max, nullptr);
   }
 
+  // Like pull_many, and sets *position to the first item's place in the pull
+  // order (the others follow it: one claim). The same queues as
+  // pull_positioned; kInvalidArgument on others.
+  template <class Out>
+  BulkResult pull_many_positioned(Out out, std::size_t max, std::uint64_t* position,
+                                  const Context& ctx = {}) {
+    if (!positions_exact()) return {0, StatusCode::kInvalidArgument};
+    return pull_span(out, max, &ctx, position);
+  }
+  template <class Out>
+  BulkResult try_pull_many_positioned(Out out, std::size_t max, std::uint64_t* position) {
+    if (!positions_exact()) return {0, StatusCode::kInvalidArgument};
+    return pull_span(out, max, nullptr, position);
+  }
+
   // Marks the queue closed and wakes every waiter. Returns true for the call
   // that closed it; later calls do nothing and return false.
   bool close() {
@@ -515,7 +530,8 @@ class Queue {
   }
 
   template <class Out>
-  BulkResult pull_span(Out out, std::size_t max, const Context* ctx) {
+  BulkResult pull_span(Out out, std::size_t max, const Context* ctx,
+                       std::uint64_t* pos = nullptr) {
     if (ctx != nullptr && ctx->stop_requested()) return {0, StatusCode::kCancelled};
     if (max == 0) return {0, StatusCode::kOk};
     std::size_t n = 0;
@@ -536,7 +552,7 @@ class Queue {
       }
       return {n, n > 0 ? StatusCode::kOk : s};
     }
-    const StatusCode s = pull_ring_or_wait(sink, max, nullptr, ctx);
+    const StatusCode s = pull_ring_or_wait(sink, max, pos, ctx);
     return {n, n > 0 ? StatusCode::kOk : s};
   }
 
@@ -592,7 +608,7 @@ class Queue {
       op = ring_->try_pop(sink, pos);
       n = op == detail::RingOp::kOk ? 1 : 0;
     } else {
-      n = ring_->try_pop_many(sink, max, &op);
+      n = ring_->try_pop_many(sink, max, &op, pos);
     }
     if (n == 0)
       return op == detail::RingOp::kClosed ? StatusCode::kClosed : StatusCode::kWouldBlock;

@@ -287,16 +287,71 @@ TEST(StageTest, StrictOrderHoldsUnderRandomDelays) {
 
 // The output's default capacity is max(2 x width, 16) (stage.h): an
 // undrained stage of width 2 holds 16 results, width 10 holds 20.
-TEST(StageTest, TheOutputHoldsMaxOfTwiceTheWidthAndSixteenByDefault) {
-  for (const std::size_t width : {std::size_t{2}, std::size_t{10}}) {
+TEST(StageTest, TheOutputHoldsMaxOfTwiceTheWidthAndSixtyFourByDefault) {
+  for (const std::size_t width : {std::size_t{2}, std::size_t{40}}) {
     Queue<int> in(64);
     auto st = make(
         in, [](int&& v, const Context&) -> Result<int> { return v; }, opts(width));
-    auto src = feed(in, 60);
-    const std::uint64_t want = std::max<std::size_t>(2 * width, 16);
+    auto src = feed(in, 1000);
+    const std::uint64_t want = std::max<std::size_t>(2 * width, 64);
     ASSERT_TRUE(eventually([&] { return st->stats().output_depth == want; }))
         << "width " << width << ": " << st->stats().output_depth;
     st->cancel();
+  }
+}
+
+// Batches (stage.h): with a cheap fn a worker takes the items waiting in the
+// input several at a time; results keep their order. Seen from inside fn:
+// the input's depth at consecutive calls drops by more than one.
+TEST(StageTest, ACheapFnTakesTheWaitingItemsSeveralAtATime) {
+  for (Ordering ord : {Ordering::kUnordered, Ordering::kStrict}) {
+    constexpr int kItems = 200;
+    Queue<int> in(kItems);
+    for (int i = 0; i < kItems; ++i) ASSERT_TRUE(in.push(int{i}).ok());
+    in.close();
+    std::vector<std::uint64_t> depth;  // one worker: written by one thread
+    auto st = make(
+        in,
+        [&](int&& v, const Context&) -> Result<int> {
+          depth.push_back(in.approx_size());
+          return v;
+        },
+        opts(1, ord));
+    std::vector<int> got;
+    for (auto& r : st->output()) got.push_back(*r);
+    ASSERT_TRUE(st->wait().ok());
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(kItems));
+    for (int i = 0; i < kItems; ++i) EXPECT_EQ(got[i], i);
+    std::uint64_t largest_take = 0;
+    for (std::size_t i = 1; i < depth.size(); ++i) {
+      largest_take = std::max(largest_take, depth[i - 1] - depth[i]);
+    }
+    EXPECT_GE(largest_take, 2u) << "ordering " << static_cast<int>(ord);
+  }
+}
+
+// ... and a fn of 200 us or more goes one item at a time, so that a few
+// slow items spread over the workers: the depth drops by exactly one per call.
+TEST(StageTest, ASlowFnTakesOneItemAtATime) {
+  for (Ordering ord : {Ordering::kUnordered, Ordering::kStrict}) {
+    constexpr int kItems = 12;
+    Queue<int> in(kItems);
+    for (int i = 0; i < kItems; ++i) ASSERT_TRUE(in.push(int{i}).ok());
+    in.close();
+    std::vector<std::uint64_t> depth;
+    auto st = make(
+        in,
+        [&](int&& v, const Context&) -> Result<int> {
+          depth.push_back(in.approx_size());
+          std::this_thread::sleep_for(300us);  // the work: 300 us an item
+          return v;
+        },
+        opts(1, ord));
+    const auto got = drain(st->output());
+    ASSERT_TRUE(st->wait().ok());
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(kItems));
+    ASSERT_EQ(depth.size(), static_cast<std::size_t>(kItems));
+    for (int i = 0; i < kItems; ++i) EXPECT_EQ(depth[i], static_cast<std::uint64_t>(kItems - 1 - i));
   }
 }
 
@@ -529,9 +584,10 @@ TEST(StageTest, ThreeStagePipelineStaysBoundedWhileTheSinkIsStalled) {
            s3->stats().blocked_on_output_s > 0;
   }));
   const int stalled_at = produced.load();
-  // Bound: every queue full, plus per stage `width` items in hand and
-  // `width` results waiting for room, plus s3's reorder lag (4 x width).
-  const int bound = 8 + 3 * (4 + 2 * 2) + 4 * 2;
+  // Bound: every queue full; in s1 and s2 each worker holds one batch (items
+  // or their results), at most what its input holds; in s3 everything taken
+  // and not yet written stays within its reorder lag (16 x width).
+  const int bound = (8 + 3 * 4) + (2 * 8 + 2 * 4) + 16 * 2;
   EXPECT_LE(stalled_at, bound);
   // Unstall: everything arrives.
   int n = 0;

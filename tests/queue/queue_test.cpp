@@ -405,6 +405,39 @@ TYPED_TEST(QueueTest, PushManyAndPullManyMoveSeveralItemsAcrossTheWrap) {
   for (int i = 0; i < 21; ++i) EXPECT_EQ(out[i], i);
 }
 
+// Positions number items in pull order: single and bulk pulls interleaved,
+// across the ring's wrap, each bulk pull at its first item's place.
+TYPED_TEST(QueueTest, PositionedPullsNumberItemsInPullOrderAcrossTheWrap) {
+  QueueOf<TypeParam, int> q(5);
+  std::uint64_t next = 0;
+  for (int round = 0; round < 9; ++round) {
+    std::vector<int> in{round * 4, round * 4 + 1, round * 4 + 2, round * 4 + 3};
+    ASSERT_EQ(q.push_many(in).count, 4u);
+    std::uint64_t pos = 99;
+    Result<int> one = q.try_pull_positioned(&pos);
+    ASSERT_TRUE(one.ok());
+    EXPECT_EQ(pos, next);
+    EXPECT_EQ(static_cast<std::uint64_t>(*one), next);
+    ++next;
+    std::vector<int> out;
+    pos = 99;
+    const BulkResult r = round % 2 == 0 ? q.try_pull_many_positioned(std::back_inserter(out), 8, &pos)
+                                        : q.pull_many_positioned(std::back_inserter(out), 8, &pos);
+    ASSERT_EQ(r.count, 3u);
+    EXPECT_EQ(pos, next);
+    for (int v : out) EXPECT_EQ(static_cast<std::uint64_t>(v), next++);
+  }
+  std::vector<int> out;
+  std::uint64_t pos = 0;
+  EXPECT_EQ(q.try_pull_many_positioned(std::back_inserter(out), 8, &pos).status,
+            StatusCode::kWouldBlock);
+  // A rendezvous queue (capacity 0) has no pull order to number.
+  QueueOf<TypeParam, int> rendezvous(0);
+  EXPECT_EQ(rendezvous.try_pull_many_positioned(std::back_inserter(out), 8, &pos).status,
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(rendezvous.try_pull_positioned(&pos).code(), StatusCode::kInvalidArgument);
+}
+
 TYPED_TEST(QueueTest, TryPushManyPushesWhatFitsAndLeavesTheRest) {
   QueueOf<TypeParam, std::unique_ptr<int>> q(3);
   std::vector<std::unique_ptr<int>> in;

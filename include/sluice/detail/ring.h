@@ -168,9 +168,12 @@ class Ring {
     }
   }
 
-  // Pops up to max items in one claim into sink(T&&). Returns the count.
+  // Pops up to max items in one claim into sink(T&&). Returns the count;
+  // *pos (if given) is set to the first one's position in pop order (the
+  // others follow it: one claim).
   template <class Sink>
-  std::size_t try_pop_many(Sink&& sink, std::size_t max, RingOp* op) {
+  std::size_t try_pop_many(Sink&& sink, std::size_t max, RingOp* op,
+                           std::uint64_t* pos_out = nullptr) {
     std::uint64_t head = head_.load(std::memory_order_relaxed);
     for (;;) {
       std::size_t k = 0;
@@ -200,6 +203,7 @@ class Ring {
           stamp(index).store(p + one_lap_, std::memory_order_release);
           p = advance(p, 1);
         }
+        if (pos_out != nullptr) *pos_out = count_of(head);
         *op = RingOp::kOk;
         return k;
       }
@@ -434,9 +438,11 @@ class SpscRing {
     return RingOp::kOk;
   }
 
-  // Pops up to max items into sink(T&&). Returns the count.
+  // Pops up to max items into sink(T&&). Returns the count; *pos (if given)
+  // is set to the first one's position in pop order.
   template <class Sink>
-  std::size_t try_pop_many(Sink&& sink, std::size_t max, RingOp* op) {
+  std::size_t try_pop_many(Sink&& sink, std::size_t max, RingOp* op,
+                           std::uint64_t* pos = nullptr) {
     const std::uint64_t head = head_.load(std::memory_order_relaxed);
     std::size_t k = static_cast<std::size_t>(tail_cache_ - head);
     if (k < max) k = available(head);
@@ -453,6 +459,7 @@ class SpscRing {
     }
     head_index_ = i;
     head_.store(head + k, std::memory_order_release);  // frees all k slots at once
+    if (pos != nullptr) *pos = head;
     *op = RingOp::kOk;
     return k;
   }
