@@ -530,8 +530,7 @@ class Queue {
   }
 
   template <class Out>
-  BulkResult pull_span(Out out, std::size_t max, const Context* ctx,
-                       std::uint64_t* pos = nullptr) {
+  BulkResult pull_span(Out out, std::size_t max, const Context* ctx, std::uint64_t* pos = nullptr) {
     if (ctx != nullptr && ctx->stop_requested()) return {0, StatusCode::kCancelled};
     if (max == 0) return {0, StatusCode::kOk};
     std::size_t n = 0;

@@ -266,8 +266,7 @@ class Stage {
       return 1;
     }
     if (!ordered) return kMaxBatch;
-    return static_cast<std::size_t>(
-        std::clamp<std::uint64_t>(lag / (2 * o.width), 1, kMaxBatch));
+    return static_cast<std::size_t>(std::clamp<std::uint64_t>(lag / (2 * o.width), 1, kMaxBatch));
   }
 
   static Status invalid(const char* why) {
@@ -343,7 +342,8 @@ class Stage {
         ordered_ ? q.try_pull_many_positioned(out, want, &pos) : q.try_pull_many(out, want);
     if (r.status == StatusCode::kWouldBlock) {
       r = timed(c.blocked_in_ns, c.in_since, [&] {
-        return ordered_ ? q.pull_many_positioned(out, want, &pos, ctx) : q.pull_many(out, want, ctx);
+        return ordered_ ? q.pull_many_positioned(out, want, &pos, ctx)
+                        : q.pull_many(out, want, ctx);
       });
     }
     if (r.count == 0) return false;
@@ -568,8 +568,8 @@ class Stage {
   Queue<In>& input_;
   Queue<Result<Out>> output_;
   const bool ordered_;
-  const std::uint64_t window_;  // results may be written this far past the oldest
-  const std::uint64_t lag_;     // workers may take this far past the oldest
+  const std::uint64_t window_;   // results may be written this far past the oldest
+  const std::uint64_t lag_;      // workers may take this far past the oldest
   const std::size_t batch_cap_;  // the most items a worker takes at once
   std::vector<WorkerCounters> workers_;
   std::vector<std::unique_ptr<Queue<In>>> parts_;  // kPerKey

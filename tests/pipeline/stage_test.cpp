@@ -351,7 +351,8 @@ TEST(StageTest, ASlowFnTakesOneItemAtATime) {
     ASSERT_TRUE(st->wait().ok());
     ASSERT_EQ(got.size(), static_cast<std::size_t>(kItems));
     ASSERT_EQ(depth.size(), static_cast<std::size_t>(kItems));
-    for (int i = 0; i < kItems; ++i) EXPECT_EQ(depth[i], static_cast<std::uint64_t>(kItems - 1 - i));
+    for (int i = 0; i < kItems; ++i)
+      EXPECT_EQ(depth[i], static_cast<std::uint64_t>(kItems - 1 - i));
   }
 }
 

@@ -421,8 +421,9 @@ TYPED_TEST(QueueTest, PositionedPullsNumberItemsInPullOrderAcrossTheWrap) {
     ++next;
     std::vector<int> out;
     pos = 99;
-    const BulkResult r = round % 2 == 0 ? q.try_pull_many_positioned(std::back_inserter(out), 8, &pos)
-                                        : q.pull_many_positioned(std::back_inserter(out), 8, &pos);
+    const BulkResult r = round % 2 == 0
+                             ? q.try_pull_many_positioned(std::back_inserter(out), 8, &pos)
+                             : q.pull_many_positioned(std::back_inserter(out), 8, &pos);
     ASSERT_EQ(r.count, 3u);
     EXPECT_EQ(pos, next);
     for (int v : out) EXPECT_EQ(static_cast<std::uint64_t>(v), next++);

@@ -441,8 +441,7 @@ class SpscRing {
   // Pops up to max items into sink(T&&). Returns the count; *pos (if given)
   // is set to the first one's position in pop order.
   template <class Sink>
-  std::size_t try_pop_many(Sink&& sink, std::size_t max, RingOp* op,
-                           std::uint64_t* pos = nullptr) {
+  std::size_t try_pop_many(Sink&& sink, std::size_t max, RingOp* op, std::uint64_t* pos = nullptr) {
     const std::uint64_t head = head_.load(std::memory_order_relaxed);
     std::size_t k = static_cast<std::size_t>(tail_cache_ - head);
     if (k < max) k = available(head);
