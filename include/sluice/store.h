@@ -211,6 +211,10 @@ class QueueReader {
   // those, the acknowledged prefix. delivered() - acked() are held.
   virtual std::uint64_t delivered() const = 0;
   virtual std::uint64_t acked() const = 0;
+  // Messages this reader passed over since it opened because they were
+  // damaged on disk (the embedded store: Channel::skipped_corrupt): lost,
+  // never delivered; `sluice log verify` says where. 0 on Redis.
+  virtual std::uint64_t skipped_damaged() const { return 0; }
   // Gives back every held message: not acknowledged, and not counted as a
   // delivery (a Streams topic's delivery count, toward its dead letters, is
   // left as it was). The channel's next read, this reader's included,

@@ -134,6 +134,10 @@ class Reader:
     @property
     def acked(self) -> int: ...
     @property
+    def skipped_damaged(self) -> int:
+        """Messages passed over since the reader opened because they were damaged on disk:
+        lost, never delivered (`sluice log verify` says where). 0 on Redis."""
+    @property
     def open(self) -> bool: ...
     @property
     def ended(self) -> bool: ...

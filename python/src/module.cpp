@@ -757,6 +757,10 @@ class Reader {
     auto lock = take(mu_);
     return live().acked();
   }
+  std::uint64_t skipped_damaged() {
+    auto lock = take(mu_);
+    return live().skipped_damaged();
+  }
   bool open() const { return r_ != nullptr; }
   bool ended() const { return ended_; }
   const std::string& name() const { return name_; }
@@ -1123,6 +1127,10 @@ PYBIND11_MODULE(_sluice, m) {
            "Gives up the channel, giving back what is held (what leaving the with block does).")
       .def_property_readonly("delivered", &Reader::delivered)
       .def_property_readonly("acked", &Reader::acked)
+      .def_property_readonly(
+          "skipped_damaged", &Reader::skipped_damaged,
+          "Messages passed over since the reader opened because they were damaged on disk: "
+          "lost, never delivered (`sluice log verify` says where). 0 on Redis.")
       .def_property_readonly("open", &Reader::open)
       .def_property_readonly("ended", &Reader::ended)
       .def_property_readonly("name", &Reader::name)

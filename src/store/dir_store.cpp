@@ -171,6 +171,7 @@ class DirReader final : public QueueReader {
   }
   std::uint64_t delivered() const override { return acked_ + held_.size(); }
   std::uint64_t acked() const override { return acked_; }
+  std::uint64_t skipped_damaged() const override { return channel_->skipped_corrupt(); }
 
   // The channel starts again at its acknowledged position: held messages
   // come again, in seq order, and the log counts no deliveries.

@@ -189,7 +189,39 @@ TEST_F(CliLogTest, GetSkipsDamageInASegmentOpenedFromItsSummary) {
     if (i != 2) want += msg(i) + "\n";
   }
   EXPECT_EQ(r.out, want);
+  // Not silently: the loss is on stderr, once.
+  EXPECT_EQ(count(r.err, "1 damaged message skipped (lost; `sluice log verify q` says where)"), 1)
+      << r.err;
   EXPECT_NE(run({"log", "verify", "q"}).rc, 0);  // verify reads everything
+}
+
+// Damage that recovery finds at open (no summaries: the segments are read)
+// is skipped and said too, by get and by get --exec; messages get delivers
+// without damage say nothing.
+TEST_F(CliLogTest, GetSaysHowManyDamagedMessagesItSkipped) {
+  make_queue("q", 100);
+  Outcome r = run({"get", "q", "--count", "3", "--timeout", "10s"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err.find("damaged"), std::string::npos) << r.err;
+  const auto segs = segments("q");
+  ASSERT_GE(segs.size(), 3u);
+  overwrite(segs[1], 32 + 4 * kRecord + 24 + 1, "X");  // one record's payload
+  overwrite(segs[2], 32 + 1 * kRecord + 24 + 1, "X");
+  overwrite(segs[2], 32 + 7 * kRecord + 24 + 1, "X");
+  r = run({"get", "q", "--count", "94", "--timeout", "10s"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 94);
+  int said = 0;
+  for (int n : {1, 2, 3}) {
+    const std::string line = std::to_string(n) + " damaged message" + (n == 1 ? "" : "s");
+    said += count(r.err, line) * n;
+  }
+  EXPECT_EQ(said, 3) << r.err;  // however the three were met, each counted once
+  make_queue("e", 100);
+  overwrite(segments("e")[1], 32 + 4 * kRecord + 24 + 1, "X");
+  r = run({"get", "e", "--count", "99", "--timeout", "10s", "--exec", "cat"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(count(r.err, "sluice get: queue 'e': 1 damaged message skipped"), 1) << r.err;
 }
 
 // Read-only: the bytes stay, and a live writer (a put holding the queue)

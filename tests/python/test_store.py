@@ -3,6 +3,8 @@ embedded log store, and on a real redis-server a pressure queue and a
 Streams topic."""
 
 import asyncio
+import glob
+import os
 import dataclasses
 import threading
 import time
@@ -102,6 +104,28 @@ def test_a_message_is_a_read_only_record_that_outlives_its_reader(backend):
         sluice.Message()
     del got[0]  # each message owns its fields: the other stays whole
     assert got[0].data == b"second"
+
+
+def test_a_reader_counts_the_damaged_messages_it_skipped(log):
+    name = log.create()
+    msgs = [b"m%03d" % i for i in range(10)]  # 4 bytes each
+    with log.store.writer(name) as w:
+        w.put_many(msgs)
+    with log.store.reader(name) as r:
+        assert r.skipped_damaged == 0
+    # One bit of message 3's payload, in place (segment header 32 bytes,
+    # record header 24: docs/log_format.md).
+    (seg,) = glob.glob(os.path.join(log.location, "queues", name, "topic", "*.seg"))
+    with open(seg, "r+b") as f:
+        f.seek(32 + 3 * (24 + 4) + 24 + 1)
+        b = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([b[0] ^ 0x10]))
+    with log.store.reader(name) as r:
+        got = r.get_many(9, timeout=5)
+        assert [m.data for m in got] == msgs[:3] + msgs[4:]
+        assert r.skipped_damaged == 1
+        r.ack()
 
 
 def test_bytes_like_messages(log):

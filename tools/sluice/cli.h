@@ -40,6 +40,12 @@ std::unique_ptr<QueueStore> open_store(const Globals& g, std::string_view cmd, i
 // exit status for s.
 int fail(std::string_view cmd, std::string_view what, const Status& s);
 
+// After a reader's get: if the reader passed over damaged messages since
+// the last call (`seen` keeps the count), says how many on stderr, -q or
+// not: a loss is never silent. "sluice get: queue 'q': 1 damaged message
+// skipped (lost; `sluice log verify q` says where)".
+void note_damage_skipped(std::string_view queue, const QueueReader& reader, std::uint64_t& seen);
+
 // A stop token requested on SIGINT or SIGTERM (which are blocked in the
 // calling thread and handled by a helper thread: no work in a signal
 // handler). Call before starting other threads.

@@ -465,6 +465,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
   std::size_t next = 0;
   std::uint64_t taken = 0, acked = 0;
   std::uint64_t batch_bytes = 0;  // of msgs, counted before they are moved out
+  std::uint64_t damage_seen = 0;  // damaged messages the reader passed over, said on stderr
   auto count_acked = [&] {
     metrics.messages.fetch_add(taken - acked, std::memory_order_relaxed);
     metrics.bytes.fetch_add(batch_bytes, std::memory_order_relaxed);
@@ -487,8 +488,10 @@ int run_exec(Globals& g, const ExecArgs& a) {
       std::size_t want = batch;
       if (a.count != 0)
         want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - taken));
-      if (Status s = reconnect.get(reader, msgs, want, ctx); !s.ok()) {
-        end = std::move(s);
+      Status got = reconnect.get(reader, msgs, want, ctx);
+      note_damage_skipped(a.name, reader, damage_seen);
+      if (!got.ok()) {
+        end = std::move(got);
         return std::nullopt;
       }
       batch_bytes = 0;

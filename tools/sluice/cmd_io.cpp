@@ -324,6 +324,7 @@ int run_get(Globals& g, IoArgs a) {
   std::string bytes;
   std::vector<std::size_t> ends;
   std::chrono::microseconds slice = kFirstSlice;
+  std::uint64_t damage_seen = 0;  // damaged messages the reader passed over, said on stderr
   int rc = kExitOk;
   Status error;  // what ended the loop, when it is a failure to report
   while (a.count == 0 || out.written() < a.count) {
@@ -348,6 +349,7 @@ int run_get(Globals& g, IoArgs a) {
     const Context wait = held ? ctx.with_deadline(Context::Clock::now() + slice) : ctx;
     msgs.clear();
     Status s = reconnect.get(reader, msgs, want, wait);
+    note_damage_skipped(a.name, reader, damage_seen);
     if (held && s.code() == StatusCode::kDeadlineExceeded && !ctx.expired()) {
       slice = std::min(slice * 2, kLastSlice);
       continue;

@@ -93,6 +93,16 @@ std::unique_ptr<QueueStore> open_store(const Globals& g, std::string_view cmd, i
   return std::move(*s);
 }
 
+void note_damage_skipped(std::string_view queue, const QueueReader& reader, std::uint64_t& seen) {
+  const std::uint64_t now = reader.skipped_damaged();
+  if (now <= seen) return;
+  const std::uint64_t n = now - seen;
+  seen = now;
+  std::cerr << "sluice get: " << queue_label(queue) << ": " << n << " damaged message"
+            << (n == 1 ? "" : "s") << " skipped (lost; `sluice log verify " << queue
+            << "` says where)\n";
+}
+
 int fail(std::string_view cmd, std::string_view what, const Status& s) {
   std::string hint;
   switch (s.code()) {
