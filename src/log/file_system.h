@@ -57,6 +57,10 @@ class File {
   // An exclusive POSIX record lock on the whole file, held while the File
   // lives; kInUse "<what> by PID n" if another process holds it.
   virtual Status lock(const std::string& what) = 0;
+  // The PID of another process holding lock() on this file, 0 if none (a
+  // lock this process holds does not count: POSIX locks never conflict
+  // within a process).
+  virtual Result<int> lock_holder() = 0;
   // An exclusive flock on the file, held while the File lives. Unlike
   // lock(), it excludes a second holder in the same process too (another
   // open of the same file); kInUse "<path> is locked" if anyone holds it.

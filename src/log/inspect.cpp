@@ -11,6 +11,8 @@
 #include <map>
 #include <optional>
 
+#include <unistd.h>
+
 #include "log/file_system.h"
 #include "log/format.h"
 #include "log/inspect.h"
@@ -18,6 +20,7 @@
 #include "log/position.h"
 #include "log/recovery.h"
 #include "log/summary.h"
+#include "log/topic_impl.h"
 
 namespace sluice {
 
@@ -344,7 +347,20 @@ void channel_findings(ChannelInspection& c, const TopicInspection& t,
 
 }  // namespace
 
-Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions& opt) {
+// The PID of a writer that has the topic open now, here or in another
+// process, else 0.
+int live_writer(FileSystem& fs, const std::string& dir) {
+  if (auto canon = fs.canonical(dir); canon.ok() && open_for_writing_here(fs, *canon)) {
+    return static_cast<int>(::getpid());
+  }
+  auto f = fs.open(dir + "/LOCK", OpenMode::kRead);
+  if (!f.ok()) return 0;
+  auto pid = (*f)->lock_holder();
+  return pid.ok() ? *pid : 0;
+}
+
+Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
+                      bool beside_writer) {
   if (Status s = validate(opt); !s.ok()) return s;
   if (!fs.is_dir(dir)) return Status(StatusCode::kNotFound, "no directory " + dir);
   Snapshot snap;
@@ -364,6 +380,24 @@ Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions
     }
     // A live writer's retention deleted a segment between list and read.
     if (scan.code() != StatusCode::kNotFound || attempt == 4) return scan.status();
+  }
+  // A batch being copied in, beside a live writer whose NOTIFY count (read
+  // before the scan) is therefore current.
+  struct InFlight {
+    std::string file;
+    std::uint64_t offset = 0;
+    int pid = 0;
+  };
+  std::optional<InFlight> in_flight;
+  if (beside_writer && t.has_notify && !snap.scan.segments.empty()) {
+    if (const int pid = live_writer(fs, dir); pid != 0) {
+      const std::string newest = snap.scan.segments.back().path;
+      if (auto cut = drop_writes_in_progress(snap.scan, report, t.visible_seq)) {
+        std::erase_if(report.truncated,
+                      [&](const LogDamage& d) { return d.file == newest && d.offset >= *cut; });
+        in_flight = InFlight{newest, *cut, pid};
+      }
+    }
   }
   const Scan& scan = snap.scan;
   std::map<std::uint64_t, std::string> damaged;  // files without a scanned segment
@@ -414,6 +448,13 @@ Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions
       prev = s;
     }
   }
+  if (in_flight) {
+    add(t, Severity::kNote, in_flight->file, in_flight->offset, 0,
+        "a write in progress: the writer (PID " + std::to_string(in_flight->pid) +
+            ") had published up to seq " + std::to_string(t.visible_seq) +
+            "; what follows was being copied in, not read",
+        "nothing to do (verify again when the writer is idle to read those bytes too)");
+  }
   for (const std::string& p : scan.tmp) {
     add(t, Severity::kNote, p, 0, 0, "leftover temporary file", kNothingToDo);
   }
@@ -442,7 +483,7 @@ Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions
 }  // namespace log
 
 Result<TopicInspection> inspect_topic(const std::string& dir, TopicOptions options) {
-  auto snap = log::look(log::posix_file_system(), dir, options);
+  auto snap = log::look(log::posix_file_system(), dir, options, /*beside_writer=*/true);
   if (!snap.ok()) return snap.status();
   return std::move(snap->out);
 }

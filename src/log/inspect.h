@@ -30,7 +30,15 @@ struct Snapshot {
 
 // Reads the topic in `dir` (positions first, then segments), changing
 // nothing. kNotFound if `dir` is missing or holds no topic.
-Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions& opt);
+// `beside_writer`: a writer may be appending (verify, inspect; not repair,
+// which holds the writer's lock). If one is (open in this process, or
+// holding LOCK in another), a gap in the newest segment past what it had
+// published is a write in progress, a note, not damage (as a reader's open
+// takes it: drop_writes_in_progress). Probing LOCK opens and closes it: a
+// POSIX lock this process holds on it by another open would be dropped, so
+// not while a repair runs in this process.
+Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
+                      bool beside_writer = false);
 
 // The same on any file system (the public ones use the real disk).
 Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,

@@ -147,6 +147,14 @@ class PosixFile final : public File {
     return {StatusCode::kInUse, what + " by PID " + std::to_string(who.l_pid)};
   }
 
+  Result<int> lock_holder() override {
+    struct flock who {};
+    who.l_type = F_WRLCK;
+    who.l_whence = SEEK_SET;
+    if (::fcntl(fd_, F_GETLK, &who) != 0) return io_error("fcntl(F_GETLK)", path(), errno);
+    return who.l_type == F_UNLCK ? 0 : static_cast<int>(who.l_pid);
+  }
+
   Status try_flock() override {
     if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return Status::Ok();
     if (errno == EWOULDBLOCK) return {StatusCode::kInUse, path() + " is locked"};

@@ -246,4 +246,21 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
   return out;
 }
 
+std::optional<std::uint64_t> drop_writes_in_progress(Scan& scan, RecoveryReport& report,
+                                                     std::uint64_t published) {
+  if (scan.segments.empty()) return std::nullopt;
+  Scanned& seg = scan.segments.back();
+  auto bad = std::find_if(seg.skips.begin(), seg.skips.end(),
+                          [&](const Skip& k) { return k.next > published; });
+  if (bad == seg.skips.end()) return std::nullopt;
+  const std::uint64_t from = bad->from;
+  std::erase_if(report.corrupt,
+                [&](const LogDamage& d) { return d.file == seg.path && d.offset >= from; });
+  seg.end = from;
+  seg.next_seq = bad->next - bad->lost;
+  seg.skips.erase(bad, seg.skips.end());
+  std::erase_if(seg.index, [&](const IndexEntry& e) { return e.off >= from; });
+  return from;
+}
+
 }  // namespace sluice::log

@@ -73,4 +73,16 @@ Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, s
 
 Status validate(const TopicOptions& o);
 
+// A gap in the newest segment followed by whole records is damage only if
+// the writer had published past it (`published`: its NOTIFY count, read
+// before the scan). Otherwise it may be a write in progress: the scan read a
+// page before the writer's copy reached it and a later page after. Cuts the
+// newest segment's view at the first such gap and drops the report's
+// entries from there; returns the offset cut at. Only the newest segment
+// listed can be in flight (a roll seals the one before first), so a stale
+// count (the page is not synced) cannot hide older segments; the caller
+// must know the writer is alive for the count to be current.
+std::optional<std::uint64_t> drop_writes_in_progress(Scan& scan, RecoveryReport& report,
+                                                     std::uint64_t published);
+
 }  // namespace sluice::log

@@ -89,27 +89,14 @@ Status Topic::Impl::open_reader() {
 }
 
 // A gap the scan found in the newest segment, followed by whole records, is
-// damage only if the writer had published past it. Otherwise it may be a
-// write in progress: the scan read a page before the writer's copy reached it
-// and a later page after (seen 2026-11-26: a reader process opened beside a
-// writer appending 12 KiB batches skipped the first records of a batch as
-// corrupt, silently). The view stops there and refresh() reads on, only what
-// the writer published, stopping at real damage with kCorruption
-// (Segment::damaged_at). Only the newest segment listed can be in flight (a
-// roll seals the one before first), so a stale count (the page is not synced:
-// after a reboot it may be behind) cannot hide older segments.
+// damage only if the writer had published past it (seen 2026-11-26: a reader
+// process opened beside a writer appending 12 KiB batches skipped the first
+// records of a batch as corrupt, silently). The view stops there and
+// refresh() reads on, only what the writer published, stopping at real
+// damage with kCorruption (Segment::damaged_at). A stale count (the page is
+// not synced: after a reboot it may be behind) only stops the view early.
 void Topic::Impl::drop_writes_in_progress(log::Scan& scan, std::uint64_t published) {
-  log::Scanned& seg = scan.segments.back();
-  auto bad = std::find_if(seg.skips.begin(), seg.skips.end(),
-                          [&](const log::Skip& k) { return k.next > published; });
-  if (bad == seg.skips.end()) return;
-  const std::uint64_t from = bad->from;
-  std::erase_if(report.corrupt,
-                [&](const LogDamage& d) { return d.file == seg.path && d.offset >= from; });
-  seg.end = from;
-  seg.next_seq = bad->next - bad->lost;
-  seg.skips.erase(bad, seg.skips.end());
-  std::erase_if(seg.index, [&](const log::IndexEntry& e) { return e.off >= from; });
+  (void)log::drop_writes_in_progress(scan, report, published);
 }
 
 Status Topic::Impl::open_writer() {

@@ -253,6 +253,11 @@ class FaultFile final : public log::File {
     return node_->data;
   }
 
+  Result<int> lock_holder() override {
+    std::lock_guard lk(fs_->mu_);
+    return node_->locker != nullptr && node_->locker != this ? static_cast<int>(getpid()) : 0;
+  }
+
   Status lock(const std::string& what) override {
     std::lock_guard lk(fs_->mu_);
     if (node_->locker != nullptr && node_->locker != this) {

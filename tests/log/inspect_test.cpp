@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "log/format.h"
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
 #include "testutil/damage.h"
@@ -180,6 +181,41 @@ TEST_F(InspectTest, InspectingBesideALiveWriterChangesNothing) {
   auto r = repair_topic(dir_.string(), {}, small());
   EXPECT_EQ(r.code(), StatusCode::kInUse) << r.status();
   EXPECT_EQ(bytes(), before);
+}
+
+// A batch being copied in beside a live writer (a page of it still zeros, a
+// later page whole) is a note, not damage: the writer had not published it.
+// The same bytes with no writer (a copy of the directory) stay damage, for
+// the count in NOTIFY is then not to be trusted (it is not synced).
+TEST_F(InspectTest, ABatchBeingWrittenBesideALiveWriterIsNotDamage) {
+  auto topic = Topic::open(dir_.string(), small());
+  ASSERT_TRUE(topic.ok()) << topic.status();
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE((*topic)->append(msg(i)).ok());
+  {
+    // Records 12..19 whole; 10 and 11 still zeros (not copied yet).
+    std::string bytes;
+    for (int i = 10; i < 20; ++i) {
+      std::string rec(kRecord, '\0');
+      if (i >= 12) log::encode_record(rec.data(), static_cast<std::uint64_t>(i), 1, msg(i));
+      bytes += rec;
+    }
+    overwrite(segments().front(), kSegHeader + 10 * kRecord, bytes);
+  }
+  const fs::path copy = dir_.string() + ".copy";
+  fs::remove_all(copy);
+  fs::copy(dir_, copy, fs::copy_options::recursive);
+  const TopicInspection live = inspect();
+  EXPECT_FALSE(live.damaged()) << all(live);
+  EXPECT_NE(all(live).find("a write in progress: the writer (PID " + std::to_string(getpid()) +
+                           ") had published up to seq 10"),
+            std::string::npos)
+      << all(live);
+  EXPECT_EQ(live.records, 10U);
+  auto dead = inspect_topic(copy.string(), small());
+  fs::remove_all(copy);
+  ASSERT_TRUE(dead.ok()) << dead.status();
+  ASSERT_TRUE(dead->damaged()) << all(*dead);
+  EXPECT_NE(all(*dead).find("seqs 10..11 lost"), std::string::npos) << all(*dead);
 }
 
 TEST_F(InspectTest, AFlippedByteIsDamageNamingTheSeqLost) {
