@@ -4,14 +4,14 @@
 // guess.
 #include "sluice/log/inspect.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <ctime>
 #include <map>
 #include <optional>
-
-#include <unistd.h>
 
 #include "log/file_system.h"
 #include "log/format.h"
