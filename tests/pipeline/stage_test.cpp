@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -300,31 +301,42 @@ TEST(StageTest, TheOutputHoldsMaxOfTwiceTheWidthAndSixtyFourByDefault) {
   }
 }
 
+// A width-1 stage over n items already waiting in a closed input, each fn
+// call running `work`: the results, and the input's depth at each call.
+struct DepthRun {
+  std::vector<int> got;
+  std::vector<std::uint64_t> depth;  // one worker: written by one thread
+};
+DepthRun run_prefilled(Ordering ord, int n, const std::function<void()>& work) {
+  Queue<int> in(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) EXPECT_TRUE(in.push(int{i}).ok());
+  in.close();
+  DepthRun run;
+  auto st = make(
+      in,
+      [&](int&& v, const Context&) -> Result<int> {
+        run.depth.push_back(in.approx_size());
+        work();
+        return v;
+      },
+      opts(1, ord));
+  for (auto& r : st->output()) run.got.push_back(*r);
+  EXPECT_TRUE(st->wait().ok());
+  return run;
+}
+
 // Batches (stage.h): with a cheap fn a worker takes the items waiting in the
 // input several at a time; results keep their order. Seen from inside fn:
 // the input's depth at consecutive calls drops by more than one.
 TEST(StageTest, ACheapFnTakesTheWaitingItemsSeveralAtATime) {
   for (Ordering ord : {Ordering::kUnordered, Ordering::kStrict}) {
     constexpr int kItems = 200;
-    Queue<int> in(kItems);
-    for (int i = 0; i < kItems; ++i) ASSERT_TRUE(in.push(int{i}).ok());
-    in.close();
-    std::vector<std::uint64_t> depth;  // one worker: written by one thread
-    auto st = make(
-        in,
-        [&](int&& v, const Context&) -> Result<int> {
-          depth.push_back(in.approx_size());
-          return v;
-        },
-        opts(1, ord));
-    std::vector<int> got;
-    for (auto& r : st->output()) got.push_back(*r);
-    ASSERT_TRUE(st->wait().ok());
-    ASSERT_EQ(got.size(), static_cast<std::size_t>(kItems));
-    for (int i = 0; i < kItems; ++i) EXPECT_EQ(got[i], i);
+    const DepthRun run = run_prefilled(ord, kItems, [] {});
+    ASSERT_EQ(run.got.size(), static_cast<std::size_t>(kItems));
+    for (int i = 0; i < kItems; ++i) EXPECT_EQ(run.got[i], i);
     std::uint64_t largest_take = 0;
-    for (std::size_t i = 1; i < depth.size(); ++i) {
-      largest_take = std::max(largest_take, depth[i - 1] - depth[i]);
+    for (std::size_t i = 1; i < run.depth.size(); ++i) {
+      largest_take = std::max(largest_take, run.depth[i - 1] - run.depth[i]);
     }
     EXPECT_GE(largest_take, 2u) << "ordering " << static_cast<int>(ord);
   }
@@ -335,24 +347,13 @@ TEST(StageTest, ACheapFnTakesTheWaitingItemsSeveralAtATime) {
 TEST(StageTest, ASlowFnTakesOneItemAtATime) {
   for (Ordering ord : {Ordering::kUnordered, Ordering::kStrict}) {
     constexpr int kItems = 12;
-    Queue<int> in(kItems);
-    for (int i = 0; i < kItems; ++i) ASSERT_TRUE(in.push(int{i}).ok());
-    in.close();
-    std::vector<std::uint64_t> depth;
-    auto st = make(
-        in,
-        [&](int&& v, const Context&) -> Result<int> {
-          depth.push_back(in.approx_size());
-          std::this_thread::sleep_for(300us);  // the work: 300 us an item
-          return v;
-        },
-        opts(1, ord));
-    const auto got = drain(st->output());
-    ASSERT_TRUE(st->wait().ok());
-    ASSERT_EQ(got.size(), static_cast<std::size_t>(kItems));
-    ASSERT_EQ(depth.size(), static_cast<std::size_t>(kItems));
-    for (int i = 0; i < kItems; ++i)
-      EXPECT_EQ(depth[i], static_cast<std::uint64_t>(kItems - 1 - i));
+    // The work: 300 us an item.
+    const DepthRun run = run_prefilled(ord, kItems, [] { std::this_thread::sleep_for(300us); });
+    ASSERT_EQ(run.got.size(), static_cast<std::size_t>(kItems));
+    ASSERT_EQ(run.depth.size(), static_cast<std::size_t>(kItems));
+    for (int i = 0; i < kItems; ++i) {
+      EXPECT_EQ(run.depth[i], static_cast<std::uint64_t>(kItems - 1 - i));
+    }
   }
 }
 
