@@ -393,30 +393,38 @@ TEST(StageTest, OrderedModesHoldWithASlowConsumer) {
   }
 }
 
+// Window 3: one item at a time (lag 7 < 2 x width). Window 24 with a cheap
+// fn: workers take batches of up to 3 (lag 28 / (2 x width)).
 TEST(StageTest, WindowedOrderNeverWritesAnItemWindowOrMorePlacesEarly) {
-  constexpr int kWindow = 3;
-  Queue<int> in(16);
-  auto st = make(
-      in,
-      [](int&& v, const Context&) -> Result<int> {
-        jitter(v);
-        return v;
-      },
-      opts(4, Ordering::kWindowed, kWindow));
-  auto src = feed(in, 400);
-  auto out = drain(st->output());
-  ASSERT_EQ(out.size(), 400u);
-  std::vector<bool> written(400, false);
-  int oldest = 0;
-  bool reordered = false;
-  for (auto& r : out) {
-    const int s = *r;
-    ASSERT_LT(s - oldest, kWindow) << "item " << s << " written while " << oldest << " was pending";
-    reordered |= s != oldest;
-    written[s] = true;
-    while (oldest < 400 && written[oldest]) ++oldest;
+  for (const int window : {3, 24}) {
+    Queue<int> in(16);
+    auto st = make(
+        in,
+        [window](int&& v, const Context&) -> Result<int> {
+          if (window == 3) {
+            jitter(v);
+          } else {
+            std::this_thread::sleep_for(std::chrono::microseconds(v % 7 == 0 ? 150 : 1));
+          }
+          return v;
+        },
+        opts(4, Ordering::kWindowed, static_cast<std::size_t>(window)));
+    auto src = feed(in, 400);
+    auto out = drain(st->output());
+    ASSERT_EQ(out.size(), 400u);
+    std::vector<bool> written(400, false);
+    int oldest = 0;
+    bool reordered = false;
+    for (auto& r : out) {
+      const int s = *r;
+      ASSERT_LT(s - oldest, window)
+          << "item " << s << " written while " << oldest << " was pending";
+      reordered |= s != oldest;
+      written[s] = true;
+      while (oldest < 400 && written[oldest]) ++oldest;
+    }
+    EXPECT_TRUE(reordered) << "window " << window << " was never used: not exercised";
   }
-  EXPECT_TRUE(reordered) << "the window was never used: the test did not exercise it";
 }
 
 TEST(StageTest, PerKeyOrderHoldsWhileKeysRunInParallel) {
