@@ -156,11 +156,14 @@ enum class Attempt : std::uint8_t { kDone, kWouldBlock };
 inline constexpr int kSpinPauses = 16;
 // How long a newly parked waiter sleeps before it runs heavy_fence() and
 // looks again. Only a notifier that raced with the enlist (each missed the
-// other's store) leaves it asleep that long; any other notifier wakes it at
-// once. A waiter woken earlier never pays for the fence: on this VM a
-// membarrier that must interrupt the other CPU took ~70 us, and paying it on
-// every park cost pinned SPSC a third of its throughput.
-inline constexpr std::chrono::microseconds kRaceBound{50};
+// other's store) and whose store then stayed unseen past kSettle leaves it
+// asleep that long; any other notifier wakes it at once. A waiter woken
+// earlier never pays for the fence: on this VM a membarrier that must
+// interrupt the other CPU took ~70 us, and paying it on every park cost
+// pinned SPSC a third of its throughput. 1 ms, not 50 us: pipeline threads
+// that wait 50 us-1 ms between batches paid one per wait (a Stage of one
+// worker at 20 us an item: ~1.2 per batch of 8, 22.7 -> 21.3 us an item).
+inline constexpr std::chrono::microseconds kRaceBound{1000};
 // How long a newly enlisted waiter keeps looking before that brief sleep.
 inline constexpr std::chrono::microseconds kSettle{2};
 inline std::chrono::nanoseconds yield_budget() {
