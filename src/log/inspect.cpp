@@ -391,11 +391,8 @@ Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions
   std::optional<InFlight> in_flight;
   if (beside_writer && t.has_notify && !snap.scan.segments.empty()) {
     if (const int pid = live_writer(fs, dir); pid != 0) {
-      const std::string newest = snap.scan.segments.back().path;
       if (auto cut = drop_writes_in_progress(snap.scan, report, t.visible_seq)) {
-        std::erase_if(report.truncated,
-                      [&](const LogDamage& d) { return d.file == newest && d.offset >= *cut; });
-        in_flight = InFlight{newest, *cut, pid};
+        in_flight = InFlight{snap.scan.segments.back().path, *cut, pid};
       }
     }
   }

@@ -254,8 +254,9 @@ std::optional<std::uint64_t> drop_writes_in_progress(Scan& scan, RecoveryReport&
                           [&](const Skip& k) { return k.next > published; });
   if (bad == seg.skips.end()) return std::nullopt;
   const std::uint64_t from = bad->from;
-  std::erase_if(report.corrupt,
-                [&](const LogDamage& d) { return d.file == seg.path && d.offset >= from; });
+  const auto past = [&](const LogDamage& d) { return d.file == seg.path && d.offset >= from; };
+  std::erase_if(report.corrupt, past);
+  std::erase_if(report.truncated, past);  // a torn tail past the cut is the same write
   seg.end = from;
   seg.next_seq = bad->next - bad->lost;
   seg.skips.erase(bad, seg.skips.end());

@@ -78,7 +78,7 @@ Status validate(const TopicOptions& o);
 // before the scan). Otherwise it may be a write in progress: the scan read a
 // page before the writer's copy reached it and a later page after. Cuts the
 // newest segment's view at the first such gap and drops the report's
-// entries from there; returns the offset cut at. Only the newest segment
+// entries from there (corrupt, truncated); returns the offset cut at. Only the newest segment
 // listed can be in flight (a roll seals the one before first), so a stale
 // count (the page is not synced) cannot hide older segments; the caller
 // must know the writer is alive for the count to be current.

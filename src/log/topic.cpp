@@ -76,7 +76,13 @@ Status Topic::Impl::open_reader() {
   report.truncated.clear();  // a torn tail may be a write in progress
   report.removed.clear();
   scan->reuse_base.reset();  // the writer's to repair
-  drop_writes_in_progress(*scan, published);
+  // A gap past what the writer had published may be a batch being copied in
+  // (seen 2026-11-26: a reader process opened beside a writer appending 12
+  // KiB batches skipped the first records of a batch as corrupt, silently).
+  // The view stops there and refresh() reads on, only what the writer
+  // published, stopping at real damage with kCorruption (Segment::damaged_at).
+  // A stale count (the page is not synced) only stops the view early.
+  (void)log::drop_writes_in_progress(*scan, report, published);
   if (!had_notify) {
     if (Status s = notify.open(fs, dir); !s.ok()) return s;
   }
@@ -86,17 +92,6 @@ Status Topic::Impl::open_reader() {
   visible_seq = next_seq;
   if (scan->closed) closed.store(true, std::memory_order_release);
   return Status::Ok();
-}
-
-// A gap the scan found in the newest segment, followed by whole records, is
-// damage only if the writer had published past it (seen 2026-11-26: a reader
-// process opened beside a writer appending 12 KiB batches skipped the first
-// records of a batch as corrupt, silently). The view stops there and
-// refresh() reads on, only what the writer published, stopping at real
-// damage with kCorruption (Segment::damaged_at). A stale count (the page is
-// not synced: after a reboot it may be behind) only stops the view early.
-void Topic::Impl::drop_writes_in_progress(log::Scan& scan, std::uint64_t published) {
-  (void)log::drop_writes_in_progress(scan, report, published);
 }
 
 Status Topic::Impl::open_writer() {

@@ -36,9 +36,6 @@ struct Topic::Impl final : log::Retention {
   void find_closed_mark(log::Segment& last) SLUICE_REQUIRES(mu);
   Status open_writer();
   Status open_reader();
-  // Reader: a gap the scan found past what the writer had published may be
-  // a write in progress: the view stops before it (refresh reads on).
-  void drop_writes_in_progress(log::Scan& scan, std::uint64_t published);
   // Opens the segments recovery found and makes them the topic's.
   Status adopt(log::Scan& scan) SLUICE_REQUIRES(mu);
   // Applies what the scan implies: leftovers removed, a headerless newest
