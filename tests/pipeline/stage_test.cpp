@@ -342,6 +342,29 @@ TEST(StageTest, ACheapFnTakesTheWaitingItemsSeveralAtATime) {
   }
 }
 
+// ... but never waits for a batch to fill: once batches have grown, an item
+// that comes alone (the input still open) is processed and written alone.
+TEST(StageTest, AnItemThatComesAloneIsNotHeldForABatch) {
+  for (Ordering ord : {Ordering::kUnordered, Ordering::kStrict}) {
+    Queue<int> in(256);
+    auto st = make(
+        in, [](int&& v, const Context&) -> Result<int> { return v; }, opts(1, ord));
+    for (int i = 0; i < 200; ++i) ASSERT_TRUE(in.push(int{i}).ok());  // batches grow
+    for (int i = 0; i < 200; ++i) {
+      auto r = st->output().pull(with_timeout(10s));
+      ASSERT_TRUE(r.ok()) << r.status();
+    }
+    for (int i = 200; i < 205; ++i) {
+      ASSERT_TRUE(in.push(int{i}).ok());
+      auto r = st->output().pull(with_timeout(10s));  // the input stays open
+      ASSERT_TRUE(r.ok()) << "ordering " << static_cast<int>(ord) << ": " << r.status();
+      EXPECT_EQ(**r, i);
+    }
+    in.close();
+    ASSERT_TRUE(st->wait().ok());
+  }
+}
+
 // ... and a fn of 200 us or more goes one item at a time, so that a few
 // slow items spread over the workers: the depth drops by exactly one per call.
 TEST(StageTest, ASlowFnTakesOneItemAtATime) {
