@@ -220,7 +220,7 @@ TEST_F(CliLogTest, GetSaysHowManyDamagedMessagesItSkipped) {
   EXPECT_EQ(said, 3) << r.err;  // however the three were met, each counted once
   make_queue("e", 100);
   overwrite(segments("e")[1], 32 + 4 * kRecord + 24 + 1, "X");
-  r = run({"get", "e", "--count", "99", "--timeout", "10s", "--exec", "cat"});
+  r = run({"-q", "get", "e", "--count", "99", "--timeout", "10s", "--exec", "cat"});  // -q too
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(count(r.err, "sluice get: queue 'e': 1 damaged message skipped"), 1) << r.err;
 }
