@@ -21,10 +21,12 @@ Status Reader::fill(std::uint64_t at, std::size_t n) {
   const std::uint64_t end = seg_->end.load(std::memory_order_acquire);
   const std::size_t want = static_cast<std::size_t>(
       std::min<std::uint64_t>(std::max<std::size_t>(n, 256 * 1024), end - at));
-  buf_.resize(want);
-  auto got = seg_->file->pread(buf_.data(), want, at);
-  if (!got.ok()) return got.status();
-  buf_.resize(*got);
+  auto got = seg_->file->pread(buf_.take(want), want, at);
+  if (!got.ok()) {
+    buf_seg_.reset();
+    return got.status();
+  }
+  buf_.shrink(*got);
   buf_seg_ = seg_;
   buf_off_ = at;
   if (*got < n) return {StatusCode::kIOError, "short read in " + seg_->path};

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 
+#include "log/read_buffer.h"
 #include "log/segment.h"
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
@@ -79,7 +80,7 @@ class Reader {
   std::uint64_t gaps_ = 0;
   std::uint64_t capped_ = 0;
 
-  std::string buf_;  // bytes of buf_seg_ from buf_off_
+  ReadBuffer buf_;  // bytes of buf_seg_ from buf_off_
   std::shared_ptr<Segment> buf_seg_;
   std::uint64_t buf_off_ = 0;
 };

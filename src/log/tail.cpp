@@ -18,7 +18,7 @@ void Topic::Impl::refresh() {
   const bool writer_closed = notify.closed();
   const std::uint64_t limit = notify.visible();
   char header[kSegmentHeaderSize];
-  std::string buf;  // file bytes from buf_at on: one pread serves many records
+  log::ReadBuffer& buf = tail_buf_;  // file bytes from buf_at on: one pread serves many records
   for (;;) {
     auto seg = segs.back();
     std::uint64_t end = seg->end.load(std::memory_order_relaxed);
@@ -46,10 +46,10 @@ void Topic::Impl::refresh() {
           if (len > max_len) break;  // damaged: decode says so below
           want = std::max(want, kUntimedRecordHeaderSize + len);
         }
-        buf.resize(want);
-        auto got = seg->file->pread(buf.data(), want, end);
+        auto got = seg->file->pread(buf.take(want), want, end);
         buf_at = end;
         have = got.ok() ? *got : 0;
+        buf.shrink(have);
       }
       if (v.kind != log::RecordView::kValid) break;  // not complete yet
       seg->note(next_seq, end, v.time);

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "log/file_system.h"
+#include "log/read_buffer.h"
 #include "log/recovery.h"
 #include "log/retention.h"
 #include "sluice/log/topic.h"
@@ -45,8 +46,9 @@ struct Topic::Impl final : log::Retention {
   // The highest position any channel file holds (0 if none).
   Result<std::uint64_t> highest_position();
 
-  std::unique_ptr<log::File> lock_file_;  // the writer's LOCK
-  bool registered_ = false;               // in the in-process registry
+  log::ReadBuffer tail_buf_ SLUICE_GUARDED_BY(mu);  // refresh's reads, kept for the next
+  std::unique_ptr<log::File> lock_file_;            // the writer's LOCK
+  bool registered_ = false;                         // in the in-process registry
 };
 
 }  // namespace sluice
