@@ -101,13 +101,17 @@ class Stage {
   //   input order; different keys run in parallel (worker key % width).
   // Errors: kContinue (default): every item yields a Result, value or error.
   //   kFailFast: the first error stops the stage and wait() returns it; later
-  //   errors are counted (errors_after_stop). kFirstSuccess: the first success
-  //   is written and stops the rest (ordering does not apply); if all fail,
-  //   wait() returns the first error. A fn that throws yields kInternal.
+  //   errors are counted (errors_after_stop); in ordered modes no result after
+  //   the failing item is written. kFirstSuccess: the first success is written
+  //   and stops the rest (ordering does not apply); if all fail, wait()
+  //   returns the first error. A fn (or kPerKey's key) that throws yields
+  //   kInternal for its item.
   // Cancellation: options.stop, cancel() or the destructor: every blocking
   //   call of a worker wakes at once; fn gets a Context with the stage's stop
   //   token and must honour it for the 10 ms bound. Items in flight are
-  //   dropped; the output is still closed exactly once.
+  //   dropped; the output is still closed exactly once. A consumer that
+  //   closes the output before the end stops the stage the same way, and
+  //   wait() returns kClosed. What stopped the stage first decides wait().
   // Width: >= 1. For CPU-bound fn, the number of cores.
   // Channels: reads `input` until it is closed and drained or the stage
   //   stops; never closes it (its producer does). The stage must be the
@@ -181,7 +185,8 @@ class Stage {
 
   // Waits until every worker has exited and the output is closed. kOk after
   // a clean run; the fail-fast error; for first-success, kOk if a success was
-  // written, else the first error; kCancelled if stopped from outside.
+  // written, else the first error; kCancelled if stopped from outside;
+  // kClosed if the output's consumer closed it before the end.
   Status wait(const Context& ctx = {}) {
     std::unique_lock lock(done_mu_);
     const bool done = detail::wait_for(done_cv_, lock, ctx, [&] { return done_; });
@@ -319,11 +324,34 @@ class Stage {
     for (;;) {
       Result<In> r = input_.pull(ctx);
       if (!r.ok()) break;
-      const std::size_t k = opt_.key(*r) % opt_.width;
+      std::size_t k = 0;
+      try {
+        k = opt_.key(*r) % opt_.width;
+      } catch (...) {
+        // No worker owns an item without a key: its result is the error,
+        // written here (counted as worker 0's).
+        workers_[0].in.fetch_add(1, std::memory_order_relaxed);
+        workers_[0].errors.fetch_add(1, std::memory_order_relaxed);
+        Result<Out> err = Status(StatusCode::kInternal, "stage key " + thrown_what());
+        if (!apply_error_mode(err)) continue;
+        if (!emit(std::move(err), ctx, 0)) break;
+        continue;
+      }
       if (!parts_[k]->push(std::move(*r), ctx).ok()) break;
     }
     for (auto& p : parts_) p->close();
     exit_thread();
+  }
+
+  // "threw: <what>" for the exception being handled.
+  static std::string thrown_what() {
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      return std::string("threw: ") + e.what();
+    } catch (...) {
+      return "threw a non-std exception";
+    }
   }
 
   // Takes up to `want` items in one claim (waiting for the first, not for
@@ -377,10 +405,8 @@ class Stage {
   Result<Out> invoke(In&& item, const Context& ctx) {
     try {
       return fn_(std::move(item), ctx);
-    } catch (const std::exception& e) {
-      return Status(StatusCode::kInternal, std::string("stage fn threw: ") + e.what());
     } catch (...) {
-      return Status(StatusCode::kInternal, "stage fn threw a non-std exception");
+      return Status(StatusCode::kInternal, "stage fn " + thrown_what());
     }
   }
 
@@ -430,10 +456,9 @@ class Stage {
           break;
         }
         if (!res.ok()) c.errors.fetch_add(1, std::memory_order_relaxed);
-        if (!apply_error_mode(res)) {
-          if (ordered_) skip(seq + i, ctx);  // keep the sequence moving for the others
-          continue;
-        }
+        // Filtered in an ordered mode only once fail-fast has stopped the
+        // stage: its place stays unwritten, so nothing after it is written.
+        if (!apply_error_mode(res)) continue;
         results.push_back(std::move(res));
       }
       const auto took = timing ? Clock::now() - t0 : Clock::duration{};
@@ -486,7 +511,16 @@ class Stage {
       s = timed(workers_[id].blocked_out_ns, workers_[id].out_since,
                 [&] { return output_.push(std::move(res), ctx); });
     }
-    if (!s.ok()) return false;
+    if (!s.ok()) {
+      if (s.code() == StatusCode::kClosed) {
+        // Closed by its consumer (the stage closes it only once every
+        // thread is out): stop, rather than run fn for results nobody reads
+        // or leave others waiting on the lag or a per-key queue.
+        output_closed_.store(true, std::memory_order_relaxed);
+        stop_.request_stop();
+      }
+      return false;
+    }
     workers_[id].out.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
@@ -506,14 +540,6 @@ class Stage {
     std::lock_guard lock(reorder_mu_);
     for (auto& r : results) slots_[seq++ % lag_].emplace(std::move(r));
     return drain_window(ctx, id);
-  }
-
-  // A result that is not written (filtered by the error mode) still frees its place.
-  void skip(std::uint64_t seq, const Context& ctx) {
-    std::lock_guard lock(reorder_mu_);
-    slots_[seq % lag_].reset();
-    emitted_[seq % lag_] = true;
-    (void)drain_window(ctx, 0);
   }
 
   bool drain_window(const Context& ctx, std::size_t id) {
@@ -552,10 +578,18 @@ class Stage {
       output_.close();  // the single closer: the last thread out
       {
         std::lock_guard rl(result_mu_);
-        if (stopped_by_mode_ || (opt_.errors == ErrorMode::kFirstSuccess && !mode_status_.ok())) {
+        // What stopped the stage first decides; first-success's error counts
+        // only once every item failed (nothing else stopped it).
+        if (stopped_by_mode_) {
           result_ = mode_status_;
         } else if (external_stop_.load(std::memory_order_relaxed)) {
           result_ = StatusCode::kCancelled;
+        } else if (output_closed_.load(std::memory_order_relaxed)) {
+          result_ = Status(
+              StatusCode::kClosed,
+              "stage " + opt_.name + ": its output was closed before every result was written");
+        } else if (opt_.errors == ErrorMode::kFirstSuccess && !mode_status_.ok()) {
+          result_ = mode_status_;
         }
       }
       done_ = true;
@@ -576,6 +610,7 @@ class Stage {
 
   std::stop_source stop_;
   std::atomic<bool> external_stop_{false};
+  std::atomic<bool> output_closed_{false};  // by its consumer, before the stage was done
   std::optional<std::stop_callback<ExternalStop>> on_external_stop_;
 
   std::uint64_t base_ = 0;  // ordered: the input's pull position when the stage started

@@ -576,6 +576,141 @@ TEST(StageTest, FirstSuccessWithNoSuccessReturnsTheFirstError) {
   EXPECT_EQ(st->wait().code(), StatusCode::kUnavailable);
 }
 
+// A gate a test opens once: fn waits on it (with its stop token).
+struct Gate {
+  std::mutex mu;
+  std::condition_variable_any cv;
+  bool open = false;
+  void release() {
+    {
+      std::lock_guard l(mu);
+      open = true;
+    }
+    cv.notify_all();
+  }
+  void pass(const Context& ctx) {
+    std::unique_lock l(mu);
+    cv.wait(l, ctx.token(), [&] { return open; });
+  }
+};
+
+// Strict order, fail-fast: results after the failing item (in input order)
+// were parked behind it and written when its place was freed.
+TEST(StageTest, StrictFailFastWritesNothingAfterTheFailingItem) {
+  Queue<int> in(16);
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(in.push(int{i}).ok());
+  in.close();
+  StageOptions<int> o = opts(2, Ordering::kStrict);
+  o.errors = ErrorMode::kFailFast;
+  std::atomic<int> others{0};
+  Gate gate;
+  auto st = make(
+      in,
+      [&](int&& v, const Context& ctx) -> Result<int> {
+        if (v != 0) {
+          if (++others == 9) gate.release();
+          return v;
+        }
+        gate.pass(ctx);  // item 0 fails once 1..9 are done (and 1..8 parked behind it)
+        return Status(StatusCode::kIOError, "item 0 failed");
+      },
+      o);
+  auto out = drain(st->output());
+  EXPECT_EQ(st->wait().code(), StatusCode::kIOError);
+  std::string written;
+  for (auto& r : out) written += r.ok() ? std::to_string(*r) + " " : "error ";
+  EXPECT_TRUE(out.empty()) << "written after the failing item 0: " << written;
+}
+
+// The consumer closes the output mid-run: every thread leaves (none waits
+// for ever on the lag, a per-key queue or the input) and wait() says so.
+TEST(StageTest, AConsumerClosingTheOutputStopsTheStageInEveryOrdering) {
+  for (const Ordering ord : {Ordering::kUnordered, Ordering::kStrict, Ordering::kPerKey}) {
+    SCOPED_TRACE(static_cast<int>(ord));
+    Queue<int> in(256);
+    for (int i = 0; i < 200; ++i) ASSERT_TRUE(in.push(int{i}).ok());
+    in.close();
+    StageOptions<int> o = opts(2, ord);
+    o.key = [](const int& v) { return static_cast<std::size_t>(v); };
+    Gate gate;
+    std::atomic<int> calls{0};
+    auto st = make(
+        in,
+        [&](int&& v, const Context& ctx) -> Result<int> {
+          ++calls;
+          // Strict: item 0 holds the oldest place while the other worker fills
+          // the lag. (Per key, it would hold back its key's queue, not fill the output.)
+          if (v == 0 && ord != Ordering::kPerKey) gate.pass(ctx);
+          return v;
+        },
+        o);
+    // Strict: the other worker is past the lag (16 x 2 places ahead of item 0);
+    // unordered and per-key: the output (64) is full and a worker waits on it.
+    if (ord == Ordering::kStrict) {
+      ASSERT_TRUE(eventually([&] { return st->stats().items_in >= 33; }));
+    } else {
+      ASSERT_TRUE(eventually([&] { return st->output().stats().waiting_pushers >= 1; }));
+    }
+    st->output().close();
+    gate.release();
+    const Status s = st->wait(with_timeout(30s));
+    EXPECT_EQ(s.code(), StatusCode::kClosed) << s;
+    EXPECT_LT(calls.load(), 200);  // it stopped: no fn for results nobody reads
+  }
+}
+
+TEST(StageTest, FirstSuccessStoppedFromOutsideAfterAnErrorReturnsCancelled) {
+  Queue<int> in(8);
+  ASSERT_TRUE(in.push(0).ok());
+  ASSERT_TRUE(in.push(1).ok());
+  StageOptions<int> o = opts(2);
+  o.errors = ErrorMode::kFirstSuccess;
+  Gate never;
+  auto st = make(
+      in,
+      [&](int&& v, const Context& ctx) -> Result<int> {
+        if (v == 0) return Status(StatusCode::kUnavailable, "replica down");
+        never.pass(ctx);  // until cancelled
+        return v;
+      },
+      o);
+  ASSERT_TRUE(eventually([&] {
+    const StageStats s = st->stats();
+    return s.errors == 1 && s.busy_workers == 1;
+  }));
+  st->cancel();
+  EXPECT_EQ(st->wait().code(), StatusCode::kCancelled);  // not every item failed
+  in.close();
+}
+
+TEST(StageTest, APerKeyKeyThatThrowsYieldsAnErrorForItsItem) {
+  Queue<int> in(16);
+  for (int i = 0; i < 6; ++i) ASSERT_TRUE(in.push(int{i}).ok());
+  in.close();
+  StageOptions<int> o = opts(2, Ordering::kPerKey);
+  o.key = [](const int& v) -> std::size_t {
+    if (v == 3) throw std::runtime_error("no key for 3");
+    return static_cast<std::size_t>(v);
+  };
+  auto st = make(
+      in, [](int&& v, const Context&) -> Result<int> { return v * 10; }, o);
+  const auto out = drain(st->output());
+  EXPECT_TRUE(st->wait().ok());
+  ASSERT_EQ(out.size(), 6u);
+  int errors = 0;
+  for (const auto& r : out) {
+    if (r.ok()) continue;
+    ++errors;
+    EXPECT_EQ(r.code(), StatusCode::kInternal);
+    EXPECT_NE(r.status().message().find("no key for 3"), std::string_view::npos) << r.status();
+  }
+  EXPECT_EQ(errors, 1);
+  const StageStats stats = st->stats();
+  EXPECT_EQ(stats.items_in, 6u);
+  EXPECT_EQ(stats.items_out, 6u);
+  EXPECT_EQ(stats.errors, 1u);
+}
+
 TEST(StageTest, InvalidOptionsAreClearErrors) {
   Queue<int> in(4);
   auto fn = [](int&& v, const Context&) -> Result<int> { return v; };
