@@ -38,6 +38,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "sluice/context.h"
@@ -107,6 +108,33 @@ struct Cancel {
   std::stop_source source;
 };
 
+// Set (with the thread that runs them) by an atexit callback, which Python
+// runs before it starts finalizing, once only daemon threads are left.
+std::atomic<bool> g_exiting{false};
+std::atomic<pthread_t> g_exit_thread{};
+
+// Releases the GIL for its scope, as py::gil_scoped_release does, except on
+// the way back while the interpreter exits: a daemon thread blocked in a get
+// or put then waits here for the process to end. CPython would end it with
+// pthread_exit, whose forced unwind through a noexcept destructor calls
+// std::terminate (the process aborted at exit); CPython 3.14 itself parks
+// such threads the same way. The thread running the exit takes the GIL back.
+class NoGil {
+ public:
+  NoGil() : state_(PyEval_SaveThread()) {}
+  ~NoGil() {
+    if (g_exiting.load() && pthread_equal(g_exit_thread.load(), pthread_self()) == 0) {
+      for (;;) pause();
+    }
+    PyEval_RestoreThread(state_);
+  }
+  NoGil(const NoGil&) = delete;
+  NoGil& operator=(const NoGil&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
 // How long a call may wait, and what may stop it.
 struct Call {
   std::optional<Clock::time_point> deadline;
@@ -135,7 +163,7 @@ Status sliced(const Call& call, F&& attempt, G&& on_interrupt) {
     const Context ctx(call.token, last ? *call.deadline : end);
     Status s;
     {
-      py::gil_scoped_release nogil;
+      NoGil nogil;
       s = attempt(ctx);
     }
     if (last || s.ok()) return s;
@@ -172,7 +200,7 @@ void check_pid(pid_t pid, const char* what) {
 std::unique_lock<std::mutex> take(std::mutex& mu) {
   std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
   if (!lock.owns_lock()) {
-    py::gil_scoped_release nogil;
+    NoGil nogil;
     lock.lock();
   }
   return lock;
@@ -298,9 +326,17 @@ void add_payload(Payloads& p, const py::handle& o) {
     if (s == nullptr) throw py::error_already_set();
     p.views.emplace_back(s, static_cast<std::size_t>(n));
   } else if (PyObject_CheckBuffer(obj)) {
-    py::buffer_info info = py::reinterpret_borrow<py::buffer>(o).request();
-    const std::string& c = p.copies.emplace_back(
-        static_cast<const char*>(info.ptr), static_cast<std::size_t>(info.size * info.itemsize));
+    // Any layout (a strided or reversed memoryview, a numpy slice): copied
+    // in C order, as bytes(obj) would be.
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_FULL_RO) != 0) throw py::error_already_set();
+    std::string& c = p.copies.emplace_back(static_cast<std::size_t>(view.len), '\0');
+    const int rc = PyBuffer_ToContiguous(c.data(), &view, view.len, 'C');
+    PyBuffer_Release(&view);
+    if (rc != 0) {
+      p.copies.pop_back();
+      throw py::error_already_set();
+    }
     p.views.emplace_back(c);
   } else {
     throw py::type_error(std::string("a message is bytes or str (or a bytes-like object), not ") +
@@ -370,31 +406,59 @@ class Writer {
     if (PyBytes_Check(items.ptr()) || PyUnicode_Check(items.ptr())) {
       throw py::type_error("put_many takes an iterable of messages; for one message, use put");
     }
-    for (py::handle item : items) {
-      keep.push_back(py::reinterpret_borrow<py::object>(item));
-      add_payload(p, item);
-      if (p.views.size() >= kBatch || p.bytes >= kBatchBytes) flush();
+    // An item that is not a message, or an iterable that raises: the
+    // messages before it go in (as before one too large), then its error,
+    // with `.enqueued` (earlier batches may be in the queue already).
+    auto bad_item = [&](py::error_already_set& e) {
+      if (!p.views.empty()) flush();  // a store error here carries its own counts
+      PyObject* exc = e.value().ptr();
+      if (PyObject_SetAttrString(exc, "enqueued", py::int_(enqueued).ptr()) != 0 ||
+          PyObject_SetAttrString(exc, "in_doubt", py::int_(0).ptr()) != 0) {
+        PyErr_Clear();
+      }
+      throw std::move(e);
+    };
+    bool flushing = false;  // flush()'s own errors pass through untouched
+    try {
+      for (py::handle item : items) {
+        keep.push_back(py::reinterpret_borrow<py::object>(item));
+        add_payload(p, item);
+        if (p.views.size() >= kBatch || p.bytes >= kBatchBytes) {
+          flushing = true;
+          flush();
+          flushing = false;
+        }
+      }
+    } catch (py::error_already_set& e) {
+      if (flushing) throw;
+      bad_item(e);
+    } catch (py::builtin_exception& e) {
+      if (flushing) throw;
+      e.set_error();
+      py::error_already_set err;
+      bad_item(err);
     }
     if (!p.views.empty()) flush();
     return enqueued;
   }
 
   void close_queue() {
+    check_pid(pid_, "Writer");  // before the lock: a child may inherit it locked
     auto lock = take(store_mu_);
     QueueWriter& w = live();
     Status s;
     {
-      py::gil_scoped_release nogil;
+      NoGil nogil;
       s = w.close();
     }
     if (!s.ok()) raise_status(s, queue_label(name_));
   }
 
   void leave() {
-    auto lock = take(store_mu_);
     check_pid(pid_, "Writer");
+    auto lock = take(store_mu_);
     std::unique_ptr<QueueWriter> w = std::move(w_);
-    py::gil_scoped_release nogil;
+    NoGil nogil;
     w.reset();
   }
 
@@ -403,6 +467,7 @@ class Writer {
     return max_bytes_;
   }
   double blocked_seconds() {
+    check_pid(pid_, "Writer");
     auto lock = take(store_mu_);
     return live().blocked_seconds();
   }
@@ -460,6 +525,16 @@ class Writer {
     r.msgs = msgs;
     {
       auto lk = take(mu_);
+      if (busy_ && leader_ == std::this_thread::get_id()) {
+        // A signal handler, run between the slices of this thread's group
+        // put, putting on the same writer: it would wait for itself.
+        lk.unlock();
+        PyErr_SetString(base_error().ptr(),
+                        ("the writer of " + queue_label(name_) +
+                         " is in a put of this thread already (called from a signal handler?)")
+                            .c_str());
+        throw py::error_already_set();
+      }
       queue_.push_back(&r);
     }
     arrive_.notify_one();
@@ -468,7 +543,7 @@ class Writer {
       {
         auto lk = take(mu_);
         if (!r.finished && busy_) {
-          py::gil_scoped_release nogil;
+          NoGil nogil;
           const Clock::time_point now = Clock::now();
           Clock::time_point until = now + kSlice;
           // Before the deadline, wake at it; after (given up, waiting for
@@ -479,6 +554,7 @@ class Writer {
         if (r.finished) break;
         if (!busy_) {
           busy_ = true;
+          leader_ = std::this_thread::get_id();
           lead = true;
         } else if (call.token.stop_requested()) {
           give_up(r, StatusCode::kCancelled);
@@ -502,7 +578,7 @@ class Writer {
         {
           auto lk = take(mu_);
           give_up(r, StatusCode::kCancelled);
-          py::gil_scoped_release nogil;
+          NoGil nogil;
           cv_.wait(lk, [&] { return r.finished; });
         }
         if (PyObject_SetAttrString(e.value().ptr(), "enqueued", py::int_(before + r.done).ptr()) !=
@@ -543,7 +619,7 @@ class Writer {
       // the GIL): wait for them a little, at most kGather (less than a
       // sync), to share this sync. A single thread never waits here.
       if (last_group_ > queue_.size()) {
-        py::gil_scoped_release nogil;
+        NoGil nogil;
         arrive_.wait_for(lk, kGather, [&] { return queue_.size() >= last_group_; });
       }
       group_.assign(queue_.begin(), queue_.end());
@@ -572,23 +648,29 @@ class Writer {
       }
       std::stop_callback own(call.token, [group]() mutable { group.request_stop(); });
       const Call in_group{call.deadline, group.get_token()};
-      auto lock = take(store_mu_);
-      if (this_pid() != pid_ || !w_) {
+      if (this_pid() != pid_) {
         s = Status(StatusCode::kInternal,
-                   "the writer of " + queue_label(name_) + " has left its role (or a fork)");
+                   "the writer of " + queue_label(name_) + " was opened before a fork");
       } else {
-        QueueWriter& w = *w_;
         try {
           s = sliced(in_group, [&](const Context& ctx) {
+            // Taken per slice, not for the whole put: close(), leave() and
+            // blocked_seconds from another thread (or a signal handler run
+            // between slices) get in while a put waits at the bound.
+            std::lock_guard lock(store_mu_);
+            if (!w_) {
+              return Status(StatusCode::kInternal,
+                            "the writer of " + queue_label(name_) + " has left its role");
+            }
             std::size_t d = 0;
-            Status st = w.put(all.subspan(done), ctx, &d);
+            Status st = w_->put(all.subspan(done), ctx, &d);
             done += d;
+            in_doubt = w_->in_doubt();
             return st;
           });
         } catch (py::error_already_set& e) {
           interrupted.emplace(std::move(e));
         }
-        in_doubt = w.in_doubt();
       }
     }
     const bool stopped = interrupted || call.token.stop_requested() ||
@@ -599,18 +681,19 @@ class Writer {
       auto lk = take(mu_);
       std::vector<Request*> again;
       std::size_t left = done;
-      bool doubt_given = false;
+      std::size_t doubt = in_doubt;  // the messages right after the `done` ones
       for (Request* q : group_) {
         const std::size_t n = std::min(left, q->msgs.size());
         q->done += n;
         q->msgs = q->msgs.subspan(n);
         left -= n;
         q->taken = false;
+        const std::size_t d = std::min(doubt, q->msgs.size());  // its share of them
+        doubt -= d;
         if (q->msgs.empty()) {
           finish(*q, Status::Ok());
-        } else if (!soft) {
-          if (!doubt_given) q->in_doubt = in_doubt;
-          doubt_given = true;
+        } else if (!soft || d > 0) {  // in doubt: never put again
+          q->in_doubt = d;
           finish(*q, s);
         } else if (q == &self && stopped) {
           finish(*q, interrupted ? Status(StatusCode::kCancelled) : s);
@@ -649,6 +732,7 @@ class Writer {
   std::size_t last_group_ = 0;      // the last group's size
   std::deque<Request*> queue_;      // waiting their turn, in arrival order
   bool busy_ = false;               // a leader is putting a group
+  std::thread::id leader_;          // which thread (while busy_)
   std::stop_source group_stop_;
   std::vector<Request*> group_;          // the leader's (busy_)
   std::vector<std::string_view> views_;  // the leader's (busy_)
@@ -677,7 +761,7 @@ class Reader {
   // The next message, or None once the queue is closed and this channel
   // drained. Timeout if `timeout` passes first.
   py::object next(const std::optional<double>& timeout, const Cancel* cancel) {
-    auto lock = take(mu_);
+    auto lock = enter();
     live();
     if (pos_ == buf_.size() && !fill(prefetch_, call_of(timeout, cancel))) return py::none();
     return (to_python(buf_[pos_++], channel_py_));
@@ -686,12 +770,12 @@ class Reader {
   // asyncio's halves of next(): fetch without handing out (false at the
   // end), then hand out what is fetched (None if nothing is).
   bool wait(const Cancel* cancel) {
-    auto lock = take(mu_);
+    auto lock = enter();
     live();
     return pos_ < buf_.size() || fill(prefetch_, call_of(std::nullopt, cancel));
   }
   py::object take_fetched() {
-    auto lock = take(mu_);
+    auto lock = enter();
     live();
     if (pos_ == buf_.size()) return py::none();
     return (to_python(buf_[pos_++], channel_py_));
@@ -701,7 +785,7 @@ class Reader {
   // the end.
   py::list get_many(std::size_t n, const std::optional<double>& timeout, const Cancel* cancel) {
     if (n == 0) throw py::value_error("get_many: n must be at least 1");
-    auto lock = take(mu_);
+    auto lock = enter();
     live();
     py::list out;
     if (pos_ == buf_.size() && !fill(n, call_of(timeout, cancel))) return out;
@@ -714,12 +798,12 @@ class Reader {
   // Acknowledges every message handed out so far (not those fetched and not
   // yet handed out). Returns how many are acknowledged in all.
   std::uint64_t ack() {
-    auto lock = take(mu_);
+    auto lock = enter();
     QueueReader& r = live();
     const std::uint64_t n = r.delivered() - (buf_.size() - pos_);
     Status s;
     {
-      py::gil_scoped_release nogil;
+      NoGil nogil;
       s = r.ack_prefix(n);
     }
     if (!s.ok()) raise_status(s, queue_label(name_));
@@ -727,11 +811,11 @@ class Reader {
   }
 
   void release() {
-    auto lock = take(mu_);
+    auto lock = enter();
     QueueReader& r = live();
     Status s;
     {
-      py::gil_scoped_release nogil;
+      NoGil nogil;
       s = r.release();
     }
     buf_.clear();
@@ -740,25 +824,24 @@ class Reader {
   }
 
   void leave() {
-    auto lock = take(mu_);
-    check_pid(pid_, "Reader");
+    auto lock = enter();
     std::unique_ptr<QueueReader> r = std::move(r_);
     buf_.clear();
     pos_ = 0;
-    py::gil_scoped_release nogil;
+    NoGil nogil;
     r.reset();  // gives back what is held
   }
 
   std::uint64_t delivered() {
-    auto lock = take(mu_);
+    auto lock = enter();
     return live().delivered() - (buf_.size() - pos_);
   }
   std::uint64_t acked() {
-    auto lock = take(mu_);
+    auto lock = enter();
     return live().acked();
   }
   std::uint64_t skipped_damaged() {
-    auto lock = take(mu_);
+    auto lock = enter();
     return live().skipped_damaged();
   }
   bool open() const { return r_ != nullptr; }
@@ -767,6 +850,38 @@ class Reader {
   const std::string& channel() const { return channel_; }
 
  private:
+  // Held for one call: mu_, and which thread holds it.
+  class Entered {
+   public:
+    Entered(std::unique_lock<std::mutex> lock, std::atomic<std::thread::id>& owner)
+        : lock_(std::move(lock)), owner_(owner) {
+      owner_.store(std::this_thread::get_id());
+    }
+    ~Entered() { owner_.store({}); }
+    Entered(const Entered&) = delete;
+    Entered& operator=(const Entered&) = delete;
+
+   private:
+    std::unique_lock<std::mutex> lock_;
+    std::atomic<std::thread::id>& owner_;
+  };
+
+  // Takes the reader for one call. The fork check comes first: a child may
+  // inherit mu_ locked by a parent thread that was in a get. A call from a
+  // signal handler that runs (between slices) inside this thread's own call
+  // on the reader gets an error, not a deadlock.
+  Entered enter() {
+    check_pid(pid_, "Reader");
+    if (owner_.load() == std::this_thread::get_id()) {
+      PyErr_SetString(base_error().ptr(),
+                      ("the reader of " + queue_label(name_) +
+                       " is in a call of this thread already (called from a signal handler?)")
+                          .c_str());
+      throw py::error_already_set();
+    }
+    return Entered(take(mu_), owner_);
+  }
+
   QueueReader& live() {
     check_pid(pid_, "Reader");
     if (!r_) {
@@ -798,6 +913,7 @@ class Reader {
   }
 
   std::mutex mu_;
+  std::atomic<std::thread::id> owner_{};  // the thread holding mu_
   std::unique_ptr<QueueReader> r_;
   std::string name_;
   std::string channel_;
@@ -827,7 +943,7 @@ class Store {
     o.create_if_missing = create_if_missing;
     Result<std::unique_ptr<QueueStore>> s = Status();
     {
-      py::gil_scoped_release nogil;
+      NoGil nogil;
       s = QueueStore::open(location, o);
     }
     if (!s.ok()) raise_status(s.status(), "store " + location);
@@ -865,7 +981,7 @@ class Store {
     Result<std::vector<std::string>> r = Status();
     {
       QueueStore& s = live();
-      py::gil_scoped_release nogil;
+      NoGil nogil;
       r = s.list();
     }
     if (!r.ok()) raise_status(r.status(), "store " + location_);
@@ -876,7 +992,7 @@ class Store {
     Result<QueueInfo> r = Status();
     {
       QueueStore& s = live();
-      py::gil_scoped_release nogil;
+      NoGil nogil;
       r = s.stat(name);
     }
     if (!r.ok()) raise_status(r.status(), queue_label(name));
@@ -1025,7 +1141,7 @@ class Store {
   template <class F>
   Status blocking(F&& f) {
     live();
-    py::gil_scoped_release nogil;
+    NoGil nogil;
     return f();
   }
   static void check(const Status& s, const std::string& name) {
@@ -1046,6 +1162,10 @@ PYBIND11_MODULE(_sluice, m) {
   m.doc() = "The sluice store's C++ binding (use the `sluice` package, not this module).";
   process_id();
   pthread_atfork(nullptr, nullptr, [] { process_id().store(getpid(), std::memory_order_relaxed); });
+  py::module_::import("atexit").attr("register")(py::cpp_function([] {
+    g_exit_thread.store(pthread_self());
+    g_exiting.store(true);
+  }));
 
   m.def(
       "_setup", [](const py::dict& d) { registry() = d; },
