@@ -347,18 +347,6 @@ void channel_findings(ChannelInspection& c, const TopicInspection& t,
 
 }  // namespace
 
-// The PID of a writer that has the topic open now, here or in another
-// process, else 0.
-int live_writer(FileSystem& fs, const std::string& dir) {
-  if (auto canon = fs.canonical(dir); canon.ok() && open_for_writing_here(fs, *canon)) {
-    return static_cast<int>(::getpid());
-  }
-  auto f = fs.open(dir + "/LOCK", OpenMode::kRead);
-  if (!f.ok()) return 0;
-  auto pid = (*f)->lock_holder();
-  return pid.ok() ? *pid : 0;
-}
-
 Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
                       bool beside_writer) {
   if (Status s = validate(opt); !s.ok()) return s;
@@ -390,7 +378,8 @@ Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions
   };
   std::optional<InFlight> in_flight;
   if (beside_writer && t.has_notify && !snap.scan.segments.empty()) {
-    if (const int pid = live_writer(fs, dir); pid != 0) {
+    auto canon = fs.canonical(dir);
+    if (const int pid = live_writer(fs, canon.ok() ? *canon : dir); pid != 0) {
       if (auto cut = drop_writes_in_progress(snap.scan, report, t.visible_seq)) {
         in_flight = InFlight{snap.scan.segments.back().path, *cut, pid};
       }

@@ -34,9 +34,8 @@ struct Snapshot {
 // which holds the writer's lock). If one is (open in this process, or
 // holding LOCK in another), a gap in the newest segment past what it had
 // published is a write in progress, a note, not damage (as a reader's open
-// takes it: drop_writes_in_progress). Probing LOCK opens and closes it: a
-// POSIX lock this process holds on it by another open would be dropped, so
-// not while a repair runs in this process.
+// takes it: drop_writes_in_progress). The probe (live_writer) never drops
+// a lock this process holds on LOCK.
 Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
                       bool beside_writer = false);
 

@@ -81,7 +81,7 @@ Status Reader::read_one(LogMessage* m, bool& have) {
       if (next->base_seq > first) {
         corrupt_.add(from, next->base_seq);
       } else if (t.reader && next->base_seq > from) {
-        gaps_ += next->base_seq - from;
+        gaps_.add(from, next->base_seq);
       }
       seg_ = std::move(next);
       off_ = kSegmentHeaderSize;

@@ -47,7 +47,7 @@ class Reader {
   std::uint64_t corrupt() const { return corrupt_.count; }
   // Gaps jumped in a read-only topic: segments a cap deleted (or the
   // writer's recovery found damaged) before this reader got there.
-  std::uint64_t gaps() const { return gaps_; }
+  std::uint64_t gaps() const { return gaps_.count; }
   // Records jumped in the writer's process because a cap deleted the
   // segment being read (the writer counted them for open channels).
   std::uint64_t capped() const { return capped_; }
@@ -77,7 +77,7 @@ class Reader {
   std::uint64_t next_seq_ = 0;
   std::uint64_t min_seq_ = 0;  // records below it are passed over
   Lost corrupt_;
-  std::uint64_t gaps_ = 0;
+  Lost gaps_;  // once each, however often a rewind crosses them
   std::uint64_t capped_ = 0;
 
   ReadBuffer buf_;  // bytes of buf_seg_ from buf_off_

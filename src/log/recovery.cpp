@@ -264,4 +264,51 @@ std::optional<std::uint64_t> drop_writes_in_progress(Scan& scan, RecoveryReport&
   return from;
 }
 
+Status cut_unpublished(FileSystem& fs, Scan& scan, RecoveryReport& report,
+                       std::uint32_t max_payload, std::uint64_t published) {
+  if (scan.segments.empty()) return Status::Ok();
+  Scanned& seg = scan.segments.back();
+  if (seg.next_seq <= published) return Status::Ok();
+  std::uint64_t cut = kSegmentHeaderSize;
+  if (seg.base_seq < published) {
+    // The record with seq `published`: from the index entry before it, at
+    // most kIndexSpacing bytes (plus records) of framing to walk.
+    auto e = std::find_if(seg.index.rbegin(), seg.index.rend(),
+                          [&](const IndexEntry& i) { return i.seq <= published; });
+    std::uint64_t off = e == seg.index.rend() ? kSegmentHeaderSize : e->off;
+    std::uint64_t seq = e == seg.index.rend() ? seg.base_seq : e->seq;
+    for (const Skip& k : seg.skips) {  // damage between: walk on from its end
+      if (k.from >= off && k.next <= published) {
+        off = k.to;
+        seq = k.next;
+      }
+    }
+    auto f = fs.open(seg.path, OpenMode::kRead);
+    if (!f.ok()) return f.status();
+    std::string buf(static_cast<std::size_t>(seg.end - off), '\0');
+    auto got = (*f)->pread(buf.data(), buf.size(), off);
+    if (!got.ok()) return got.status();
+    std::size_t pos = 0;
+    while (seq < published) {
+      const RecordView v = decode_record(buf.data() + pos, *got - pos, max_payload, seq, seg.timed,
+                                         RecordCheck::kFraming);
+      if (v.kind != RecordView::kValid) {
+        return {StatusCode::kCorruption, "record " + std::to_string(seq) + " of " + seg.path +
+                                             " does not read back where the scan found it"};
+      }
+      pos += v.size;
+      ++seq;
+    }
+    cut = off + pos;
+  }
+  const auto past = [&](const LogDamage& d) { return d.file == seg.path && d.offset >= cut; };
+  std::erase_if(report.corrupt, past);
+  std::erase_if(report.truncated, past);
+  seg.end = cut;
+  seg.next_seq = std::max(published, seg.base_seq);
+  std::erase_if(seg.skips, [&](const Skip& k) { return k.from >= cut; });
+  std::erase_if(seg.index, [&](const IndexEntry& i) { return i.off >= cut; });
+  return Status::Ok();
+}
+
 }  // namespace sluice::log

@@ -85,4 +85,14 @@ Status validate(const TopicOptions& o);
 std::optional<std::uint64_t> drop_writes_in_progress(Scan& scan, RecoveryReport& report,
                                                      std::uint64_t published);
 
+// A live writer's records from seq `published` on (its NOTIFY count, read
+// before the scan) are not durable yet in the modes that sync before they
+// publish: a reader process must not deliver them (the writer may still
+// fail their sync and take them back, or the power may go). Cuts the newest
+// segment's view before them; refresh() reads on as the writer publishes.
+// Only the newest segment holds such records: a roll syncs and publishes
+// the one before.
+Status cut_unpublished(FileSystem& fs, Scan& scan, RecoveryReport& report,
+                       std::uint32_t max_payload, std::uint64_t published);
+
 }  // namespace sluice::log

@@ -74,7 +74,11 @@ Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
   // The writer's role: no writer may append (or recover) while we move its
   // segments. LOCK is created only in a topic (one copied without it).
   std::unique_ptr<File> lock;
-  if (auto canon = fs.canonical(dir); canon.ok() && open_for_writing_here(fs, *canon)) {
+  // Registered as this process's writer while it holds LOCK: a reader's
+  // probe of LOCK (live_writer) then never opens it, which would drop it.
+  auto canon = fs.canonical(dir);
+  const WritingHere here(fs, canon.ok() ? *canon : dir);
+  if (!here.held()) {
     return Status(StatusCode::kInUse, "topic " + dir +
                                           " is open for writing in this process (PID " +
                                           std::to_string(getpid()) + ")");

@@ -80,33 +80,36 @@ void Topic::Impl::refresh() {
     std::uint64_t base = next_seq;
     std::string next_path = dir + "/" + log::segment_name(base);
     auto f = fs.open(next_path, log::OpenMode::kRead);
-    if (!f.ok() && f.status().code() == StatusCode::kNotFound) {
-      // A retention cap may have deleted it, and more, before we got here:
-      // then a later segment exists, and ours (sealed) is final.
+    bool look_again = false;
+    for (int look = 0; !f.ok() && f.status().code() == StatusCode::kNotFound; ++look) {
+      if (advanced) {  // look at the old one again first
+        look_again = true;
+        break;
+      }
+      // Not there. A cap deletes the oldest segments first, ours before the
+      // next: ours still there now, after the next was found missing, means
+      // the writer rolled past a record of ours that does not read back.
+      // Stop at it rather than jump over the rest of ours.
+      if (fs.exists(seg->path)) {
+        seg->damaged_at.store(end, std::memory_order_release);
+        return;
+      }
+      // Ours is gone too: a cap deleted both, and more. Go on at the oldest
+      // one left (a listing races with the deletions: a later one may go
+      // before we open it, so look again).
       std::optional<std::uint64_t> later;
-      bool ours_kept = false;
       if (auto names = fs.list(dir); names.ok()) {
-        const std::string ours = log::segment_name(seg->base_seq);
         for (const auto& name : *names) {
-          ours_kept = ours_kept || name == ours;
           const auto b = log::parse_segment_name(name);
           if (b && *b > next_seq && (!later || *b < *later)) later = b;
         }
       }
-      if (later && advanced) continue;  // look at the old one again first
-      // A cap deletes the oldest segments first, ours before the next: ours
-      // still there means the writer rolled past a record of ours that does
-      // not read back. Stop at it rather than jump over the rest of ours.
-      if (later && ours_kept) {
-        seg->damaged_at.store(end, std::memory_order_release);
-        return;
-      }
-      if (later) {
-        base = *later;
-        next_path = dir + "/" + log::segment_name(base);
-        f = fs.open(next_path, log::OpenMode::kRead);
-      }
+      if (!later || look == 16) break;
+      base = *later;
+      next_path = dir + "/" + log::segment_name(base);
+      f = fs.open(next_path, log::OpenMode::kRead);
     }
+    if (look_again) continue;
     if (!f.ok()) {
       if (f.status().code() == StatusCode::kNotFound) {
         seg->damaged_at.store(end, std::memory_order_release);
@@ -127,7 +130,24 @@ void Topic::Impl::refresh() {
     segs.push_back(std::move(nseg));
     if (base > next_seq) first_seq = next_seq = visible_seq = base;  // the rest is gone
     seg->sealed.store(true, std::memory_order_release);
+    forget_deleted_segments();
   }
+}
+
+void Topic::Impl::forget_deleted_segments() {
+  // The writer's retention deletes the oldest segments first. A reader
+  // process that kept them listed kept their files open: their disk space
+  // was never freed while it ran, and it ran out of descriptors. A channel
+  // still reading one holds it until it moves on; later ones start at the
+  // first listed (what lies before counts as dropped, as in the writer).
+  std::size_t n = 0;
+  while (n + 1 < segs.size() && segs[n]->sealed.load(std::memory_order_acquire) &&
+         !fs.exists(segs[n]->path)) {
+    ++n;
+  }
+  if (n == 0) return;
+  segs.erase(segs.begin(), segs.begin() + static_cast<std::ptrdiff_t>(n));
+  first_seq = segs.front()->base_seq;
 }
 
 void Topic::Impl::find_closed_mark(log::Segment& last) {

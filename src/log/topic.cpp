@@ -83,6 +83,16 @@ Status Topic::Impl::open_reader() {
   // published, stopping at real damage with kCorruption (Segment::damaged_at).
   // A stale count (the page is not synced) only stops the view early.
   (void)log::drop_writes_in_progress(*scan, report, published);
+  // Whole records past it: written, not yet synced and published. Without a
+  // live writer the count may be stale (the page is never synced; a power
+  // cut may leave an older one) and what is on disk is what the next
+  // writer's recovery keeps.
+  if (had_notify && scan->segments.back().next_seq > published && log::live_writer(fs, dir) != 0) {
+    if (Status s = log::cut_unpublished(fs, *scan, report, opt.max_message_bytes, published);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (!had_notify) {
     if (Status s = notify.open(fs, dir); !s.ok()) return s;
   }
@@ -425,6 +435,41 @@ bool open_for_writing_here(const FileSystem& fs, const std::string& canonical_di
   std::lock_guard g(g_open_mu);
   auto it = g_open_dirs.find({&fs, canonical_dir});
   return it != g_open_dirs.end() && it->second == getpid();
+}
+
+WritingHere::WritingHere(const FileSystem& fs, std::string canonical_dir)
+    : fs_(&fs), dir_(std::move(canonical_dir)) {
+  std::lock_guard g(g_open_mu);
+  auto [it, fresh] = g_open_dirs.try_emplace({fs_, dir_}, getpid());
+  if (!fresh && it->second != getpid()) {  // inherited through fork
+    it->second = getpid();
+    fresh = true;
+  }
+  held_ = fresh;
+}
+
+WritingHere::~WritingHere() {
+  if (!held_) return;
+  std::lock_guard g(g_open_mu);
+  if (auto it = g_open_dirs.find({fs_, dir_}); it != g_open_dirs.end() && it->second == getpid()) {
+    g_open_dirs.erase(it);
+  }
+}
+
+int live_writer(FileSystem& fs, const std::string& canonical_dir) {
+  // Under g_open_mu: a writer of this process registers before it locks
+  // LOCK, so none takes its lock while the probe holds LOCK open (closing
+  // the probe's descriptor drops every POSIX lock this process holds on it).
+  // Any file system of this process naming the same directory counts (one
+  // may wrap the real disk: the lock would still be this process's).
+  std::lock_guard g(g_open_mu);
+  for (const auto& [key, pid] : g_open_dirs) {
+    if (key.second == canonical_dir && pid == getpid()) return static_cast<int>(pid);
+  }
+  auto f = fs.open(canonical_dir + "/LOCK", OpenMode::kRead);
+  if (!f.ok()) return 0;
+  auto pid = (*f)->lock_holder();
+  return pid.ok() ? *pid : 0;
 }
 
 }  // namespace sluice::log

@@ -35,6 +35,8 @@ struct Topic::Impl final : log::Retention {
   // Read-only, caught up, and the writer said it closed: is the closed mark
   // right after our last record? Then we are closed too.
   void find_closed_mark(log::Segment& last) SLUICE_REQUIRES(mu);
+  // Read-only: drops the oldest listed segments the writer deleted.
+  void forget_deleted_segments() SLUICE_REQUIRES(mu);
   Status open_writer();
   Status open_reader();
   // Opens the segments recovery found and makes them the topic's.
@@ -64,5 +66,24 @@ Result<RecoveryReport> verify_topic(FileSystem& fs, const std::string& dir,
 // Whether this process has the topic in `canonical_dir` open for writing
 // (POSIX locks do not tell: they never conflict within a process).
 bool open_for_writing_here(const FileSystem& fs, const std::string& canonical_dir);
+// The writer's place in the in-process registry, for what takes the
+// writer's LOCK without opening a Topic (repair): held() false if a writer
+// of this process has it.
+class WritingHere {
+ public:
+  WritingHere(const FileSystem& fs, std::string canonical_dir);
+  ~WritingHere();
+  WritingHere(const WritingHere&) = delete;
+  WritingHere& operator=(const WritingHere&) = delete;
+  bool held() const { return held_; }
+
+ private:
+  const FileSystem* fs_;
+  std::string dir_;
+  bool held_ = false;
+};
+// The PID of a writer that has the topic open now, in this process or
+// another (holding LOCK), else 0. Never drops this process's lock on LOCK.
+int live_writer(FileSystem& fs, const std::string& canonical_dir);
 
 }  // namespace sluice::log
