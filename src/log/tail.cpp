@@ -73,13 +73,26 @@ void Topic::Impl::refresh() {
     // one at `end` (length, seq) is broken: damaged, unless the writer rolled
     // past it (then the next segment starts at next_seq). A segment holds at
     // least one record. (A bad CRC under sound framing is read_one's find.)
-    if (next_seq == seg->base_seq) {
-      seg->damaged_at.store(end, std::memory_order_release);
-      return;
-    }
     std::uint64_t base = next_seq;
     std::string next_path = dir + "/" + log::segment_name(base);
     auto f = fs.open(next_path, log::OpenMode::kRead);
+    // The writer's recovery may have gone on after a loss (a power cut) in
+    // a segment flagged `after gap`: the records between are gone, not
+    // damaged. Else damage, said only beside a live writer, whose count is
+    // current: without one the page may be from before a power cut (it is
+    // never synced), so wait for the writer's recovery rather than stop
+    // for good.
+    const auto damaged_unless_after_gap = [&]() -> bool {
+      if (auto g = after_gap_segment(next_seq)) {
+        base = *g;
+        next_path = dir + "/" + log::segment_name(base);
+        f = fs.open(next_path, log::OpenMode::kRead);
+        return false;
+      }
+      if (log::live_writer(fs, dir) != 0) seg->damaged_at.store(end, std::memory_order_release);
+      return true;
+    };
+    if (next_seq == seg->base_seq && damaged_unless_after_gap()) return;
     bool look_again = false;
     for (int look = 0; !f.ok() && f.status().code() == StatusCode::kNotFound; ++look) {
       if (advanced) {  // look at the old one again first
@@ -91,8 +104,8 @@ void Topic::Impl::refresh() {
       // the writer rolled past a record of ours that does not read back.
       // Stop at it rather than jump over the rest of ours.
       if (fs.exists(seg->path)) {
-        seg->damaged_at.store(end, std::memory_order_release);
-        return;
+        if (damaged_unless_after_gap()) return;
+        continue;
       }
       // Ours is gone too: a cap deleted both, and more. Go on at the oldest
       // one left (a listing races with the deletions: a later one may go
@@ -111,7 +124,7 @@ void Topic::Impl::refresh() {
     }
     if (look_again) continue;
     if (!f.ok()) {
-      if (f.status().code() == StatusCode::kNotFound) {
+      if (f.status().code() == StatusCode::kNotFound && log::live_writer(fs, dir) != 0) {
         seg->damaged_at.store(end, std::memory_order_release);
       }
       return;
@@ -132,6 +145,27 @@ void Topic::Impl::refresh() {
     seg->sealed.store(true, std::memory_order_release);
     forget_deleted_segments();
   }
+}
+
+std::optional<std::uint64_t> Topic::Impl::after_gap_segment(std::uint64_t after) {
+  std::optional<std::uint64_t> next;
+  if (auto names = fs.list(dir); names.ok()) {
+    for (const auto& name : *names) {
+      const auto b = log::parse_segment_name(name);
+      if (b && *b > after && (!next || *b < *next)) next = b;
+    }
+  }
+  if (!next) return std::nullopt;
+  auto f = fs.open(dir + "/" + log::segment_name(*next), log::OpenMode::kRead);
+  if (!f.ok()) return std::nullopt;
+  char header[kSegmentHeaderSize];
+  auto got = (*f)->pread(header, sizeof header, 0);
+  if (!got.ok() || *got != sizeof header ||
+      log::decode_segment_header(header) != std::optional<std::uint64_t>(*next) ||
+      (log::segment_header_flags(header) & log::kSegmentAfterGap) == 0) {
+    return std::nullopt;
+  }
+  return next;
 }
 
 void Topic::Impl::forget_deleted_segments() {

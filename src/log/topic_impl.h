@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "log/file_system.h"
@@ -35,6 +36,9 @@ struct Topic::Impl final : log::Retention {
   // Read-only, caught up, and the writer said it closed: is the closed mark
   // right after our last record? Then we are closed too.
   void find_closed_mark(log::Segment& last) SLUICE_REQUIRES(mu);
+  // Read-only: the first segment past seq `after` if the writer's recovery
+  // flagged it `after gap` (it went on there after a loss).
+  std::optional<std::uint64_t> after_gap_segment(std::uint64_t after) SLUICE_REQUIRES(mu);
   // Read-only: drops the oldest listed segments the writer deleted.
   void forget_deleted_segments() SLUICE_REQUIRES(mu);
   Status open_writer();

@@ -232,17 +232,13 @@ TopicOptions none_opts() {
 
 std::uint64_t record_bytes(const std::string& p) { return log::kRecordHeaderSize + p.size(); }
 
-// Known, not fixed (docs/design.md "What is next"): after a power cut the
-// NOTIFY page (never synced) may be stale, and a reader opened before the
-// writer's recovery trusts it, or takes the writer's `after gap` segment for
-// damage. Disabled until NOTIFY can tell a count from before a reboot.
 // 3a. After a power cut in kNone, NOTIFY (never synced, but written back by
 //     the kernel like any dirty page) may hold a visible_seq past the
-//     recovered log. A reader started before the writer takes the missing
-//     records for damage, sets damaged_at for good, and stays stopped with
-//     kCorruption after the writer reopens and appends those seqs for real.
-TEST(ReaderProcessTest,
-     DISABLED_AReaderBeforeTheWriterAfterAPowerCutStopsForGoodOnAStaleNotifyCount) {
+//     recovered log. A reader started before the writer took the missing
+//     records for damage, set damaged_at for good, and stayed stopped with
+//     kCorruption after the writer reopened and appended those seqs for
+//     real. Without a live writer it now waits.
+TEST(ReaderProcessTest, AReaderBeforeTheWriterAfterAPowerCutWaitsForItNotDamageForGood) {
   const auto dir = testutil::test_dir("reader-process");
   {
     auto t = Topic::open(dir.string(), none_opts());
@@ -285,8 +281,8 @@ TEST(ReaderProcessTest,
 //     passed, the writer's open continues in an `after gap` segment. A reader
 //     started before the writer reopened looks for the segment named after
 //     its next seq, finds a later one while its own is still there, and
-//     takes that for damage: kCorruption for good instead of jumping the gap.
-TEST(ReaderProcessTest, DISABLED_AReaderBeforeTheWriterStopsForGoodAtTheWritersAfterGapSegment) {
+//     took that for damage: kCorruption for good instead of jumping the gap.
+TEST(ReaderProcessTest, AReaderBeforeTheWriterJumpsToTheWritersAfterGapSegment) {
   const auto dir = testutil::test_dir("reader-process");
   {
     auto t = Topic::open(dir.string(), none_opts());
@@ -326,8 +322,7 @@ TEST(ReaderProcessTest, DISABLED_AReaderBeforeTheWriterStopsForGoodAtTheWritersA
   fs::remove_all(dir);
 }
 
-TEST(ReaderProcessTest,
-     DISABLED_AReaderBeforeTheWriterStopsForGoodAtTheWritersAfterGapSegmentMidSegment) {
+TEST(ReaderProcessTest, AReaderBeforeTheWriterStopsForGoodAtTheWritersAfterGapSegmentMidSegment) {
   const auto dir = testutil::test_dir("reader-process");
   {
     auto t = Topic::open(dir.string(), none_opts());
