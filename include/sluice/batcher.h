@@ -238,6 +238,9 @@ class BatcherCore {
     auto req = std::make_shared<FlushRequest>();
     {
       std::lock_guard lock(wake_mu_);
+      // The run loop took its last requests: none would answer this one
+      // (a shutdown between the check above and here waited for ever).
+      if (requests_closed_) return StatusCode::kClosed;
       flush_requests_.push_back(req);
       wake_.request_stop();
     }
@@ -247,10 +250,12 @@ class BatcherCore {
   }
 
   Status shutdown(const Context& ctx) {
-    if (!shutdown_started_.exchange(true, std::memory_order_acq_rel)) {
-      input_.close();
-      wake();
-    }
+    // Every caller closes (it is idempotent): one whose deadline has passed
+    // must not abort() while another caller has yet to close the input, or
+    // adds accepted meanwhile would be dropped uncounted.
+    shutdown_started_.store(true, std::memory_order_release);
+    input_.close();
+    wake();
     std::unique_lock lock(done_mu_);
     if (detail::wait_for(done_cv_, lock, ctx, [&] { return finished_; })) return StatusCode::kOk;
     lock.unlock();
@@ -354,6 +359,7 @@ class BatcherCore {
     {
       std::lock_guard lock(wake_mu_);
       requests.swap(flush_requests_);
+      requests_closed_ = true;
     }
     complete(requests, StatusCode::kClosed);
     thread_exit();
@@ -773,6 +779,7 @@ class BatcherCore {
   std::mutex wake_mu_;
   std::stop_source wake_;  // fired to interrupt the run loop's wait; replaced after
   std::vector<std::shared_ptr<FlushRequest>> flush_requests_;  // guarded by wake_mu_
+  bool requests_closed_ = false;  // the run loop has taken its last; guarded by wake_mu_
 
   std::mutex fence_mu_;
   std::condition_variable fence_cv_;
