@@ -488,12 +488,17 @@ class Queue {
       return policy_ == OverflowPolicy::kDropNewest ? StatusCode::kDropped : StatusCode::kRejected;
     }
     if (ctx == nullptr) return StatusCode::kWouldBlock;
-    // A woken group waiter that still lacks room re-enlists at the tail of the
-    // FIFO, so single pushers behind it get the next wake-ups: no starvation.
-    const StatusCode waited = detail::await(not_full_, *ctx, [&] {
-      return attempt() || op == detail::RingOp::kClosed ? detail::Attempt::kDone
-                                                        : detail::Attempt::kWouldBlock;
-    });
+    // A woken group waiter that still lacks room hands its wake-up to a
+    // waiter needing less and re-enlists at the tail of the FIFO, so single
+    // pushers behind it get the wake-ups they can use: no starvation, and no
+    // single push left waiting beside a free slot.
+    const StatusCode waited = detail::await(
+        not_full_, *ctx,
+        [&] {
+          return attempt() || op == detail::RingOp::kClosed ? detail::Attempt::kDone
+                                                            : detail::Attempt::kWouldBlock;
+        },
+        items.size());
     if (waited != StatusCode::kOk) return waited;
     if (op == detail::RingOp::kClosed) return StatusCode::kClosed;
     after_push(claimed, items.size());

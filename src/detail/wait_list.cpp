@@ -126,6 +126,22 @@ void WaitList::notify_slow(std::size_t n) {
   }
 }
 
+void WaitList::notify_first_below(std::size_t need) {
+  if (!has_waiters()) return;
+  std::lock_guard lock(mu_);
+  for (Waiter* w = head_; w != nullptr; w = w->next) {
+    if (w->need >= need) continue;
+    (w->prev != nullptr ? w->prev->next : head_) = w->next;
+    (w->next != nullptr ? w->next->prev : tail_) = w->prev;
+    w->linked = false;
+    count_.fetch_sub(1, std::memory_order_relaxed);
+    std::atomic<std::uint32_t>& word = w->futex_word();
+    word.store(1, std::memory_order_release);
+    futex_wake(&word);  // under mu_, as in notify_slow
+    return;
+  }
+}
+
 void WaitList::wake(Waiter& w, std::uint32_t value) {
   w.futex_word().store(value, std::memory_order_release);
   futex_wake(&w.futex_word());

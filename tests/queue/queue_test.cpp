@@ -5,13 +5,17 @@
 #include "sluice/queue.h"
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <span>
 #include <stop_token>
+#include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -654,6 +658,46 @@ TYPED_TEST(QueueTest, BlockingPushAllWaitsForRoomForTheWholeGroup) {
   EXPECT_EQ(*q.pull(), 0);  // now 2 free: the group fits
   t.join();
   for (int i = 1; i <= 3; ++i) EXPECT_EQ(*q.pull(), i);
+}
+
+// A group waiter woken for one free slot (it needs two) handed nothing on:
+// the single push queued behind it waited beside a free slot until the next
+// pull, for ever if none came. (Found by review.)
+// True once thread `tid` sleeps in a futex wait without a timeout: parked
+// for good, past the waiter's brief timed sleep (whose re-check would have
+// rescued it). Linux: /proc/<pid>/task/<tid>/syscall is "nr arg1 .. arg6".
+bool parked_for_good(pid_t tid) {
+  std::FILE* f = std::fopen(("/proc/self/task/" + std::to_string(tid) + "/syscall").c_str(), "r");
+  if (f == nullptr) return false;
+  long nr = -1;
+  unsigned long args[4] = {};
+  const int n = std::fscanf(f, "%ld %lx %lx %lx %lx", &nr, &args[0], &args[1], &args[2], &args[3]);
+  std::fclose(f);
+  return n == 5 && nr == SYS_futex && args[3] == 0;
+}
+
+TEST(QueueTest, ASinglePushBehindAGroupWaiterGetsTheSlotAPullFrees) {
+  Queue<int> q(2);
+  ASSERT_TRUE(q.push(1).ok());
+  ASSERT_TRUE(q.push(2).ok());
+  std::vector<int> two{10, 11};
+  std::atomic<pid_t> group_tid{0}, single_tid{0};
+  std::jthread group([&] {
+    group_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    EXPECT_EQ(q.push_all(two).code(), StatusCode::kClosed);
+  });
+  ASSERT_TRUE(eventually([&] { return group_tid != 0 && parked_for_good(group_tid); }));
+  std::atomic<bool> single_done{false};
+  std::jthread single([&] {
+    single_tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    EXPECT_TRUE(q.push(20).ok());
+    single_done = true;
+  });
+  ASSERT_TRUE(eventually([&] { return single_tid != 0 && parked_for_good(single_tid); }));
+  ASSERT_EQ(q.stats().waiting_pushers, 2u);
+  EXPECT_EQ(*q.pull(), 1);  // one slot: the group cannot use it, the single push can
+  EXPECT_TRUE(eventually([&] { return single_done.load(); }));
+  q.close();  // the group still waits for two slots: close ends it
 }
 
 TYPED_TEST(QueueTest, PushAllRacingWithCloseIsNeverSplit) {

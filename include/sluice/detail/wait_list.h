@@ -81,6 +81,9 @@ struct Waiter {
   // in each, all pointing at the first one's word: whichever list notifies
   // wakes the one thread. Null: this Waiter's own word.
   Waiter* shared = nullptr;
+  // How much of the condition it needs (a group push: its size). A group
+  // woken for less passes the wake-up to a waiter needing less.
+  std::size_t need = 1;
 
   std::atomic<std::uint32_t>& futex_word() noexcept {
     return shared != nullptr ? shared->word : word;
@@ -126,6 +129,10 @@ class WaitList {
   void notify_all() {
     if (has_waiters()) notify_slow((std::numeric_limits<std::size_t>::max)());
   }
+  // Wakes the first waiter (FIFO) that needs less than `need`, if any: a
+  // group waiter's hand-on of a wake-up it could not use. Strictly less, so
+  // hand-ons end (two groups never pass one wake-up back and forth).
+  void notify_first_below(std::size_t need);
 
   // Sets w's word to `value` and wakes its thread. The caller must keep w
   // alive for the call (e.g. by holding the lock its owner takes before leaving).
@@ -177,8 +184,10 @@ inline std::chrono::nanoseconds yield_budget() {
 // Runs `attempt` until it stops returning kWouldBlock: first a short spin,
 // then parking on `wl`. Returns kOk when attempt returned kDone, otherwise the
 // context's error. A stop already requested at entry is the caller's to check.
+// `need` > 1: a group waiter (see Waiter::need); woken for room it cannot
+// use, it hands the wake-up on before it waits again.
 template <class F>
-StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
+StatusCode await(WaitList& wl, const Context& ctx, F&& attempt, std::size_t need = 1) {
   for (int i = 0; i < kSpinPauses; ++i) {
     if (attempt() == Attempt::kDone) return StatusCode::kOk;
     spin_pause();
@@ -194,6 +203,7 @@ StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
   for (;;) {
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
     Waiter w;
+    w.need = need;
     wl.enlist(w);
     if (attempt() == Attempt::kDone) {
       // A notification we may have absorbed was meant for someone: pass it on.
@@ -237,6 +247,10 @@ StatusCode await(WaitList& wl, const Context& ctx, F&& attempt) {
       return e;
     }
     if (attempt() == Attempt::kDone) return StatusCode::kOk;
+    // Woken for room a group cannot use (one slot, it needs more): the
+    // wake-up was someone's behind it, e.g. a single push, which would
+    // otherwise wait with a slot free until the next pull.
+    if (notified && need > 1) wl.notify_first_below(need);
   }
 }
 
