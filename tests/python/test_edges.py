@@ -31,6 +31,20 @@ def returns(fn, timeout=30.0):
     return box[0]
 
 
+def finished_child(code, *args, timeout=60):
+    """Runs `code` in a child python3; its stdout and stderr once it exits
+    0, else fails (also if it hangs: the bugs here were hangs and aborts)."""
+    p = python_child(code, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.communicate()
+        pytest.fail("the child hung")
+    assert p.returncode == 0, err.decode()
+    return out, err
+
+
 def test_a_strided_or_reversed_buffer_is_put_as_its_bytes(log):
     """Any buffer is copied in C order, as bytes(obj) is: a strided or
     reversed memoryview was copied from its first byte as if contiguous
@@ -95,15 +109,7 @@ def test_a_daemon_thread_blocked_in_a_call_at_exit_does_not_abort_the_process(lo
     pthread_exit; its forced unwind through the binding's GIL guard called
     std::terminate (SIGABRT, a core dump). Such a thread now waits for the
     process to end."""
-    p = python_child(DAEMON_AT_EXIT, str(tmp_path / "s"), call, stdout=subprocess.PIPE,
-                     stderr=subprocess.PIPE)
-    try:
-        out, err = p.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        pytest.fail("the child hung")
-    assert p.returncode == 0, err.decode()
+    out, err = finished_child(DAEMON_AT_EXIT, str(tmp_path / "s"), call)
     assert out == b"main: done\n"
     assert b"terminate" not in err
 
@@ -233,15 +239,7 @@ def test_a_signal_handler_calling_the_object_in_a_call_does_not_deadlock(log, ro
     handler that closes the writer ("close on SIGTERM") now gets in and ends
     the put; one that calls the reader gets a clear error. Both deadlocked
     (a mutex the thread held itself), beyond the calls' own timeouts."""
-    p = python_child(SIGNAL_HANDLER, str(tmp_path / "s"), role, stdout=subprocess.PIPE,
-                     stderr=subprocess.PIPE)
-    try:
-        out, err = p.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        pytest.fail("deadlocked")
-    assert p.returncode == 0, err.decode()
+    out, _ = finished_child(SIGNAL_HANDLER, str(tmp_path / "s"), role)
     if role == "writer":
         assert out == b"put ended: closed, enqueued 0\n"
     else:
