@@ -435,16 +435,22 @@ TEST(ReaderProcessTest, StressSlowGroupCap) {
 namespace sluice {
 namespace {
 
-// 5. A read-only topic counts a gap (segments a cap deleted before it got
-//    there) each time a channel crosses it: a nack (or DirReader::release)
-//    that rewinds before the gap counts the same lost records again.
-TEST(ReaderProcessTest, ANackBeforeACappedGapCountsTheGapOnce) {
-  const auto dir = testutil::test_dir("reader-process");
+// 4 KiB segments, at most three of them kept.
+TopicOptions capped_opts() {
   TopicOptions o;
   o.segment_bytes = 4096;
   o.max_message_bytes = 1024;
   o.durability = Durability::kNone;
   o.max_retained_bytes = 3 * 4096;
+  return o;
+}
+
+// 5. A read-only topic counted a gap (segments a cap deleted before it got
+//    there) each time a channel crossed it: a nack (or DirReader::release)
+//    that rewound before the gap counted the same lost records again.
+TEST(ReaderProcessTest, ANackBeforeACappedGapCountsTheGapOnce) {
+  const auto dir = testutil::test_dir("reader-process");
+  const TopicOptions o = capped_opts();
   auto w = Topic::open(dir.string(), o);
   ASSERT_TRUE(w.ok()) << w.status();
   const std::string p(200, 'x');
@@ -505,19 +511,15 @@ int deleted_fds() {
   return n;
 }
 
-// 6. A read-only topic never lets go of a segment: every segment it ever
-//    opened stays open (Topic::Impl::segs only grows in a reader), so the
-//    disk space of segments the writer's retention deleted is never freed
-//    while the reader runs, and once the process runs out of descriptors
-//    refresh() cannot open the next segment and returns silently: the
-//    channel waits for ever although the writer published (and closed).
+// 6. A read-only topic never let go of a segment: every segment it ever
+//    opened stayed open (Topic::Impl::segs only grew in a reader), so the
+//    disk space of segments the writer's retention deleted was never freed
+//    while the reader ran, and once the process ran out of descriptors
+//    refresh() could not open the next segment and returned silently: the
+//    channel waited for ever although the writer had published (and closed).
 TEST(ReaderProcessTest, AFollowerLetsGoOfDeletedSegmentsAndReachesTheEndUnderAnFdLimit) {
   const auto dir = testutil::test_dir("reader-process");
-  TopicOptions o;
-  o.segment_bytes = 4096;
-  o.max_message_bytes = 1024;
-  o.durability = Durability::kNone;
-  o.max_retained_bytes = 3 * 4096;
+  const TopicOptions o = capped_opts();
   auto w = Topic::open(dir.string(), o);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_TRUE((*w)->append("first").ok());
