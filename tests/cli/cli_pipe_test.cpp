@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -64,6 +65,30 @@ TEST_P(CliPipeTest, AReaderThatTakesThreeAndExitsLosesNoneOfTheRest) {
   EXPECT_EQ(rest.rc, 0) << rest.err;
   EXPECT_EQ(rest.out, lines(4, 1000));
   EXPECT_EQ(stat("q", "length"), "0");
+}
+
+// More messages than the pipe holds: get has fetched more than it wrote when
+// the reader goes. The count given back covers both kinds and says so (it
+// read as if more were given back than were written: "took 3 of the 655
+// messages written; 8189 given back").
+TEST_P(CliPipeTest, WhatIsGivenBackIsSplitIntoUnreadAndNotYetWritten) {
+  create("q", "0");
+  std::string big;
+  for (int i = 0; i < 20000; ++i) big += std::string(99, static_cast<char>('a' + i % 26)) + "\n";
+  ASSERT_EQ(run({"put", "q"}, big).rc, 0);
+  Outcome r = shell("$SLUICE get q --timeout 60 | { read a; read b; read c; }");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.err, m, std::regex(R"(it took 3 of the (\d+) messages written; (\d+) given back)")))
+      << r.err;
+  const long written = std::stol(m[1]), held = std::stol(m[2]);
+  ASSERT_GT(held, written - 3) << r.err;  // fetched beyond what the pipe took
+  EXPECT_NE(r.err.find("(" + std::to_string(written - 3) + " written and not read, " +
+                       std::to_string(held - (written - 3)) + " not yet written)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(stat("q", "consumed"), "3");
+  EXPECT_EQ(stat("q", "length"), "19997");
 }
 
 // `head -c 15` reads exactly 15 bytes: two whole messages and half of the

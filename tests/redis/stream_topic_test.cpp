@@ -1005,6 +1005,23 @@ TEST_F(StreamTopicTest, ACloseEndsAppendsAndEachChannelOnceDrained) {
   EXPECT_EQ(holder.next(with_timeout(10s)).status().code(), StatusCode::kClosed);
 }
 
+// A read blocked on the server (XREADGROUP BLOCK) when another client
+// deletes the topic: Redis answers "UNBLOCKED the stream key no longer
+// exists", which was a kInternal error (`sluice get` exit 1, not 3).
+TEST_F(StreamTopicTest, AReadWaitingWhenTheTopicIsDeletedSaysNotFound) {
+  auto t = topic();
+  auto c = channel("c");
+  ASSERT_EQ(c.join(), StatusCode::kOk);
+  auto waiting = std::async(std::launch::async, [&] {
+    std::vector<StreamMessage> out;
+    return c.next_batch(out, 1, with_timeout(30s));
+  });
+  ASSERT_TRUE(eventually([&] { return raw_.blocked_clients() == 1; }));
+  ASSERT_EQ(topic().destroy(), StatusCode::kOk);
+  const Status s = waiting.get();
+  EXPECT_EQ(s.code(), StatusCode::kNotFound) << s;
+}
+
 // With create_if_missing false, a destroyed topic is not made again by a
 // handle that outlived it: appends and joins get kNotFound.
 TEST_F(StreamTopicTest, WithoutCreateIfMissingADestroyedTopicStaysGone) {

@@ -413,13 +413,19 @@ int run_get(Globals& g, IoArgs a) {
               << reader.acked() << " of the " << written << " messages written";
   } else if (held != 0) {
     std::cerr << "sluice get: " << label << ": the reader of stdout had not taken the last " << held
-              << " messages " << (out.is_pipe() && error.ok() ? "after --linger" : "");
+              << " messages" << (out.is_pipe() && error.ok() ? " after --linger" : "");
   }
   if (held != 0) {
+    // Held: written and not read, and fetched but not yet written.
+    const std::uint64_t unread = written - std::min(written, reader.acked());
+    const std::string parts = held > unread
+                                  ? " (" + std::to_string(unread) + " written and not read, " +
+                                        std::to_string(held - unread) + " not yet written)"
+                                  : "";
     if (given.ok()) {
-      std::cerr << "; " << held << " given back (they will be delivered again)\n";
+      std::cerr << "; " << held << " given back" << parts << ": they will be delivered again\n";
     } else {
-      std::cerr << "; " << held << " not given back (" << given.message()
+      std::cerr << "; " << held << " not given back" << parts << " (" << given.message()
                 << "): they will be delivered again once this reader is gone\n";
     }
   } else if (rc == kExitIO) {

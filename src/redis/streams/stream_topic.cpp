@@ -155,6 +155,11 @@ Status failed(const redis::Connection& conn, const redisReply* r, std::string_vi
     return {StatusCode::kClosed, "redis at " + conn.address() + " (" + std::string(what) +
                                      "): " + std::string(t.substr(7))};
   }
+  if (t.starts_with("UNBLOCKED the stream key no longer exists")) {
+    // A read blocked on the server when another client deleted the topic.
+    return {StatusCode::kNotFound, "redis at " + conn.address() + " (" + std::string(what) +
+                                       "): the topic was deleted while this read waited"};
+  }
   if (t.starts_with("NOGROUP")) {
     return {StatusCode::kNotFound,
             "redis at " + conn.address() + " (" + std::string(what) +
