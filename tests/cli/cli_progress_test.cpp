@@ -1,5 +1,6 @@
 // The progress line of put and get: on stderr only when it is a terminal
 // (a real pseudo-terminal here), never with --quiet, never into a pipe.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <pty.h>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -24,7 +26,9 @@ struct TtyRun {
   std::string screen;
   int rc = -1;
 };
-TtyRun run_on_tty(const std::string& store, std::vector<std::string> args) {
+// `input`: a file for its stdin instead of the terminal.
+TtyRun run_on_tty(const std::string& store, std::vector<std::string> args,
+                  const std::string& input = "") {
   args.insert(args.begin(), {SLUICE_CLI, "--store", store});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -32,6 +36,10 @@ TtyRun run_on_tty(const std::string& store, std::vector<std::string> args) {
   int master = -1;
   const pid_t pid = ::forkpty(&master, nullptr, nullptr, nullptr);
   if (pid == 0) {
+    if (!input.empty()) {
+      const int fd = ::open(input.c_str(), O_RDONLY);
+      if (fd < 0 || ::dup2(fd, 0) < 0) ::_exit(126);
+    }
     ::execv(argv[0], argv.data());
     ::_exit(127);
   }
@@ -110,6 +118,22 @@ TEST_F(CliProgressTest, AGetWaitingForTheChannelSaysWhoHoldsItOnATerminal) {
   Outcome piped = run({"get", "q", "--timeout", "0.3"});
   EXPECT_EQ(piped.rc, 6);
   EXPECT_EQ(piped.err.find("waiting:"), std::string::npos) << piped.err;  // not on a pipe
+}
+
+// What get or put says on stderr at its end starts a line of its own: it
+// was written onto the progress line, which had no newline yet ("... 0.0
+// ssluice put: ..."). (Found by review.)
+TEST_F(CliProgressTest, AnEndingMessageStartsALineOfItsOwnAfterTheProgressLine) {
+  ASSERT_EQ(run({"create", "q", "--bound", "5"}).rc, 0);
+  const std::string input = (dir_ / "ten").string();
+  std::ofstream(input) << "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n";
+  // Five fit; the rest waits at the bound until --timeout, then put says so.
+  TtyRun r = run_on_tty(store(), {"put", "q", "--timeout", "0.3"}, input);
+  EXPECT_NE(r.rc, 0) << r.screen;
+  const auto at = r.screen.find("sluice put:");
+  ASSERT_NE(at, std::string::npos) << r.screen;
+  ASSERT_GT(at, 0u) << r.screen;
+  EXPECT_EQ(r.screen[at - 1], '\n') << r.screen;
 }
 
 }  // namespace

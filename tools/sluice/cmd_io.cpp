@@ -97,6 +97,7 @@ int run_put(Globals& g, const IoArgs& a) {
   std::uint64_t doubt_end = 0;  // messages before this one were counted in resent
   std::uint64_t unsent_at = 0;  // input byte offset of the first message not known to be in
   auto failed = [&](const Status& s) {
+    progress.finish();
     std::string what = std::to_string(sent) + " messages enqueued; ";
     if (doubt != 0) {
       what += std::to_string(doubt) +
@@ -403,6 +404,7 @@ int run_get(Globals& g, IoArgs a) {
     }
     if (out.reader_gone()) rc = kExitIO;
   }
+  progress.finish();
   const std::uint64_t written = out.written();
   if (Status s = ack_taken(); !s.ok() && error.ok()) error = s;
   const std::uint64_t held = reader.delivered() - reader.acked();

@@ -25,8 +25,11 @@ Progress::Progress(bool enabled, std::string label, std::function<Result<QueueIn
   });
 }
 
-Progress::~Progress() {
-  if (!enabled_) return;
+Progress::~Progress() { finish(); }
+
+void Progress::finish() {
+  if (!enabled_ || finished_) return;
+  finished_ = true;
   {
     std::lock_guard lock(mu_);
     stop_ = true;

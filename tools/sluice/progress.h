@@ -28,7 +28,10 @@ class Progress {
   // waited at the bound so far (null for get). Does nothing when !enabled.
   Progress(bool enabled, std::string label, std::function<Result<QueueInfo>()> stat,
            std::function<double()> blocked = nullptr);
-  ~Progress();  // draws the last state, then a newline
+  ~Progress();  // finish()
+  // Draws the last state, then a newline, and stops: call it before writing
+  // anything else to stderr (a message on the line's end read as its tail).
+  void finish();
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
@@ -49,6 +52,7 @@ class Progress {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  bool finished_ = false;  // the caller's thread only
   std::thread thread_;
 };
 
