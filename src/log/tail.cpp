@@ -82,8 +82,9 @@ void Topic::Impl::refresh() {
     // current: without one the page may be from before a power cut (it is
     // never synced), so wait for the writer's recovery rather than stop
     // for good.
+    const std::uint64_t missing = next_seq;
     const auto damaged_unless_after_gap = [&]() -> bool {
-      if (auto g = after_gap_segment(next_seq)) {
+      if (auto g = after_gap_segment(missing)) {
         base = *g;
         next_path = dir + "/" + log::segment_name(base);
         f = fs.open(next_path, log::OpenMode::kRead);

@@ -38,7 +38,7 @@ struct Topic::Impl final : log::Retention {
   void find_closed_mark(log::Segment& last) SLUICE_REQUIRES(mu);
   // Read-only: the first segment past seq `after` if the writer's recovery
   // flagged it `after gap` (it went on there after a loss).
-  std::optional<std::uint64_t> after_gap_segment(std::uint64_t after) SLUICE_REQUIRES(mu);
+  std::optional<std::uint64_t> after_gap_segment(std::uint64_t after);
   // Read-only: drops the oldest listed segments the writer deleted.
   void forget_deleted_segments() SLUICE_REQUIRES(mu);
   Status open_writer();
