@@ -105,40 +105,37 @@ void WaitList::enlist(Waiter& w) {
 bool WaitList::delist(Waiter& w) {
   std::lock_guard lock(mu_);
   if (!w.linked) return false;
+  unlink_locked(w);
+  return true;
+}
+
+void WaitList::unlink_locked(Waiter& w) {
   (w.prev != nullptr ? w.prev->next : head_) = w.next;
   (w.next != nullptr ? w.next->prev : tail_) = w.prev;
   w.linked = false;
   count_.fetch_sub(1, std::memory_order_relaxed);
-  return true;
+}
+
+void WaitList::notify_locked(Waiter& w) {
+  unlink_locked(w);
+  std::atomic<std::uint32_t>& word = w.futex_word();
+  word.store(1, std::memory_order_release);
+  futex_wake(&word);  // under mu_: the waiter's delist() waits for us, so w is alive
 }
 
 void WaitList::notify_slow(std::size_t n) {
   std::lock_guard lock(mu_);
-  while (n-- > 0 && head_ != nullptr) {
-    Waiter* w = head_;
-    head_ = w->next;
-    (head_ != nullptr ? head_->prev : tail_) = nullptr;
-    w->linked = false;
-    count_.fetch_sub(1, std::memory_order_relaxed);
-    std::atomic<std::uint32_t>& word = w->futex_word();
-    word.store(1, std::memory_order_release);
-    futex_wake(&word);  // under mu_: the waiter's delist() waits for us, so w is alive
-  }
+  while (n-- > 0 && head_ != nullptr) notify_locked(*head_);
 }
 
 void WaitList::notify_first_below(std::size_t need) {
   if (!has_waiters()) return;
   std::lock_guard lock(mu_);
   for (Waiter* w = head_; w != nullptr; w = w->next) {
-    if (w->need >= need) continue;
-    (w->prev != nullptr ? w->prev->next : head_) = w->next;
-    (w->next != nullptr ? w->next->prev : tail_) = w->prev;
-    w->linked = false;
-    count_.fetch_sub(1, std::memory_order_relaxed);
-    std::atomic<std::uint32_t>& word = w->futex_word();
-    word.store(1, std::memory_order_release);
-    futex_wake(&word);  // under mu_, as in notify_slow
-    return;
+    if (w->need < need) {
+      notify_locked(*w);
+      return;
+    }
   }
 }
 

@@ -111,13 +111,7 @@ void Topic::Impl::refresh() {
       // Ours is gone too: a cap deleted both, and more. Go on at the oldest
       // one left (a listing races with the deletions: a later one may go
       // before we open it, so look again).
-      std::optional<std::uint64_t> later;
-      if (auto names = fs.list(dir); names.ok()) {
-        for (const auto& name : *names) {
-          const auto b = log::parse_segment_name(name);
-          if (b && *b > next_seq && (!later || *b < *later)) later = b;
-        }
-      }
+      const std::optional<std::uint64_t> later = oldest_segment_after(next_seq);
       if (!later || look == 16) break;
       base = *later;
       next_path = dir + "/" + log::segment_name(base);
@@ -148,7 +142,7 @@ void Topic::Impl::refresh() {
   }
 }
 
-std::optional<std::uint64_t> Topic::Impl::after_gap_segment(std::uint64_t after) {
+std::optional<std::uint64_t> Topic::Impl::oldest_segment_after(std::uint64_t after) {
   std::optional<std::uint64_t> next;
   if (auto names = fs.list(dir); names.ok()) {
     for (const auto& name : *names) {
@@ -156,6 +150,11 @@ std::optional<std::uint64_t> Topic::Impl::after_gap_segment(std::uint64_t after)
       if (b && *b > after && (!next || *b < *next)) next = b;
     }
   }
+  return next;
+}
+
+std::optional<std::uint64_t> Topic::Impl::after_gap_segment(std::uint64_t after) {
+  const std::optional<std::uint64_t> next = oldest_segment_after(after);
   if (!next) return std::nullopt;
   auto f = fs.open(dir + "/" + log::segment_name(*next), log::OpenMode::kRead);
   if (!f.ok()) return std::nullopt;

@@ -39,6 +39,8 @@ struct Topic::Impl final : log::Retention {
   // Read-only: the first segment past seq `after` if the writer's recovery
   // flagged it `after gap` (it went on there after a loss).
   std::optional<std::uint64_t> after_gap_segment(std::uint64_t after);
+  // The base of the oldest segment file past seq `after` (a listing).
+  std::optional<std::uint64_t> oldest_segment_after(std::uint64_t after);
   // Read-only: drops the oldest listed segments the writer deleted.
   void forget_deleted_segments() SLUICE_REQUIRES(mu);
   Status open_writer();

@@ -146,6 +146,9 @@ class WaitList {
 
  private:
   void notify_slow(std::size_t n);
+  // With mu_ held: takes w (listed) out; and wakes it.
+  void unlink_locked(Waiter& w);
+  void notify_locked(Waiter& w);
 
   std::atomic<std::uint32_t> count_{0};
   std::mutex mu_;
