@@ -128,6 +128,20 @@ TEST_F(CliRedisTest, ASignalEndsAGetBlockedOnTheServerAtOnce) {
   raw.cmd({"CONFIG", "SET", "hz", "10"});  // a shutdown waits for a tick
 }
 
+// docs/cli.md: a get still running when another client deletes its Streams
+// topic exits 3 (not found). A get blocked on the server got Redis's
+// "UNBLOCKED the stream key no longer exists" and exited 1.
+TEST_F(CliRedisTest, AGetWaitingOnAStreamsTopicAnotherClientDeletesExitsNotFound) {
+  testutil::RawRedis raw(server_.port());
+  ASSERT_EQ(run({"create", "s", "--stream"}).rc, 0);
+  Child get = start({"get", "s"});
+  get.close_stdin();
+  ASSERT_TRUE(testutil::eventually([&] { return raw.blocked_clients() == 1; }));
+  ASSERT_EQ(run({"delete", "s"}).rc, 0);
+  const Outcome g = get.finish();
+  EXPECT_EQ(g.rc, 3) << g.err;
+}
+
 // create --max-age: recorded by a Streams topic (and applied by every
 // put); refused for a pressure queue, which keeps messages until taken.
 TEST_F(CliRedisTest, MaxAgeNeedsAStreamsTopic) {
