@@ -27,6 +27,7 @@
 //   constructor throws std::invalid_argument for impossible options.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -248,7 +249,8 @@ class Queue {
     const std::uint64_t pushed = ring_->pushed_count();
     s.pushed = pushed + s.spilled;
     s.pulled = popped - s.evicted + unspilled_.load(std::memory_order_relaxed);
-    s.depth = (pushed > popped ? pushed - popped : 0) + s.spill_depth;
+    // An evicting push claims its place before it evicts: cap + 1 for a moment.
+    s.depth = std::min<std::uint64_t>(pushed > popped ? pushed - popped : 0, cap_) + s.spill_depth;
     s.high_watermark = high_watermark_.load(std::memory_order_relaxed);
     return s;
   }
@@ -349,20 +351,20 @@ class Queue {
     return StatusCode::kOk;
   }
 
-  // DropOldest / admitted Sample: evict the oldest until our push fits.
+  // DropOldest / admitted Sample: the push claims its place, then evicts the
+  // oldest item if the ring is full (Ring::try_push_evicting: a close()
+  // racing the push can no longer cost an item owed to the drain).
   Status push_evicting(T& item) {
-    std::uint64_t claimed = 0;
-    for (;;) {
-      if (ring_->closed()) return StatusCode::kClosed;
-      if (ring_->try_pop([](T&&) {}) == detail::RingOp::kOk) {
-        evicted_.fetch_add(1, std::memory_order_relaxed);
-      }
-      const detail::RingOp op = ring_->try_push(item, &claimed);
-      if (op == detail::RingOp::kOk) {
-        after_push(claimed, 1);
-        return StatusCode::kOk;
-      }
+    if constexpr (RingT::kSingleConsumer) {
+      return StatusCode::kInternal;  // refused at construction (validate)
+    } else {
+      std::uint64_t claimed = 0;
+      std::uint64_t evicted = 0;
+      const detail::RingOp op = ring_->try_push_evicting(item, &claimed, &evicted);
+      if (evicted != 0) evicted_.fetch_add(evicted, std::memory_order_relaxed);
       if (op == detail::RingOp::kClosed) return StatusCode::kClosed;
+      after_push(claimed, 1);
+      return StatusCode::kOk;
     }
   }
 

@@ -3,7 +3,10 @@
 // Sample) are Queue's alone.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "queue/queue_families.h"
@@ -64,6 +67,68 @@ TEST(QueuePolicyTest, DropOldestEvictsTheOldestAndAcceptsTheNew) {
   EXPECT_EQ(s.pushed, 10u);
   expect_conserved(s);
   EXPECT_EQ(drain(q), (std::vector<int>{6, 7, 8, 9}));
+}
+
+// An item whose destructor, for id 0, says so through `gate` (1) and waits
+// until told to go on (2): it holds an evicting push between its eviction
+// and its own placement.
+struct HeldOnDestroy {
+  int id = -1;
+  std::atomic<int>* gate = nullptr;
+  HeldOnDestroy(int i, std::atomic<int>* g) : id(i), gate(g) {}
+  HeldOnDestroy(HeldOnDestroy&& o) noexcept : id(std::exchange(o.id, -1)), gate(o.gate) {}
+  HeldOnDestroy& operator=(HeldOnDestroy&& o) noexcept {
+    id = std::exchange(o.id, -1);
+    gate = o.gate;
+    return *this;
+  }
+  ~HeldOnDestroy() {
+    if (id != 0 || gate == nullptr) return;
+    gate->store(1);
+    gate->notify_all();
+    gate->wait(1);
+  }
+};
+
+// A close() that lands while an evicting push throws the oldest item away:
+// the push, already placed in the order, goes in, and the drain has both
+// items. Before, the push evicted first and then found the queue closed: it
+// failed with kClosed, and the evicted item, accepted before the close and
+// owed to the drain, was gone.
+TEST(QueuePolicyTest, ACloseDuringAnEvictionNeverCostsTheDrainAnItem) {
+  for (const OverflowPolicy policy : {OverflowPolicy::kDropOldest, OverflowPolicy::kSample}) {
+    SCOPED_TRACE(overflow_policy_name(policy));
+    std::atomic<int> gate{0};
+    QueueOptions<HeldOnDestroy> o;
+    o.capacity = 2;
+    o.policy = policy;
+    o.sample_every = 1;
+    Queue<HeldOnDestroy> q(o);
+    ASSERT_TRUE(q.push(HeldOnDestroy(0, &gate)).ok());
+    ASSERT_TRUE(q.push(HeldOnDestroy(1, &gate)).ok());
+    Status pushed = StatusCode::kInternal;
+    std::thread pusher([&] { pushed = q.push(HeldOnDestroy(2, &gate)); });
+    gate.wait(0);  // the pusher is destroying item 0, the one it evicts
+    q.close();
+    gate.store(2);
+    gate.notify_all();
+    pusher.join();
+    EXPECT_TRUE(pushed.ok()) << pushed.to_string();
+    std::vector<int> drained;
+    for (;;) {
+      auto r = q.try_pull();
+      if (!r.ok()) {
+        EXPECT_EQ(r.status().code(), StatusCode::kClosed);
+        break;
+      }
+      drained.push_back(r->id);
+    }
+    EXPECT_EQ(drained, (std::vector<int>{1, 2}));
+    const QueueStats s = q.stats();
+    EXPECT_EQ(s.evicted, 1u);
+    EXPECT_EQ(s.pushed, 3u);
+    expect_conserved(s);
+  }
 }
 
 TYPED_TEST(QueuePolicyTest, RejectRefusesWithRejectedAndKeepsTheItem) {

@@ -312,5 +312,96 @@ TYPED_TEST(QueueStressTest, CloseAtARandomMomentLosesNothingAccepted) {
   }
 }
 
+// The evicting policies under a close() at a random moment, no consumer:
+// producers keep a full queue full (each accepted push evicts one item), so
+// whatever the moment of the close, the drain after it holds exactly
+// `capacity` items, each accepted once, and the rest of the accepted are the
+// evicted. An evicting push that threw an item away and then met the close
+// would leave the drain one short.
+template <class T>
+void evict_while_closing(std::size_t capacity, OverflowPolicy policy, unsigned seed) {
+  constexpr int kProducers = 3;
+  constexpr std::uint64_t kEach = 1 << 20;
+  QueueOptions<T> o;
+  o.capacity = capacity;
+  o.policy = policy;
+  o.sample_every = 2;
+  Queue<T> q(o);
+  std::vector<std::vector<std::uint64_t>> accepted(kProducers);
+  std::atomic<std::uint64_t> progress{0};
+  {
+    std::vector<std::jthread> threads;
+    for (int p = 0; p < kProducers; ++p) {
+      threads.emplace_back([&, p] {
+        auto& mine = accepted[static_cast<std::size_t>(p)];
+        for (std::uint64_t i = 0; i < kEach; ++i) {
+          progress.fetch_add(1, std::memory_order_relaxed);
+          const std::uint64_t id = static_cast<std::uint64_t>(p) * kEach + i;
+          T item = make<T>(id);
+          const Status st = q.push(std::move(item));
+          if (st.ok()) {
+            mine.push_back(id);
+            continue;
+          }
+          ASSERT_EQ(id_of(item), id);  // refused: still ours
+          if (st.code() == StatusCode::kClosed) return;
+          ASSERT_EQ(st.code(), StatusCode::kSampledOut);
+        }
+      });
+    }
+    threads.emplace_back([&] {
+      std::mt19937 rng(seed);
+      const auto calls = capacity * kProducers + rng() % 2000;
+      while (progress.load(std::memory_order_relaxed) < calls) std::this_thread::yield();
+      q.close();
+    });
+  }
+  std::vector<std::uint64_t> all_accepted;
+  for (auto& v : accepted) all_accepted.insert(all_accepted.end(), v.begin(), v.end());
+  std::sort(all_accepted.begin(), all_accepted.end());
+  std::vector<std::uint64_t> drained;
+  for (;;) {
+    Result<T> r = q.try_pull();
+    if (!r.ok()) {
+      ASSERT_EQ(r.code(), StatusCode::kClosed);
+      break;
+    }
+    drained.push_back(id_of(*r));
+  }
+  ASSERT_EQ(drained.size(), std::min<std::size_t>(capacity, all_accepted.size()));
+  std::sort(drained.begin(), drained.end());
+  EXPECT_TRUE(
+      std::includes(all_accepted.begin(), all_accepted.end(), drained.begin(), drained.end()));
+  EXPECT_EQ(std::adjacent_find(drained.begin(), drained.end()), drained.end());
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.pushed, all_accepted.size());
+  EXPECT_EQ(s.evicted, all_accepted.size() - drained.size());
+  EXPECT_LE(s.high_watermark, capacity);
+}
+
+template <class T>
+void evict_while_closing_rounds() {
+  const int rounds = 10 * scale();
+  for (OverflowPolicy policy : {OverflowPolicy::kDropOldest, OverflowPolicy::kSample}) {
+    for (std::size_t cap : {1, 2, 7}) {
+      for (int r = 0; r < rounds; ++r) {
+        SCOPED_TRACE(std::string(overflow_policy_name(policy)) + " capacity " +
+                     std::to_string(cap) + " round " + std::to_string(r));
+        evict_while_closing<T>(cap, policy, static_cast<unsigned>(r));
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// Queue's alone: SpscQueue refuses the evicting policies.
+TEST(EvictingQueueStressTest, AnEvictingPushRacingCloseNeverLeavesTheDrainShort) {
+  evict_while_closing_rounds<std::uint64_t>();
+  if (HasFatalFailure()) return;
+  evict_while_closing_rounds<std::unique_ptr<std::uint64_t>>();
+  if (HasFatalFailure()) return;
+  evict_while_closing_rounds<Fat>();
+}
+
 }  // namespace
 }  // namespace sluice

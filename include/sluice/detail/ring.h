@@ -95,6 +95,59 @@ class Ring {
     }
   }
 
+  // As try_push, but a full ring does not refuse: the push claims the tail
+  // first and then evicts the oldest items (destroyed here, counted in
+  // *evicted) until its slot is free. Claiming first orders the push
+  // before any close(): evict-then-push would let a close() between the two
+  // fail the push after it had thrown away an item owed to the drain. Never
+  // kWouldBlock; kClosed only before the claim, with nothing evicted. Waits
+  // (spinning) for pops and pushes of older positions already under way.
+  RingOp try_push_evicting(T& item, std::uint64_t* claimed, std::uint64_t* evicted) noexcept {
+    std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      if ((tail & mark_) != 0) return RingOp::kClosed;
+      const std::uint64_t index = tail & (mark_ - 1);
+      const std::uint64_t st = stamp(index).load(std::memory_order_seq_cst);
+      const bool full = st + one_lap_ == tail + 1;
+      if (st != tail && !full) {
+        spin_pause();  // another producer took this position; catch up
+        tail = tail_.load(std::memory_order_relaxed);
+        continue;
+      }
+      const std::uint64_t next = advance(tail, 1);
+      if (!tail_.compare_exchange_weak(tail, next, std::memory_order_relaxed,
+                                       std::memory_order_relaxed)) {
+        continue;
+      }
+      if (full) {
+        // Our slot holds the item pushed one lap ago, at `prev`. Pops go in
+        // position order, so everything up to `prev` must go: evict from the
+        // head while it is at or before `prev` (other evicting pushes that
+        // claimed before us may be doing the same; each eviction is of the
+        // oldest item, one the order needs gone). Past `prev`: a consumer's
+        // pop of our slot's item is under way; wait for its stamp.
+        const std::uint64_t prev = tail - one_lap_;
+        while (stamp(index).load(std::memory_order_acquire) != tail) {
+          std::uint64_t head = head_.load(std::memory_order_relaxed);
+          const std::uint64_t at = head & (mark_ - 1);
+          if (head <= prev && stamp(at).load(std::memory_order_acquire) == head + 1 &&
+              head_.compare_exchange_weak(head, advance(head, 1), std::memory_order_relaxed,
+                                          std::memory_order_relaxed)) {
+            this->item(at)->~T();  // `item` here is our parameter
+            stamp(at).store(head + one_lap_, std::memory_order_release);
+            ++*evicted;
+          } else {
+            spin_pause();
+          }
+        }
+      }
+      ::new (raw(index)) T(std::move(item));
+      stamp(index).store(tail + 1, std::memory_order_release);
+      *claimed = next;
+      return RingOp::kOk;
+    }
+  }
+
   // Pushes up to n items from `items` (moving them) in one claim. Returns the
   // count pushed (0 with *op set to kWouldBlock or kClosed). With all_or_none,
   // pushes all n or none (n <= capacity): one CAS claims every slot, so close
