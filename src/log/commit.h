@@ -122,6 +122,8 @@ class Commit : public TopicCore {
   // every other change of synced_seq_), and read `synced_` without the lock.
   std::atomic<std::uint64_t> synced_{0};
   std::atomic<std::uint32_t> sync_epoch_{0};
+  // Modes none and interval: each finished writeback_bytes start to the disk.
+  void start_writeback(Segment& seg) SLUICE_REQUIRES(mu);
   // Records below seq are durable: tell followers.
   void mark_synced(std::uint64_t seq) SLUICE_REQUIRES(mu);
   void bump_epoch();

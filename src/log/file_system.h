@@ -36,6 +36,12 @@ class File {
   virtual Status pwrite(const char* buf, std::size_t n, std::uint64_t off) = 0;
   // fdatasync: the file's bytes and size are durable when it returns.
   virtual Status sync() = 0;
+  // Starts writing [off, off + len) back to the disk and returns without
+  // waiting (sync_file_range's WRITE): a hint that makes nothing durable, so
+  // that a later sync() finds less to do. The default does nothing.
+  virtual Status start_writeback(std::uint64_t /*off*/, std::uint64_t /*len*/) {
+    return Status::Ok();
+  }
   virtual Status truncate(std::uint64_t size) = 0;
   // Reserves [off, off + len) so that later writes there cannot fail for
   // space (fallocate; the size grows). kUnavailable: not supported here.

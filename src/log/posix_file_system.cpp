@@ -74,6 +74,13 @@ class PosixFile final : public File {
     return ::fdatasync(fd_) == 0 ? Status::Ok() : io_error("sync", path(), errno);
   }
 
+  Status start_writeback(std::uint64_t off, std::uint64_t len) override {
+    return ::sync_file_range(fd_, static_cast<off_t>(off), static_cast<off_t>(len),
+                             SYNC_FILE_RANGE_WRITE) == 0
+               ? Status::Ok()
+               : io_error("sync_file_range", path(), errno);
+  }
+
   Status truncate(std::uint64_t size) override {
     return ::ftruncate(fd_, static_cast<off_t>(size)) == 0 ? Status::Ok()
                                                            : io_error("truncate", path(), errno);

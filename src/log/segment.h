@@ -108,6 +108,8 @@ struct Segment {
   // of the file (SIGBUS); readers here read below `end` through it.
   std::uint64_t written = kSegmentHeaderSize;
   std::uint64_t cap = 0;
+  // Modes none and interval: where the next start_writeback() begins.
+  std::uint64_t writeback_from = 0;
   char* map = nullptr;
   std::size_t map_len = 0;
 };

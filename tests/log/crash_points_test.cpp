@@ -221,6 +221,57 @@ TEST(GroupCommitTest, FollowersWakeWhenARollSyncedPastTheLeader) {
   fs.set_sync_hook(nullptr);
 }
 
+// Modes none and interval hand each finished `writeback_bytes` of a segment
+// to the disk's write-back as it fills: whole pages, in order, no byte
+// twice, so a close or an interval's sync finds little left to write. The
+// durable modes sync anyway and never ask; 0 turns it off. A hint only: the
+// simulated disk keeps nothing of it (what a cut keeps is the cut tests').
+TEST(WritebackTest, ModesWithoutASyncPerAppendStartWritingEachChunkBackAsItFills) {
+  constexpr std::uint64_t kChunk = 64 << 10;
+  for (const Durability d : {Durability::kNone, Durability::kInterval, Durability::kGroupCommit,
+                             Durability::kPerAppend}) {
+    for (const std::uint64_t chunk : {kChunk, std::uint64_t{0}}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(d)) + " chunk " + std::to_string(chunk));
+      FaultFileSystem fs;
+      TopicOptions o;
+      o.durability = d;
+      o.segment_bytes = 900 << 10;  // the fault disk's files hold 1 MiB
+      o.max_message_bytes = 4096;
+      o.sync_interval = std::chrono::hours(1);
+      o.writeback_bytes = chunk;
+      auto topic = log::open_topic(fs, kCutTopicDir, o);
+      ASSERT_TRUE(topic.ok()) << topic.status().to_string();
+      const std::string payload(1000, 'w');
+      const std::vector<std::string_view> batch(10, payload);  // ~10 KB an append
+      for (int i = 0; i < 60; ++i) ASSERT_TRUE((*topic)->append_batch(batch).ok());
+      const std::vector<std::string> wb = fs.writebacks();
+      if (chunk == 0 || d == Durability::kGroupCommit || d == Durability::kPerAppend) {
+        EXPECT_TRUE(wb.empty()) << wb.front();
+        continue;
+      }
+      // ~600 KB written: 9 chunks of 64 KiB at least, each from where the
+      // last ended, page-aligned.
+      ASSERT_GE(wb.size(), 8u);
+      std::uint64_t end = 0;
+      std::string path;
+      for (const std::string& w : wb) {
+        const auto at = w.find(" @");
+        const auto plus = w.find(" +");
+        ASSERT_NE(plus, std::string::npos) << w;
+        if (path.empty()) path = w.substr(0, at);
+        EXPECT_EQ(w.substr(0, at), path);
+        const std::uint64_t off = std::stoull(w.substr(at + 2, plus - at - 2));
+        const std::uint64_t len = std::stoull(w.substr(plus + 2));
+        EXPECT_EQ(off, end) << w;
+        EXPECT_EQ(len % 4096, 0u) << w;
+        EXPECT_GE(len, kChunk) << w;
+        end = off + len;
+      }
+      EXPECT_GT(end + kChunk + 4096, std::uint64_t{600'000});  // nothing left behind
+    }
+  }
+}
+
 // Appenders and an eager consumer race (kGroupCommit: three appenders), so
 // the calls differ run to run: cut at random ones, SLUICE_CRASH_CUTS times.
 TEST_P(CrashPointsTest, RandomCutsOfConcurrentAppendersAndAnEagerConsumer) {

@@ -188,6 +188,13 @@ class FaultFile final : public log::File {
     return Status::Ok();
   }
 
+  Status start_writeback(std::uint64_t off, std::uint64_t len) override {
+    std::lock_guard lk(fs_->mu_);
+    if (fs_->off_) return power_off("writeback", path());
+    fs_->writebacks_.push_back(path() + " @" + std::to_string(off) + " +" + std::to_string(len));
+    return Status::Ok();
+  }
+
   Status sync() override {
     std::function<void(const std::string&)> hook;
     {
@@ -300,6 +307,11 @@ void FaultFileSystem::cut_at(std::uint64_t k) {
 void FaultFileSystem::set_sync_latency(std::chrono::microseconds d) {
   std::lock_guard lk(mu_);
   sync_latency_ = d;
+}
+
+std::vector<std::string> FaultFileSystem::writebacks() const {
+  std::lock_guard lk(mu_);
+  return writebacks_;
 }
 
 void FaultFileSystem::set_sync_hook(std::function<void(const std::string&)> hook) {

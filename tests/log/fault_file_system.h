@@ -59,6 +59,10 @@ class FaultFileSystem final : public log::FileSystem {
   // Runs `hook(path)` at the start of every file sync, on the syncing thread
   // and outside the disk's lock: a test can hold one sync while others run.
   void set_sync_hook(std::function<void(const std::string&)> hook);
+  // Every start_writeback(off, len) asked of a file, in order, as
+  // "<path> @off +len". A hint only: it changes nothing durable, so it is
+  // not a counted call and a cut loses what it covered unless a sync came.
+  std::vector<std::string> writebacks() const;
   // The disk the cut left (or the disk now, if the power never went off),
   // as a new file system with everything in it durable.
   std::unique_ptr<FaultFileSystem> after_cut(CutMode mode, std::uint64_t seed) const;
@@ -98,6 +102,7 @@ class FaultFileSystem final : public log::FileSystem {
   std::function<void(const std::string&)> sync_hook_;
   std::shared_ptr<Inode> frozen_;  // the tree as the cut found it
   std::vector<std::string> log_;   // every counted call
+  std::vector<std::string> writebacks_;
 };
 
 }  // namespace sluice::testutil
