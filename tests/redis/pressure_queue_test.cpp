@@ -304,7 +304,7 @@ TEST_F(PressureQueueTest, AWaitingPutWhoseConnectionIsKilledGivesTheRoleBack) {
   ASSERT_TRUE(testutil::eventually(
       [&] {
         return raw_.integer({"LLEN", key(":producer_free")}) == 0 &&
-               raw_.get(key(":producer")) == holder;
+               raw_.get(key(":producer")) == holder + "+w";  // kept across a wait
       },
       5s));
   raw_.cmd({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"});
@@ -617,15 +617,15 @@ TEST_F(PressureQueueTest, ARoleThisClientTookWithAReplyItNeverReadIsStillItsOwn)
   auto q = queue();
   ASSERT_TRUE(q.create(10).ok());
   ASSERT_TRUE(q.put("a").ok());
-  raw_.cmd({"RPOP", key(":consumer_free")});  // what the lost reply had said
-  raw_.cmd({"SET", key(":consumer"), q.client_id()});
+  raw_.cmd({"RPOP", key(":consumer_free")});                  // what the lost reply had said
+  raw_.cmd({"SET", key(":consumer"), q.client_id() + "+w"});  // a role kept to wait
   auto got = q.get(with_timeout(5s));
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(*got, "a");
   EXPECT_EQ(raw_.lrange(key(":consumer_free")), std::vector<std::string>{"0"});  // given back
 
   raw_.cmd({"RPOP", key(":producer_free")});
-  raw_.cmd({"SET", key(":producer"), q.client_id()});
+  raw_.cmd({"SET", key(":producer"), q.client_id() + "+w"});
   ASSERT_TRUE(q.put("b", with_timeout(5s)).ok());
   EXPECT_EQ(raw_.lrange(key(":producer_free")), std::vector<std::string>{"0"});
   EXPECT_EQ(*q.length(), 1U);

@@ -104,7 +104,6 @@ TEST_F(PressureReviewTest, ASluiceGetDoesNotTakeAReferenceConsumersFreshlyPopped
       << "the consumer role now has more than one token: two consumers can hold it at once";
 }
 
-
 // A blocking put whose 'wait' script ran (the queue was full: it took the
 // producer role to wait for room) but whose reply never came back returns
 // kUnavailable. The header promises the role is given back on every return,
@@ -124,8 +123,9 @@ TEST_F(PressureReviewTest, APutWhoseWaitReplyWasLostLeavesTheProducerRoleHeldFor
   server_.resume();
   ASSERT_EQ(r.code(), StatusCode::kUnavailable) << r.status;
   // The script ran: it found the queue full and kept the role for this client.
-  ASSERT_TRUE(
-      testutil::eventually([&] { return raw_.integer({"LLEN", key(":producer_free")}) == 0; }));
+  ASSERT_TRUE(testutil::eventually([&] {
+    return raw_.integer({"LLEN", key(":producer_free")}) == 0;
+  }));
   ASSERT_TRUE(raw_.get(key(":producer")).starts_with(q.client_id()));
   EXPECT_TRUE(q.length().ok());  // the handle's next call
   // Room again, made by a consumer elsewhere; then another producer (another
@@ -139,7 +139,6 @@ TEST_F(PressureReviewTest, APutWhoseWaitReplyWasLostLeavesTheProducerRoleHeldFor
   EXPECT_TRUE(closed.ok()) << "close() by the holder itself: " << closed;
   EXPECT_EQ(raw_.lrange(key(":producer_free")).size(), 1U);
 }
-
 
 // The last producer was a sluice process that has since exited normally
 // (a `sluice put` that finished): :producer still names it. A reference
@@ -186,7 +185,6 @@ TEST_F(PressureReviewTest, RecoveryDoesNotRestoreARoleALiveReferenceProducerJust
   EXPECT_EQ(raw_.lrange(key(":producer_free")).size(), 1U)
       << "the producer role now has two tokens";
 }
-
 
 // Ids are "<hostname>_pid<pid>_tid<tid>" (header), but client_id() caches the
 // id in a thread_local that a fork() copies: a child process that forks from
@@ -241,7 +239,6 @@ TEST_F(PressureReviewTest, AParentDoesNotTakeItsForkedChildsRoleForItsOwn) {
   EXPECT_EQ(tokens, 0U) << "the parent gave back the role its child held";
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
-
 
 // A server that says "not now" (BUSY: another client's script has run past
 // busy-reply-threshold; likewise LOADING, OOM, READONLY, MASTERDOWN) did not

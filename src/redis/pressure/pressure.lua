@@ -34,6 +34,12 @@ local PFREE, CFREE = KEYS[5], KEYS[6]
 local PMSG, PBYTES, CMSG, CBYTES = KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local NOTFULL, CLOSED = KEYS[11], KEYS[12]
 local op, id = ARGV[1], ARGV[2]
+-- A role kept across a wait is recorded as id .. '+w', and every step that
+-- gives such a role back writes the plain id again: so 'mine' is never what
+-- a finished operation of this client left behind when another client pops
+-- the token and has not yet written its own id (the existing clients SET
+-- the holder one round trip after their BRPOP).
+local mine = id .. '+w'
 
 -- The hot paths (put, get) avoid closures and redundant calls: each
 -- redis.call costs about a microsecond of server time. When the operation
@@ -63,7 +69,7 @@ if op == 'put' then
   local got = redis.call('MGET', BOUND, PRODUCER)
   local b = got[1]
   local hold = ARGV[3] ~= 'try'
-  local held = hold and got[2] == id and redis.call('EXISTS', PFREE) == 0
+  local held = hold and got[2] == mine and redis.call('EXISTS', PFREE) == 0
   if not held then
     if not b then return {'NOQUEUE'} end
     -- One call answers both "is the role free" and "is it closed": 2*free + closed.
@@ -75,6 +81,7 @@ if op == 'put' then
     -- Closed or deleted while we waited: give the role back (a deleter
     -- waits for it). Unlike the existing clients, push nothing (hazard 8).
     redis.call('LPUSH', PFREE, '0')
+    redis.call('SET', PRODUCER, id)
     if not b then return {'NOQUEUE'} end
     return {'CLOSED'}
   end
@@ -87,7 +94,10 @@ if op == 'put' then
     if n > b - len then n = math.max(b - len, 0) end
     if n == 0 then
       redis.call('DEL', NOTFULL)  -- full: no token (a stale refill is undone)
-      if hold and not held then redis.call('RPOP', PFREE) end
+      if hold and not held then
+        redis.call('RPOP', PFREE)
+        redis.call('SET', PRODUCER, mine)
+      end
       return {'FULL', len, hold and 1 or 0}
     end
   end
@@ -106,11 +116,17 @@ if op == 'put' then
   -- get makes room), so only reaching the bound needs a call.
   if b > 0 and len >= b then redis.call('DEL', NOTFULL) end
   if n == #ARGV - 3 then
-    if held then redis.call('LPUSH', PFREE, '0') end
+    if held then
+      redis.call('LPUSH', PFREE, '0')
+      redis.call('SET', PRODUCER, id)
+    end
     return {'OK', n, len, 0}
   end
   -- A prefix went in and the rest must wait for room: keep the role.
-  if hold and not held then redis.call('RPOP', PFREE) end
+  if hold and not held then
+    redis.call('RPOP', PFREE)
+    redis.call('SET', PRODUCER, mine)
+  end
   return {'OK', n, len, hold and 1 or 0}
 
 elseif op == 'get' then
@@ -124,9 +140,9 @@ elseif op == 'get' then
   end
   local b = got[1]
   local hold = ARGV[3] ~= 'try'
-  local held = hold and got[2] == id and redis.call('EXISTS', CFREE) == 0
+  local held = hold and got[2] == mine and redis.call('EXISTS', CFREE) == 0
   if not b then
-    if held then redis.call('LPUSH', CFREE, '0') end  -- a deleter waits for it
+    if held then redis.call('LPUSH', CFREE, '0'); redis.call('SET', CONSUMER, id) end  -- a deleter waits for it
     return {'NOQUEUE'}
   end
   if not held then
@@ -136,10 +152,13 @@ elseif op == 'get' then
   local items = redis.call('RPOP', DATA, tonumber(ARGV[4]))
   if not items then
     if redis.call('EXISTS', CLOSED) == 1 then
-      if held then redis.call('LPUSH', CFREE, '0') end
+      if held then redis.call('LPUSH', CFREE, '0'); redis.call('SET', CONSUMER, id) end
       return {'CLOSED'}
     end
-    if hold and not held then redis.call('RPOP', CFREE) end
+    if hold and not held then
+      redis.call('RPOP', CFREE)
+      redis.call('SET', CONSUMER, mine)
+    end
     return {'EMPTY', hold and 1 or 0}
   end
   if reliable then
@@ -166,7 +185,7 @@ elseif op == 'get' then
         local back = {}
         for k = #items, 1, -1 do back[#back + 1] = items[k] end
         redis.call('RPUSH', DATA, unpack(back))
-        if held then redis.call('LPUSH', CFREE, '0') end
+        if held then redis.call('LPUSH', CFREE, '0'); redis.call('SET', CONSUMER, id) end
         return {'STALE', len - #items}
       end
     end
@@ -186,7 +205,7 @@ elseif op == 'get' then
     if nf == 0 then redis.call('LPUSH', NOTFULL, '0')
     elseif nf > 1 then redis.call('LTRIM', NOTFULL, 0, 0) end
   end
-  if held then redis.call('LPUSH', CFREE, '0') end
+  if held then redis.call('LPUSH', CFREE, '0'); redis.call('SET', CONSUMER, id) end
   local reply = {'OK', len}
   for k = 1, #items do reply[k + 2] = items[k] end
   return reply
@@ -382,10 +401,11 @@ elseif op == 'release' then
   -- deleted too: the deleter waits for the token.
   local free, holder = PFREE, PRODUCER
   if ARGV[3] == 'consumer' then free, holder = CFREE, CONSUMER end
-  if redis.call('EXISTS', free) == 1 or redis.call('GET', holder) ~= id then
+  if redis.call('EXISTS', free) == 1 or redis.call('GET', holder) ~= mine then
     return {'NOTHELD'}
   end
   redis.call('LPUSH', free, '0')
+  redis.call('SET', holder, id)
   return {'OK'}
 
 elseif op == 'holder' then

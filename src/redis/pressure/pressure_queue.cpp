@@ -165,10 +165,18 @@ struct PressureQueue::Impl {
   // reached, with the id it was taken under. The next call (or the
   // destructor) gives it back first; if the process dies, repair does.
   std::array<std::string, 2> owed;
+  // recover(): a gone holder seen at the last check, per role.
+  std::array<std::string, 2> suspect;
 
+  // Made again after a fork(): the child is another process (and its
+  // thread another thread) than the one that made the cached id.
   static std::string client_id() {
-    thread_local const std::string id =
-        process_id() + "_tid" + std::to_string(static_cast<long>(syscall(SYS_gettid)));
+    thread_local pid_t pid = -1;
+    thread_local std::string id;
+    if (const pid_t now = getpid(); now != pid) {
+      pid = now;
+      id = process_id() + "_tid" + std::to_string(static_cast<long>(syscall(SYS_gettid)));
+    }
     return id;
   }
 
@@ -190,13 +198,25 @@ struct PressureQueue::Impl {
     key13.clear();
     if (!answer.reply) return err.status;
     const redisReply* r = answer.reply.get();
-    if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(text(r));
+    if (r->type == REDIS_REPLY_ERROR) return error_reply(op, text(r));
     if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) return unexpected(r);
     answer.word = text(r->element[0]);
     if (answer.word == "NOQUEUE") {
       return {StatusCode::kNotFound, "pressure queue '" + name + "' does not exist"};
     }
     return Status::Ok();
+  }
+
+  // An error reply. Those that say "not now" (the call did not run) are
+  // kUnavailable, as the Streams client has them, so callers retry.
+  Status error_reply(std::string_view op, std::string_view t) const {
+    const std::string_view word = t.substr(0, t.find(' '));
+    if (word == "LOADING" || word == "OOM" || word == "BUSY" || word == "MASTERDOWN" ||
+        word == "TRYAGAIN" || word == "READONLY") {
+      return {StatusCode::kUnavailable, "redis at " + conn.address() + " cannot take " +
+                                            std::string(op) + " now: " + std::string(t)};
+    }
+    return conn.error_reply(t);
   }
 
   Status run(std::string_view op, Answer& answer) {
@@ -233,7 +253,18 @@ struct PressureQueue::Impl {
     if (!run("holder", extra, a, err).ok() || a.word != "OK" || a.size() != 3) return;
     if (integer(a.at(1)) > 0) return;  // free by now
     const std::string holder(text(a.at(2)));
-    if (holder_gone(holder, [&] { return client_list(); }) != std::optional<bool>(true)) return;
+    if (holder_gone(holder, [&] { return client_list(); }) != std::optional<bool>(true)) {
+      suspect[role].clear();
+      return;
+    }
+    // The existing clients write their id one round trip after they pop the
+    // token: a missing token under a gone holder's id may be a live client
+    // between the two. Restore only if it is still so a second later.
+    if (suspect[role] != holder) {
+      suspect[role] = holder;
+      return;
+    }
+    suspect[role].clear();
     const std::array<std::string_view, 2> restore = {kRoleName[role], holder};
     Answer b;
     (void)run("restore_token", restore, b, err);
@@ -253,6 +284,7 @@ struct PressureQueue::Impl {
   void waiting_for(Role role, Context::Clock::time_point& next_check) {
     const auto now = Context::Clock::now();
     if (next_check == Context::Clock::time_point()) {
+      suspect[role].clear();
       next_check = now + kRecoverEvery;
     } else if (now >= next_check) {
       next_check = now + kRecoverEvery;
@@ -293,7 +325,7 @@ struct PressureQueue::Impl {
     CallError err;
     Reply r = conn.call_blocking(argv, ctx, err);  // ends at ctx's deadline or stop, not the tick
     if (!r) return err.status;                     // nothing was moved, so nothing is in doubt
-    if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(text(r.get()));
+    if (r->type == REDIS_REPLY_ERROR) return error_reply("a wait", text(r.get()));
     return ctx.err();
   }
 
@@ -325,6 +357,9 @@ struct PressureQueue::Impl {
       CallError err;
       if (Status s = run("put", msgs.subspan(i, n), a, err, mode(holding, wait, ctx)); !s.ok()) {
         if (err.maybe_ran) res.in_doubt = n;
+        // A 'wait' step whose reply was lost may have kept the role: give it
+        // back (release only acts if this client holds it).
+        if (err.maybe_ran && wait) holding = true;
         if (s.code() == StatusCode::kNotFound) holding = false;  // the script gave it back
         res.status = std::move(s);
         break;
@@ -420,6 +455,7 @@ struct PressureQueue::Impl {
       CallError err;
       if (!consumer.empty()) key13 = inflight_of(consumer);
       if (Status s = run("get", extra, a, err, mode(holding, wait, ctx)); !s.ok()) {
+        if (err.maybe_ran && wait) holding = true;               // as in put()
         if (s.code() == StatusCode::kNotFound) holding = false;  // the script gave it back
         if (err.maybe_ran && !consumer.empty()) {
           return {StatusCode::kUnavailable, std::string(s.message()) +
