@@ -483,7 +483,8 @@ class Queue {
       after_push(claimed, items.size());
       return StatusCode::kOk;
     }
-    if (op == detail::RingOp::kClosed) return StatusCode::kClosed;
+    // A spilling queue skips the attempt: its close shows only in the ring.
+    if (op == detail::RingOp::kClosed || ring_->closed()) return StatusCode::kClosed;
     if (policy_ != OverflowPolicy::kBlock) {
       auto& counter = policy_ == OverflowPolicy::kDropNewest ? dropped_ : rejected_;
       counter.fetch_add(items.size(), std::memory_order_relaxed);
@@ -590,7 +591,14 @@ class Queue {
     if (pull_ring(sink, max, nullptr) == StatusCode::kOk) return StatusCode::kOk;
     if (ring_->pushed_count() != ring_->popped_count()) return StatusCode::kWouldBlock;
     std::optional<T> item;
-    if (store_->size() > 0 && store_->take(item).ok()) {
+    if (store_->size() > 0) {
+      // The store's error is the pull's: the item is still there, so neither
+      // "nothing yet" nor "closed and drained" would be true.
+      if (Status ts = store_->take(item); !ts.ok() && ts.code() != StatusCode::kWouldBlock) {
+        return ts.code();
+      }
+    }
+    if (item) {
       unspilled_.fetch_add(1, std::memory_order_relaxed);
       // Emptied: pushes may use memory again at once (the ring is empty:
       // pulls take from it first, and pushes went to the store meanwhile).

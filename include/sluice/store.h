@@ -179,8 +179,8 @@ struct StoreMessage {
   std::optional<std::uint64_t> seq;
   // Redis Streams topics: the entry id ("<ms>-<n>"). Empty elsewhere.
   std::string id;
-  // When it was put: Streams topics (the id's time, in ms). Empty where the
-  // backend does not know it.
+  // When it was put: the embedded store (the record's append time), Streams
+  // topics (the id's time, in ms). Empty where the backend does not know it.
   std::optional<std::chrono::system_clock::time_point> time;
   // Deliveries of this message to the channel, this one included (Streams
   // topics). Empty where the backend does not count them.

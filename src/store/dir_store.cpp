@@ -153,6 +153,7 @@ class DirReader final : public QueueReader {
       StoreMessage& o = out.emplace_back();
       o.data = std::move(m.payload);
       o.seq = m.seq;
+      o.time = m.time;  // as peek gives it
       held_.push_back(m.seq);
     }
     return Status::Ok();
@@ -484,15 +485,11 @@ Result<std::unique_ptr<QueuePeek>> DirStore::peek(std::string_view name, std::st
   auto topic =
       topic_at(queue_dir(name) + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
   if (!topic.ok()) return topic.status();
-  std::uint64_t at = 0;
-  if (from.seq) {
-    at = std::min(*from.seq, (*topic)->next_seq());
-  } else {
-    auto pos = (*topic)->channel_position(channel);
-    if (pos.code() == StatusCode::kNotFound) return no_channel(name, channel);
-    if (!pos.ok()) return pos.status();
-    at = *pos;
-  }
+  // The channel must exist, --from-seq or not: a mistyped one is an error.
+  auto pos = (*topic)->channel_position(channel);
+  if (pos.code() == StatusCode::kNotFound) return no_channel(name, channel);
+  if (!pos.ok()) return pos.status();
+  const std::uint64_t at = from.seq ? std::min(*from.seq, (*topic)->next_seq()) : *pos;
   auto cursor = (*topic)->cursor(at);
   if (!cursor.ok()) return cursor.status();
   return std::unique_ptr<QueuePeek>(new DirPeek(std::move(*topic), std::move(*cursor)));
@@ -517,36 +514,42 @@ Result<DirStore::Moved> DirStore::move_channel(
     return no_channel(name, channel);
   }
   const std::string lock_path = qdir + "/readers/" + std::string(channel) + ".lock";
-  auto role = wait_for_role<std::unique_ptr<log::File>>(
-      ctx, [&] { return lock_channel(fs_, lock_path, name, channel); });
-  if (!role.ok()) return role.status();
-  auto before = (*ro)->channel_position(channel);  // settled now: nobody reads it
-  if (!before.ok()) return before.status();
-  auto to = target(**ro);
-  if (!to.ok()) return to.status();
-  // Forward works in the read-only topic (Channel::seek: as an ack does);
-  // back takes the writer's topic, and with it the writer role.
-  Topic* topic = ro->get();
-  std::unique_ptr<Topic> writer;
-  if (*to < *before) {
-    auto w = writer_topic(name, *meta, ctx);
-    if (!w.ok()) return w.status();
-    writer = std::move(*w);
-    topic = writer.get();
-  }
-  auto ch = topic->channel(channel);
-  if (!ch.ok()) return ch.status();
-  auto at = (*ch)->seek(*to);
-  if (!at.ok()) return at.status();
-  Moved m{.from = *before, .to = *at, .next_seq = topic->next_seq()};
-  if (count_purged && m.to > m.from) {
-    const std::string path = purged_path(qdir, channel);
-    const std::uint64_t total = read_purged(fs_, path) + (m.to - m.from);
-    if (Status s = log::replace_file_synced(fs_, path, std::to_string(total) + "\n"); !s.ok()) {
-      return s;
+  // Both roles, and never one held while waiting for the other: a seek back
+  // holding the channel while it waited for the writer would deadlock with
+  // a put waiting at the bound (for a get, which waits for the channel).
+  // Each try takes what it needs without waiting, or lets go of all of it.
+  const Context at_once = ctx.with_deadline(Context::Clock::now());
+  return wait_for_role<Moved>(ctx, [&]() -> Result<Moved> {
+    auto role = lock_channel(fs_, lock_path, name, channel);
+    if (!role.ok()) return role.status();
+    auto before = (*ro)->channel_position(channel);  // settled now: nobody reads it
+    if (!before.ok()) return before.status();
+    auto to = target(**ro);
+    if (!to.ok()) return to.status();
+    // Forward works in the read-only topic (Channel::seek: as an ack does);
+    // back takes the writer's topic, and with it the writer role.
+    Topic* topic = ro->get();
+    std::unique_ptr<Topic> writer;
+    if (*to < *before) {
+      auto w = writer_topic(name, *meta, at_once);  // kInUse: the channel goes too, and we retry
+      if (!w.ok()) return w.status();
+      writer = std::move(*w);
+      topic = writer.get();
     }
-  }
-  return m;
+    auto ch = topic->channel(channel);
+    if (!ch.ok()) return ch.status();
+    auto at = (*ch)->seek(*to);
+    if (!at.ok()) return at.status();
+    Moved m{.from = *before, .to = *at, .next_seq = topic->next_seq()};
+    if (count_purged && m.to > m.from) {
+      const std::string path = purged_path(qdir, channel);
+      const std::uint64_t total = read_purged(fs_, path) + (m.to - m.from);
+      if (Status s = log::replace_file_synced(fs_, path, std::to_string(total) + "\n"); !s.ok()) {
+        return s;
+      }
+    }
+    return m;
+  });
 }
 
 Result<SeekResult> DirStore::seek(std::string_view name, std::string_view channel,
@@ -607,6 +610,7 @@ Status DirStore::remove(std::string_view name) {
     return f.status();
   }
   std::vector<std::unique_ptr<log::File>> reader_locks;  // released on return
+  std::vector<std::string> locked;                       // their file names
   auto readers = fs_.list(from + "/readers");
   if (!readers.ok() && readers.code() != StatusCode::kNotFound) return readers.status();
   if (readers.ok()) {
@@ -617,6 +621,7 @@ Status DirStore::remove(std::string_view name) {
       auto role = lock_channel(fs_, from + "/readers/" + f, name, channel);
       if (!role.ok()) return role.status();
       reader_locks.push_back(std::move(*role));
+      locked.push_back(f);
     }
   }
 
@@ -627,6 +632,29 @@ Status DirStore::remove(std::string_view name) {
   if (Status s = fs_.rename_noreplace(from, to); !s.ok()) {
     if (s.code() == StatusCode::kNotFound) return {StatusCode::kNotFound, "no " + label};
     return s;
+  }
+  // A reader of a new channel may have taken its role after the listing
+  // above and opened the queue before the rename: its lock file is in the
+  // renamed directory now. Look again there; if one is held, put the queue
+  // back (nothing of it was removed).
+  if (auto again = fs_.list(to + "/readers"); again.ok()) {
+    constexpr std::string_view kLock = ".lock";
+    for (const std::string& f : *again) {
+      if (f.size() <= kLock.size() || !f.ends_with(kLock)) continue;
+      if (std::find(locked.begin(), locked.end(), f) != locked.end()) continue;  // ours
+      const std::string channel = f.substr(0, f.size() - kLock.size());
+      auto role = lock_channel(fs_, to + "/readers/" + f, name, channel);
+      if (role.ok()) {
+        reader_locks.push_back(std::move(*role));
+        continue;
+      }
+      if (Status back = fs_.rename_noreplace(to, from); !back.ok()) {
+        return {StatusCode::kIOError,
+                label + " is in use (" + std::string(role.status().message()) +
+                    ") and could not be put back from " + to + ": " + std::string(back.message())};
+      }
+      return role.status();
+    }
   }
   if (Status s = fs_.sync_dir(dir_ + "/queues"); !s.ok()) return s;
   return fs_.remove_tree(to);

@@ -107,7 +107,10 @@ int fail(std::string_view cmd, std::string_view what, const Status& s) {
   std::string hint;
   switch (s.code()) {
     case StatusCode::kNotFound:
-      hint = "list queues with `sluice ls`, create one with `sluice create NAME`";
+      // A missing channel of a queue that exists says what to do itself.
+      if (s.message().find("has no channel") == std::string_view::npos) {
+        hint = "list queues with `sluice ls`, create one with `sluice create NAME`";
+      }
       break;
     case StatusCode::kAlreadyExists:
       hint = "pick another name, or `sluice delete NAME` first";

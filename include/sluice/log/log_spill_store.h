@@ -72,23 +72,37 @@ class LogSpillStore final : public SpillStore<T> {
     }
     std::error_code ec;
     if (fs::exists(o.dir, ec)) {
-      for (const auto& e : fs::directory_iterator(o.dir, ec)) {
+      if (!fs::is_directory(o.dir, ec)) {
+        return Status(StatusCode::kAlreadyExists,
+                      "spill store: " + o.dir + " is not a directory; refusing to remove it");
+      }
+      fs::directory_iterator it(o.dir, ec);
+      if (ec) {
+        return Status(StatusCode::kIOError,
+                      "spill store: cannot list " + o.dir + ": " + ec.message());
+      }
+      for (const auto& e : it) {
         const std::string n = e.path().filename().string();
-        if (!(n == "LOCK" || n == "channels" || n.ends_with(".seg"))) {
+        if (!(n == "LOCK" || n == "NOTIFY" || n == "channels" || n.ends_with(".seg") ||
+              n.ends_with(".sum"))) {
           return Status(
               StatusCode::kAlreadyExists,
               "spill store: " + o.dir + " holds other files (" + n + "); refusing to wipe it");
         }
       }
+      // A live store (this process or another) holds its topic's lock: its
+      // files are not leftovers.
+      if (fs::exists(fs::path(o.dir) / "LOCK", ec)) {
+        auto held = Topic::open(o.dir, topic_options(o));
+        if (!held.ok() && held.code() == StatusCode::kInUse) {
+          return Status(StatusCode::kInUse, "spill store: " + o.dir + " is in use: " +
+                                                std::string(held.status().message()));
+        }
+      }
       fs::remove_all(o.dir, ec);
       if (ec) return Status(StatusCode::kIOError, "spill store: cannot clear " + o.dir);
     }
-    TopicOptions to;
-    to.durability = Durability::kNone;
-    to.segment_bytes = o.segment_bytes;
-    to.max_message_bytes = static_cast<std::uint32_t>(
-        std::min<std::uint64_t>(o.segment_bytes - 64, std::uint64_t{16} << 20));
-    auto topic = Topic::open(o.dir, to);
+    auto topic = Topic::open(o.dir, topic_options(o));
     if (!topic.ok()) return topic.status();
     ChannelOptions co;
     co.durable_positions = false;
@@ -98,13 +112,25 @@ class LogSpillStore final : public SpillStore<T> {
         new LogSpillStore(std::move(*topic), std::move(*channel), o.budget_bytes));
   }
 
+  static TopicOptions topic_options(const LogSpillOptions& o) {
+    TopicOptions to;
+    to.durability = Durability::kNone;
+    to.segment_bytes = o.segment_bytes;
+    to.max_message_bytes = static_cast<std::uint32_t>(
+        std::min<std::uint64_t>(o.segment_bytes - 64, std::uint64_t{16} << 20));
+    return to;
+  }
+
   ~LogSpillStore() override {
     channel_.reset();  // before its topic
   }
 
   Status put(T& item) override {
     const std::string bytes = SpillCodec<T>::encode(item);
-    if (topic_->disk_bytes() + bytes.size() + 16 > budget_) {
+    // A record takes a 24-byte header (format 2: length, CRC, seq, time),
+    // and may roll to a new segment, whose header takes 32 more.
+    constexpr std::uint64_t kRecordOverhead = 24 + 32;
+    if (topic_->disk_bytes() + bytes.size() + kRecordOverhead > budget_) {
       return {StatusCode::kRejected,
               "spill store budget of " + std::to_string(budget_) + " bytes is spent"};
     }
@@ -118,11 +144,15 @@ class LogSpillStore final : public SpillStore<T> {
     if (size_ == 0) return StatusCode::kWouldBlock;
     auto m = channel_->next(Context());
     if (!m.ok()) return m.status();
+    // The channel has moved past it: whatever follows, it is no longer held
+    // (size_ must say so, or a later take waits for ever for a record).
+    --size_;
+    // Frees whole segments. A failure (a segment that cannot be deleted)
+    // only keeps them, counted in disk_bytes(): the item is still handed out.
+    (void)channel_->ack(m->seq);
     auto v = SpillCodec<T>::decode(m->payload);
     if (!v) return {StatusCode::kCorruption, "spill store: an item does not decode"};
-    if (Status s = channel_->ack(m->seq); !s.ok()) return s;  // frees whole segments
     out.emplace(std::move(*v));
-    --size_;
     return Status::Ok();
   }
 
