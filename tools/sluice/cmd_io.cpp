@@ -528,11 +528,19 @@ void add_io_commands(CLI::App& app, Globals& g) {
   as_duration(get->add_option("--visibility", a->exec.visibility,
                               "Redis Streams topics: how long a reader that died holds its "
                               "messages before another reader of the channel takes them; set for "
-                              "every reader of the channel (default 30 s). A reader that lives "
-                              "keeps what it holds, however long --exec or the pipe takes"))
+                              "every reader of the channel (default 30 s, at least 1 s). A reader "
+                              "that lives keeps what it holds, however long --exec or the pipe "
+                              "takes"))
+      // A live reader renews its claims every third of the timeout: below a
+      // second, a scheduling pause of a few tens of ms let another reader
+      // take a message it still held (5 ms lost one at once).
       ->check(CLI::Validator(
-          [](const std::string& secs) { return std::stod(secs) > 0 ? "" : "must be more than 0"; },
-          "", "POSITIVE"));
+          [](const std::string& secs) {
+            return std::stod(secs) >= 1 ? ""
+                                        : "must be at least 1s (a live reader renews its claim "
+                                          "every third of it)";
+          },
+          "", "AT LEAST 1S"));
   add_metrics_option(get, *a);
   get->callback([&g, a] { g.rc = run_get(g, *a); });
 }

@@ -135,7 +135,10 @@ struct StreamTopicOptions {
   // Every third of the channel's timeout (at least 10 ms), a thread of the
   // handle's own, on a connection of its own, resets their idle time
   // (XCLAIM ... JUSTID: the delivery count stays). Only a consumer that
-  // died (or cannot reach the server for a whole timeout) lets them go.
+  // died (or cannot reach the server for a whole timeout) lets them go, so
+  // the thread must run within two thirds of the timeout: keep it well
+  // above scheduling pauses (the command refuses less than 1 s; at 5 ms a
+  // competing reader took a held message at once).
   bool keep_alive = false;
   // Replicas (0: none) that must have an append before it is acknowledged:
   // after each append script, WAIT N up to three quarters of io_timeout
@@ -475,8 +478,9 @@ class StreamChannel {
   bool made_ = false;  // join() made the channel
   std::string cursor_ = "0-0";
   std::chrono::steady_clock::time_point next_claim_{};
-  // When the earliest message this handle gave back with a delay is due.
-  std::chrono::steady_clock::time_point retry_at_ = (std::chrono::steady_clock::time_point::max)();
+  // When the messages this handle gave back with a delay are due (each
+  // dropped once a complete claim scan after it has run).
+  std::vector<std::chrono::steady_clock::time_point> retry_due_;
   std::uint64_t dead_lettered_ = 0;
   std::chrono::milliseconds visibility_;
   // With keep_alive, once this handle first holds a message.

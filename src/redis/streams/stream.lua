@@ -521,24 +521,31 @@ if op == 'trim' then
   end
   local groups = redis.call('XINFO', 'GROUPS', STREAM)
   if #groups == 0 then return aged end
-  local keep = nil  -- the oldest id some channel still needs
+  local keep = nil  -- the oldest id some channel still needs (nil: none)
   for _, g in ipairs(groups) do
     local name, last = field(g, 'name'), field(g, 'last-delivered-id')
     local p = redis.call('XPENDING', STREAM, name)
-    local need
+    local need = nil
     if tonumber(p[1]) > 0 then
       need = p[2]
     else
-      -- The entry after the last delivered one (written with %d: Lua prints
-      -- numbers with %.14g).
-      local ms, seq = split(last)
-      need = string.format('%d-%d', ms, seq + 1)
+      -- The entry after the last delivered one, if any: read, not computed
+      -- (a position such as seek_time's "<ms>-18446744073709551615" has no
+      -- successor a Lua number can spell).
+      local nxt = redis.call('XRANGE', STREAM, '(' .. last, '+', 'COUNT', 1)
+      if nxt[1] then need = nxt[1][1] end
     end
-    if keep == nil or less(need, keep) then keep = need end
+    if need ~= nil and (keep == nil or less(need, keep)) then keep = need end
   end
   -- The newest entry this removes, recorded for seek (what is gone).
-  local newest = redis.call('XREVRANGE', STREAM, '(' .. keep, '-', 'COUNT', 1)
-  local n = redis.call('XTRIM', STREAM, 'MINID', keep)
+  local newest, n
+  if keep == nil then  -- every channel has had everything
+    newest = redis.call('XREVRANGE', STREAM, '+', '-', 'COUNT', 1)
+    n = redis.call('XTRIM', STREAM, 'MAXLEN', '=', 0)
+  else
+    newest = redis.call('XREVRANGE', STREAM, '(' .. keep, '-', 'COUNT', 1)
+    n = redis.call('XTRIM', STREAM, 'MINID', '=', keep)
+  end
   if n > 0 then
     redis.call('HINCRBY', META, 'trimmed', n)
     if newest[1] then

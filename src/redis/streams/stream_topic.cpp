@@ -931,10 +931,15 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   }
   // A full scan found nothing more: look again once a holder could have
   // timed out. Otherwise go on scanning at the next read.
-  // A message given back with a delay is due at retry_at_: look then too.
+  // Messages given back with a delay are due at retry_due_: look then too.
   const auto now = std::chrono::steady_clock::now();
-  if (now >= retry_at_) retry_at_ = (std::chrono::steady_clock::time_point::max)();
-  next_claim_ = cursor_ == "0-0" ? std::min(now + visibility_ / 2, retry_at_) : now;
+  if (cursor_ != "0-0") {
+    next_claim_ = now;
+    return Status::Ok();
+  }
+  std::erase_if(retry_due_, [&](auto due) { return due <= now; });
+  next_claim_ = now + visibility_ / 2;
+  for (const auto due : retry_due_) next_claim_ = std::min(next_claim_, due);
   return Status::Ok();
 }
 
@@ -981,6 +986,9 @@ Status StreamChannel::read_batch(std::vector<StreamMessage>& out, std::size_t ma
     Reply r = topic_.conn_->call_blocking(argv, ctx, err);  // ends at ctx's deadline or stop
     if (!r) return err.status;
     if (r->type == REDIS_REPLY_NIL) {  // the slice ended with nothing new
+      // Messages this handle gave back with a delay are still to come back
+      // (retry_due_): not drained yet, whatever the script says of them.
+      if (!retry_due_.empty()) continue;
       if (Status s = drained(); !s.ok()) return s;
       continue;
     }
@@ -1064,9 +1072,9 @@ Status StreamChannel::release(std::span<const std::string> ids, std::chrono::mil
   if (delay.count() == 0) {
     next_claim_ = {};
   } else {
-    retry_at_ = std::min(retry_at_,
-                         std::chrono::steady_clock::now() + delay + std::chrono::milliseconds(5));
-    next_claim_ = std::min(next_claim_, retry_at_);
+    const auto due = std::chrono::steady_clock::now() + delay + std::chrono::milliseconds(5);
+    retry_due_.push_back(due);
+    next_claim_ = std::min(next_claim_, due);
   }
   return Status::Ok();
 }
@@ -1124,16 +1132,18 @@ Status StreamChannel::consume(const std::function<Status(const StreamMessage&)>&
   std::vector<StreamMessage> msgs;
   std::vector<std::string> done;
   std::vector<std::string> failed;
+  std::vector<std::string> unhandled;  // never handed to the handler: not a failed delivery
   for (;;) {
     msgs.clear();
     if (Status s = next_batch(msgs, batch, ctx); !s.ok()) return s;
     done.clear();
     failed.clear();
+    unhandled.clear();
     Status stop;  // ctx ended mid-batch
     for (std::size_t i = 0; i < msgs.size(); ++i) {
       if (StatusCode e = ctx.err(); e != StatusCode::kOk) {
         stop = e;
-        for (std::size_t k = i; k < msgs.size(); ++k) failed.push_back(std::move(msgs[k].id));
+        for (std::size_t k = i; k < msgs.size(); ++k) unhandled.push_back(std::move(msgs[k].id));
         break;
       }
       bool ok = false;
@@ -1146,6 +1156,7 @@ Status StreamChannel::consume(const std::function<Status(const StreamMessage&)>&
     }
     if (Status s = ack(done); !s.ok()) return s;
     if (Status s = nack(failed); !s.ok()) return s;
+    if (Status s = give_back(unhandled); !s.ok()) return s;
     if (!stop.ok()) return stop;
   }
 }
