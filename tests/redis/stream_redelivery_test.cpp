@@ -19,7 +19,7 @@ using namespace std::chrono_literals;
 using testutil::RawRedis;
 using testutil::RedisServer;
 
-class StreamReviewTest : public ::testing::Test {
+class StreamRedeliveryTest : public ::testing::Test {
  protected:
   StreamTopic topic(StreamTopicOptions o = {}) { return {server_.options(), "t", std::move(o)}; }
   StreamChannel joined(const std::string& name, StreamTopicOptions o = {}) {
@@ -34,7 +34,7 @@ class StreamReviewTest : public ::testing::Test {
 // topic: the header promises it comes again after the delay, but the
 // consumer's next read ends with kClosed first (drained ignores what this
 // consumer itself holds), and the message is never delivered again.
-TEST_F(StreamReviewTest, ANackWithADelayOnAClosedTopicComesBackBeforeKClosed) {
+TEST_F(StreamRedeliveryTest, ANackWithADelayOnAClosedTopicComesBackBeforeKClosed) {
   StreamTopicOptions o;
   o.visibility_timeout = 10s;
   auto t = topic(o);
@@ -56,7 +56,7 @@ TEST_F(StreamReviewTest, ANackWithADelayOnAClosedTopicComesBackBeforeKClosed) {
 // formats as -9223372036854775808, XTRIM MINID gets an invalid id, and
 // trim() fails (appends' periodic trim too), so nothing is ever trimmed
 // while the channel stays there.
-TEST_F(StreamReviewTest, TrimWorksAfterSeekTime) {
+TEST_F(StreamRedeliveryTest, TrimWorksAfterSeekTime) {
   auto t = topic();
   auto c = joined("default");
   auto first = t.append("old");
@@ -81,7 +81,7 @@ TEST_F(StreamReviewTest, TrimWorksAfterSeekTime) {
 // on". consume nacks them instead (a failed delivery each), so messages the
 // handler never saw move toward the dead letters: with max_deliveries = 1
 // they are dead-lettered at their next delivery, never handled at all.
-TEST_F(StreamReviewTest, ConsumeStoppedMidBatchDoesNotCountADeliveryForWhatItNeverHandled) {
+TEST_F(StreamRedeliveryTest, ConsumeStoppedMidBatchDoesNotCountADeliveryForWhatItNeverHandled) {
   StreamTopicOptions o;
   o.max_deliveries = 1;
   auto t = topic(o);
@@ -110,7 +110,7 @@ TEST_F(StreamReviewTest, ConsumeStoppedMidBatchDoesNotCountADeliveryForWhatItNev
 // Two delays: the handle keeps one due time (the earliest); once it has
 // passed, the later one is forgotten, so that message comes back only at
 // the next periodic claim (visibility / 2 later), or never on a closed topic.
-TEST_F(StreamReviewTest, TwoNacksWithDifferentDelaysBothComeBackOnAClosedTopic) {
+TEST_F(StreamRedeliveryTest, TwoNacksWithDifferentDelaysBothComeBackOnAClosedTopic) {
   StreamTopicOptions o;
   o.visibility_timeout = 10s;
   auto t = topic(o);

@@ -14,9 +14,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ReviewSpillTest : public ::testing::Test {
+class LogSpillStoreEdgesTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = testutil::test_dir("review_spill"); }
+  void SetUp() override { dir_ = testutil::test_dir("spill_edges"); }
   void TearDown() override { fs::remove_all(dir_); }
   fs::path dir_;
 };
@@ -24,7 +24,7 @@ class ReviewSpillTest : public ::testing::Test {
 // "Its disk use is bounded by a byte budget: a put that would pass it is
 // refused (kRejected)." The check counts 16 bytes per record; a record takes
 // 24 (format 2 header) and a roll adds a 32-byte segment header.
-TEST_F(ReviewSpillTest, DiskUseNeverPassesTheBudget) {
+TEST_F(LogSpillStoreEdgesTest, DiskUseNeverPassesTheBudget) {
   for (std::size_t size : {1, 8, 40, 100, 500, 1000}) {
     fs::remove_all(dir_);
     LogSpillOptions so;
@@ -49,7 +49,7 @@ TEST_F(ReviewSpillTest, DiskUseNeverPassesTheBudget) {
 
 // open() "wipes" a previous spill store's files: a directory a spill store
 // left behind (destroyed with items still in it) must open again.
-TEST_F(ReviewSpillTest, ReopensTheDirectoryAPreviousSpillStoreLeft) {
+TEST_F(LogSpillStoreEdgesTest, ReopensTheDirectoryAPreviousSpillStoreLeft) {
   LogSpillOptions so;
   so.dir = dir_.string();
   so.budget_bytes = 64 * 1024;
@@ -70,7 +70,7 @@ TEST_F(ReviewSpillTest, ReopensTheDirectoryAPreviousSpillStoreLeft) {
 
 // A spill store in use (its topic's LOCK held) is not a leftover: a second
 // open of the same directory must not wipe the first one's items.
-TEST_F(ReviewSpillTest, SecondOpenDoesNotWipeALiveStore) {
+TEST_F(LogSpillStoreEdgesTest, SecondOpenDoesNotWipeALiveStore) {
   LogSpillOptions so;
   so.dir = dir_.string();
   so.budget_bytes = 64 * 1024;
@@ -115,7 +115,7 @@ namespace {
 // fails (here a consumed segment that cannot be removed), take() returns the
 // error although the item was consumed: it is lost (the next take returns
 // the one after it), and size() counts it still.
-TEST_F(ReviewSpillTest, AFailedTrimLosesNoItem) {
+TEST_F(LogSpillStoreEdgesTest, AFailedTrimLosesNoItem) {
   LogSpillOptions so;
   so.dir = dir_.string();
   so.budget_bytes = 64 * 1024;
@@ -173,7 +173,7 @@ namespace {
 // open() "refuses a directory that holds anything but a previous spill
 // store's files". Given the path of a file (a mistake in the options), the
 // directory listing fails, nothing is refused, and the file is removed.
-TEST_F(ReviewSpillTest, OpenNeverRemovesAFileAtItsPath) {
+TEST_F(LogSpillStoreEdgesTest, OpenNeverRemovesAFileAtItsPath) {
   fs::create_directories(dir_);
   const fs::path file = dir_ / "precious.txt";
   std::ofstream(file) << "keep";

@@ -53,8 +53,8 @@ class HookedFs final : public log::FileSystem {
 // delete listed readers/ and before its rename is not seen: the queue is
 // deleted under a live reader, whose acknowledgements then succeed in files
 // nobody can reach.
-TEST(ReviewStore, DeleteDoesNotRemoveAQueueWithALiveReaderOfANewChannel) {
-  const fs::path dir = testutil::test_dir("review_store_delete");
+TEST(DirStoreDeleteRaceTest, DeleteDoesNotRemoveAQueueWithALiveReaderOfANewChannel) {
+  const fs::path dir = testutil::test_dir("store_delete_race");
   fs::remove_all(dir);
   HookedFs hooked;
   auto deleter = store::DirStore::open(hooked, dir.string(), StoreOptions{});

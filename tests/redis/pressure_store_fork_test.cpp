@@ -32,7 +32,7 @@ std::vector<std::string> smembers(RawRedis& raw, const std::string& key) {
 // The consumer name is "sluice.default.<client_id()>_r<N>", and both the
 // client id (thread_local, made before the fork) and the counter N (a static
 // atomic) are copied by fork(): the two readers get the same name.
-TEST(PressureReviewStoreTest, AForkedReaderDoesNotShareItsParentsInFlightList) {
+TEST(PressureStoreForkTest, AForkedReaderDoesNotShareItsParentsInFlightList) {
   RedisServer server;
   RawRedis raw(server.port());
   const std::string url = "redis://127.0.0.1:" + std::to_string(server.port()) + "/0";

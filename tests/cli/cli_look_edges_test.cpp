@@ -27,13 +27,13 @@ bool flock_held(const std::string& path) {
   return held;
 }
 
-class ReviewLookTest : public testutil::CliBackendTest {};
+class CliLookEdgesTest : public testutil::CliBackendTest {};
 
 // docs/cli.md: peek's "Framings and --format json as for get". The embedded
 // store's peek gives a message's append time, get gives null for the same
 // message (and the table in "get --format json" still says the log records
 // no append times).
-TEST_P(ReviewLookTest, PeekAndGetGiveTheSameJsonForTheSameMessage) {
+TEST_P(CliLookEdgesTest, PeekAndGetGiveTheSameJsonForTheSameMessage) {
   create("q");
   ASSERT_EQ(run({"put", "q"}, "hello\n").rc, 0);
   Outcome p = run({"peek", "q", "--format", "json"});
@@ -49,7 +49,7 @@ TEST_P(ReviewLookTest, PeekAndGetGiveTheSameJsonForTheSameMessage) {
 
 // A channel that does not exist is exit 3 for peek (and seek, purge); with
 // --from-seq, peek prints the queue's messages for it and exits 0.
-TEST_P(ReviewLookTest, PeekFromSeqOfAChannelThatDoesNotExistFails) {
+TEST_P(CliLookEdgesTest, PeekFromSeqOfAChannelThatDoesNotExistFails) {
   create("q");
   ASSERT_EQ(run({"put", "q"}, "m1\nm2\n").rc, 0);
   EXPECT_EQ(run({"peek", "q", "--channel", "nope"}).rc, 3);
@@ -61,7 +61,7 @@ TEST_P(ReviewLookTest, PeekFromSeqOfAChannelThatDoesNotExistFails) {
 
 // The hint of a missing channel's error tells to create the queue, which
 // exists.
-TEST_P(ReviewLookTest, AMissingChannelsErrorDoesNotSayToCreateTheQueue) {
+TEST_P(CliLookEdgesTest, AMissingChannelsErrorDoesNotSayToCreateTheQueue) {
   create("q");
   for (const char* c : {"peek", "seek", "purge"}) {
     std::vector<std::string> args = {c, "q", "--channel", "nope"};
@@ -77,7 +77,7 @@ TEST_P(ReviewLookTest, AMissingChannelsErrorDoesNotSayToCreateTheQueue) {
 // reader acknowledges), that is a circular wait: the put waits for a get,
 // the get for the seek's reader role, the seek for the put's writer role.
 // None of the three ever ends; without the seek, the get would free the put.
-TEST_P(ReviewLookTest, SeekBackDoesNotDeadlockAGetAndAPutWaitingAtTheBound) {
+TEST_P(CliLookEdgesTest, SeekBackDoesNotDeadlockAGetAndAPutWaitingAtTheBound) {
   create("q", "2");
   ASSERT_EQ(run({"put", "q"}, "m1\nm2\n").rc, 0);
   ASSERT_EQ(run({"get", "q", "--count", "2"}).out, "m1\nm2\n");
@@ -106,7 +106,7 @@ TEST_P(ReviewLookTest, SeekBackDoesNotDeadlockAGetAndAPutWaitingAtTheBound) {
   EXPECT_NE(s.out.find("position=seq 0"), std::string::npos) << s.out;
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ReviewLookTest,
+INSTANTIATE_TEST_SUITE_P(Backends, CliLookEdgesTest,
                          ::testing::Values(testutil::CliBackend{"embedded", false, ""}),
                          testutil::backend_name);
 

@@ -12,7 +12,7 @@ namespace {
 
 // "pushes after [close] return kClosed" (queue.h). push_all on a closed
 // queue whose store holds items says kRejected and counts a rejection.
-TEST(ReviewSpillQueue, PushAllAfterCloseIsClosedWhileTheStoreHoldsItems) {
+TEST(QueueSpillEdgesTest, PushAllAfterCloseIsClosedWhileTheStoreHoldsItems) {
   auto store = std::make_shared<testutil::MemorySpillStore<int>>(10);
   QueueOptions<int> o;
   o.capacity = 2;
@@ -45,7 +45,7 @@ class FailingTakeStore final : public SpillStore<int> {
   std::vector<int> items_;
 };
 
-TEST(ReviewSpillQueue, AStoreErrorIsNotReportedAsClosedAndDrained) {
+TEST(QueueSpillEdgesTest, AStoreErrorIsNotReportedAsClosedAndDrained) {
   auto store = std::make_shared<FailingTakeStore>();
   QueueOptions<int> o;
   o.capacity = 1;

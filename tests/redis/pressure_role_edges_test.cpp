@@ -22,7 +22,7 @@ using testutil::RawRedis;
 using testutil::RedisServer;
 using testutil::ReferenceClient;
 
-class PressureReviewTest : public ::testing::Test {
+class PressureRoleEdgesTest : public ::testing::Test {
  protected:
   PressureQueue sluice_q(const std::string& name = "q") { return {server_.options(), name}; }
   ReferenceClient reference(const std::string& name = "q") { return {server_.port(), name}; }
@@ -45,7 +45,7 @@ struct PausedReference {
 // :producer still holds its id. A reference producer pops :producer_free and
 // has not yet written its own id. A sluice put on the same thread must now
 // see the role as taken (by the reference client), not as its own.
-TEST_F(PressureReviewTest, ASluicePutDoesNotTakeAReferenceProducersFreshlyPoppedRoleForItsOwn) {
+TEST_F(PressureRoleEdgesTest, ASluicePutDoesNotTakeAReferenceProducersFreshlyPoppedRoleForItsOwn) {
   auto q = sluice_q();
   ASSERT_TRUE(q.create(0).ok());
   ASSERT_TRUE(q.put("a").ok());  // :producer := this thread's sluice id, token back
@@ -74,7 +74,7 @@ TEST_F(PressureReviewTest, ASluicePutDoesNotTakeAReferenceProducersFreshlyPopped
 }
 
 // The same for the consumer role.
-TEST_F(PressureReviewTest, ASluiceGetDoesNotTakeAReferenceConsumersFreshlyPoppedRoleForItsOwn) {
+TEST_F(PressureRoleEdgesTest, ASluiceGetDoesNotTakeAReferenceConsumersFreshlyPoppedRoleForItsOwn) {
   auto q = sluice_q();
   ASSERT_TRUE(q.create(0).ok());
   for (const char* m : {"1", "2", "3"}) ASSERT_TRUE(q.put(m).ok());
@@ -112,7 +112,7 @@ TEST_F(PressureReviewTest, ASluiceGetDoesNotTakeAReferenceConsumersFreshlyPopped
 // not know it holds it, and its holder (this live process) is never judged
 // gone, so every other producer waits for ever, and so does this handle's
 // own close().
-TEST_F(PressureReviewTest, APutWhoseWaitReplyWasLostLeavesTheProducerRoleHeldForEver) {
+TEST_F(PressureRoleEdgesTest, APutWhoseWaitReplyWasLostLeavesTheProducerRoleHeldForEver) {
   RedisOptions o = server_.options();
   o.io_timeout = 200ms;
   PressureQueue q(o, "q");
@@ -147,7 +147,7 @@ TEST_F(PressureReviewTest, APutWhoseWaitReplyWasLostLeavesTheProducerRoleHeldFor
 // recovery (waiting_for -> recover): the token is missing and the recorded
 // holder's pid is gone, so it "restores" the token and takes the role, while
 // the reference producer holds it. Two producers; two tokens.
-TEST_F(PressureReviewTest, RecoveryDoesNotRestoreARoleALiveReferenceProducerJustTook) {
+TEST_F(PressureRoleEdgesTest, RecoveryDoesNotRestoreARoleALiveReferenceProducerJustTook) {
   auto q = sluice_q();
   ASSERT_TRUE(q.create(0).ok());
   ASSERT_TRUE(q.put("x").ok());
@@ -189,7 +189,7 @@ TEST_F(PressureReviewTest, RecoveryDoesNotRestoreARoleALiveReferenceProducerJust
 // Ids are "<hostname>_pid<pid>_tid<tid>" (header), but client_id() caches the
 // id in a thread_local that a fork() copies: a child process that forks from
 // a thread that had used a handle speaks under its parent's id.
-TEST_F(PressureReviewTest, AForkedChildHasItsOwnClientId) {
+TEST_F(PressureRoleEdgesTest, AForkedChildHasItsOwnClientId) {
   auto q = sluice_q();
   ASSERT_TRUE(q.create(0).ok());  // this thread's id is now made
   const std::string parent = q.client_id();
@@ -217,7 +217,7 @@ TEST_F(PressureReviewTest, AForkedChildHasItsOwnClientId) {
 // the parent's put, which must wait for that role, takes the child's role
 // for its own (same id, token missing) and, when its deadline ends, "gives
 // it back": the token is pushed while the child still holds the role.
-TEST_F(PressureReviewTest, AParentDoesNotTakeItsForkedChildsRoleForItsOwn) {
+TEST_F(PressureRoleEdgesTest, AParentDoesNotTakeItsForkedChildsRoleForItsOwn) {
   auto q = sluice_q();
   ASSERT_TRUE(q.create(1).ok());
   ASSERT_TRUE(q.put("full").ok());
@@ -247,7 +247,7 @@ TEST_F(PressureReviewTest, AParentDoesNotTakeItsForkedChildsRoleForItsOwn) {
 // but on an established connection the pressure queue returns kInternal
 // ("redis error at ..."), which callers and the CLI's --reconnect treat as
 // final: `sluice put` exits 1 instead of riding through.
-TEST_F(PressureReviewTest, ABusyServerIsUnavailableNotAnInternalError) {
+TEST_F(PressureRoleEdgesTest, ABusyServerIsUnavailableNotAnInternalError) {
   auto q = sluice_q();
   ASSERT_TRUE(q.create(0).ok());  // connected
   raw_.cmd({"CONFIG", "SET", "busy-reply-threshold", "50"});
