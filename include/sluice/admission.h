@@ -107,8 +107,13 @@ class Admission {
     std::unique_lock lock(mu_);
     // Seen by release() before or after its decrement: see release_one().
     waiters_.fetch_add(1, std::memory_order_seq_cst);
-    const bool got = detail::wait_for(cv_, lock, ctx, [&] { return try_take(); });
+    // A Context that ended wins over a place freed meanwhile (the wait
+    // returns pred() once the token fires): look at it before taking.
+    const bool got =
+        detail::wait_for(cv_, lock, ctx, [&] { return ctx.err() == StatusCode::kOk && try_take(); });
     waiters_.fetch_sub(1, std::memory_order_relaxed);
+    // A notify_one that chose us, now leaving empty-handed, is passed on.
+    if (!got && in_flight_.load(std::memory_order_seq_cst) < bound_) cv_.notify_one();
     waited_ns_ += static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
             .count());

@@ -5,12 +5,14 @@
 //
 // Thread safety: runs on the calling thread; the batcher may be shared.
 // Blocking: until `in` is closed and drained, ctx ends, or the batcher shuts
-//   down. Returns kOk (drained), the context's error, or kClosed (the batcher
-//   shut down first: the value being added is handed to on_error with it).
+//   down (also while waiting for input). Returns kOk (drained), the
+//   context's error, or kClosed (the batcher shut down first: a value being
+//   added is handed to on_error with it; one still in `in` stays there).
 // Ownership: the caller keeps both the queue and the batcher alive.
 #pragma once
 
 #include <functional>
+#include <stop_token>
 
 #include "sluice/batcher.h"
 #include "sluice/queue.h"
@@ -20,9 +22,19 @@ namespace sluice {
 template <class T>
 Status feed_batcher(Queue<Result<T>>& in, Batcher<T>& batcher,
                     const std::function<void(const Status&)>& on_error, const Context& ctx = {}) {
+  // The pull waits on `in`, which the batcher's shutdown does not touch: it
+  // waits under a token that either ctx's stop or the shutdown fires.
+  std::stop_source either;
+  std::stop_callback on_ctx(ctx.token(), [&] { either.request_stop(); });
+  std::stop_callback on_shutdown(batcher.shutdown_token(), [&] { either.request_stop(); });
+  const Context pull_ctx = ctx.deadline() ? Context(either.get_token(), *ctx.deadline())
+                                          : Context(either.get_token());
   for (;;) {
-    Result<Result<T>> next = in.pull(ctx);
+    Result<Result<T>> next = in.pull(pull_ctx);
     if (next.code() == StatusCode::kClosed) return StatusCode::kOk;
+    if (next.code() == StatusCode::kCancelled && !ctx.stop_requested()) {
+      return StatusCode::kClosed;  // the batcher shut down
+    }
     if (!next.ok()) return next.status();
     Result<T>& r = *next;
     if (!r.ok()) {

@@ -232,6 +232,8 @@ class BatcherCore {
     return future;
   }
 
+  std::stop_token shutdown_token() const { return shut_.get_token(); }
+
   Status flush(const Context& ctx) {
     if (ctx.stop_requested()) return StatusCode::kCancelled;
     if (shutdown_started_.load(std::memory_order_acquire)) return StatusCode::kClosed;
@@ -255,6 +257,7 @@ class BatcherCore {
     // adds accepted meanwhile would be dropped uncounted.
     shutdown_started_.store(true, std::memory_order_release);
     input_.close();
+    shut_.request_stop();  // after the close: a waiter it wakes sees kClosed on its next add
     wake();
     std::unique_lock lock(done_mu_);
     if (detail::wait_for(done_cv_, lock, ctx, [&] { return finished_; })) return StatusCode::kOk;
@@ -767,6 +770,7 @@ class BatcherCore {
   Queue<Entry> input_;
   std::atomic<std::uint64_t> try_add_refused_{0};
   std::atomic<bool> shutdown_started_{false};
+  std::stop_source shut_;  // fired when shutdown starts (shutdown_token)
   std::atomic<Clock::duration::rep> idle_add_hint_{0};  // see note_add_if_idle()
   std::stop_source abort_;
 
@@ -846,6 +850,10 @@ class Batcher {
     (void)core_->shutdown(Context());
     for (auto& t : threads_) t.join();
   }
+
+  // Fires once shutdown() starts: for a caller that waits on something else
+  // (feed_batcher on its input) and must stop when the batcher does.
+  std::stop_token shutdown_token() const { return core_->shutdown_token(); }
 
   // Waits for room in the bounded input. kOk (moved in), kClosed after
   // shutdown began (E1), kCancelled / kDeadlineExceeded (item untouched, E2).

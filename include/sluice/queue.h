@@ -416,6 +416,15 @@ class Queue {
   void after_push(std::uint64_t claimed, std::size_t n) {
     not_empty_.publish_and_notify(n);
     note_depth(claimed);
+    // Room remains and pushers wait: a wake-up may have been spent on a slot
+    // whose pop was still mid-way (the pusher found it full and parked
+    // again), so pass one on (as after_pull does for pullers).
+    if constexpr (!RingT::kSingleConsumer) {
+      if (policy_ == OverflowPolicy::kBlock && not_full_.has_waiters()) {
+        const std::uint64_t popped = ring_->popped_count();  // first: pushed >= popped
+        if (ring_->pushed_count() - popped < cap_) not_full_.notify_one();
+      }
+    }
   }
 
   // Raises the high watermark to the depth this push left, with the consumer
@@ -636,7 +645,16 @@ class Queue {
     // learn that the queue is now drained. (With one consumer, nobody else
     // pulls: skip the load.)
     if constexpr (!RingT::kSingleConsumer) {
-      if (not_empty_.has_waiters() && ring_->closed()) not_empty_.notify_all();
+      if (not_empty_.has_waiters()) {
+        if (ring_->closed()) {
+          not_empty_.notify_all();
+        } else if (ring_->pushed_count() != ring_->popped_count()) {
+          // Items remain: a wake-up may have been spent on a slot whose push
+          // was still mid-way (the puller found the head unpublished and
+          // parked again), so pass one on; a spurious one costs a look.
+          not_empty_.notify_one();
+        }
+      }
     }
   }
 

@@ -135,6 +135,12 @@ class PipelineRun {
     }
   }
 
+  // Stops the run with `st` (from outside the workers).
+  void fail(Status st) {
+    std::lock_guard lk(in_mu_);
+    fail_locked(std::move(st));
+  }
+
   // After every thread is done.
   Result<PipelineStats> finish() {
     std::lock_guard lk(in_mu_);
@@ -326,7 +332,17 @@ auto run_pipeline(Source&& source, Fn&& fn, Sink&& sink, const PipelineOptions& 
   std::vector<std::thread> helpers;
   helpers.reserve(options.width - 1);
   for (std::size_t i = 1; i < options.width; ++i) {
-    helpers.emplace_back([&] { run.work(source, fn, sink); });
+    try {
+      helpers.emplace_back([&] { run.work(source, fn, sink); });
+    } catch (const std::exception& e) {
+      // A helper could not start (EAGAIN): stop those that did, join them,
+      // and say why; a joinable std::thread destroyed by the unwinding
+      // would call std::terminate.
+      run.fail(Status(StatusCode::kUnavailable,
+                      std::string("pipeline: could not start a helper thread: ") + e.what()));
+      for (auto& t : helpers) t.join();
+      return run.finish();
+    }
   }
   run.work(source, fn, sink);
   for (auto& t : helpers) t.join();

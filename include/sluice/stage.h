@@ -161,7 +161,9 @@ class Stage {
     if (ordered && !input.positions_exact()) {
       return invalid("ordered stages need an input of capacity >= 1 that never evicts or spills");
     }
-    return std::unique_ptr<Stage>(new Stage(input, std::move(fn), std::move(options)));
+    std::unique_ptr<Stage> st(new Stage(input, std::move(fn), std::move(options)));
+    if (!st->start_error_.ok()) return st->start_error_;  // the destructor stops and joins
+    return st;
   }
 
   Stage(const Stage&) = delete;
@@ -301,14 +303,33 @@ class Stage {
       on_external_stop_.emplace(opt_.stop, ExternalStop{this});
     }
     if (opt_.adaptive.enabled) aimd_.emplace(opt_.adaptive, opt_.width);
-    live_ = opt_.width;
     if (opt_.ordering == Ordering::kPerKey) {
       for (std::size_t i = 0; i < opt_.width; ++i) parts_.push_back(std::make_unique<Queue<In>>(4));
-      ++live_;
-      threads_.emplace_back([this] { dispatch(); });
     }
-    for (std::size_t i = 0; i < opt_.width; ++i) threads_.emplace_back([this, i] { work(i); });
+    // live_ counts the threads that will run exit_thread(); a thread that
+    // cannot start (EAGAIN) is taken off it, and the stage stops: create()
+    // returns the error and the destructor joins those that did start.
+    const std::size_t total = opt_.width + (opt_.ordering == Ordering::kPerKey ? 1 : 0);
+    live_ = total;
+    for (std::size_t i = 0; i < total; ++i) {
+      try {
+        if (opt_.ordering == Ordering::kPerKey && i == 0) {
+          threads_.emplace_back([this] { dispatch(); });
+        } else {
+          const std::size_t id = opt_.ordering == Ordering::kPerKey ? i - 1 : i;
+          threads_.emplace_back([this, id] { work(id); });
+        }
+      } catch (const std::exception& e) {
+        start_error_ = Status(StatusCode::kUnavailable,
+                              std::string("stage: could not start a thread: ") + e.what());
+        external_stop_.store(true, std::memory_order_relaxed);
+        stop_.request_stop();
+        for (std::size_t k = i; k < total; ++k) exit_thread();  // never started
+        break;
+      }
+    }
   }
+  Status start_error_;
 
   struct ExternalStop {
     Stage* s;
@@ -363,6 +384,8 @@ class Stage {
     WorkerCounters& c = workers_[id];
     Queue<In>& q = opt_.ordering == Ordering::kPerKey ? *parts_[id] : input_;
     std::uint64_t pos = 0;
+    // Stopped (e.g. by fail-fast after this worker's last item): read no more.
+    if (ctx.stop_requested()) return false;
     auto out = std::back_inserter(batch);
     // Ordered modes number items by their place in the input's pull order:
     // no lock between taking items and numbering them.
@@ -413,7 +436,12 @@ class Stage {
   // Adaptive: a place under the limit, waiting while `limit_` workers hold one.
   bool enter(const Context& ctx) {
     std::unique_lock lock(gate_mu_);
-    if (!gate_cv_.wait(lock, ctx.token(), [&] { return active_ < aimd_->limit(); })) return false;
+    // wait() returns pred() once the token has fired: a free place must not
+    // let a stopped worker in.
+    if (!gate_cv_.wait(lock, ctx.token(), [&] { return active_ < aimd_->limit(); }) ||
+        ctx.stop_requested()) {
+      return false;
+    }
     ++active_;
     return true;
   }

@@ -322,9 +322,14 @@ StatusCode await_any(std::span<WaitList* const> lists, const Context& ctx, F&& a
       leave(false);
       return e;
     }
-    const bool done = attempt() == Attempt::kDone;
-    leave(done);
-    if (done) return StatusCode::kOk;
+    if (attempt() == Attempt::kDone) {
+      leave(true);
+      return StatusCode::kOk;
+    }
+    // Nothing to take: whatever woke us was consumed by someone else (as in
+    // await(), a wake-up found unusable is not passed on; passing it on made
+    // two idle selectors bounce it between them).
+    for (std::size_t i = 0; i < n; ++i) lists[i]->delist(ws[i]);
   }
 }
 
