@@ -13,8 +13,9 @@
 //   (each under its own lock or flag); fn runs on up to `width` threads.
 // Blocking: run_pipeline returns once the source is exhausted and every
 //   result is sunk, or after a stop or an error, always with every helper
-//   joined. A thread waits only when `tokens` items are in flight (kStrict:
-//   the oldest is still in fn).
+//   joined (a helper that cannot start, EAGAIN: kUnavailable, the others
+//   stopped and joined). A thread waits only when `tokens` items are in
+//   flight (kStrict: the oldest is still in fn).
 // Ordering: kStrict (default): the sink sees results in source order; at
 //   most `tokens` items (default 16 x width) are between source and sink, so
 //   memory is bounded. kUnordered: completion order. Other orderings are

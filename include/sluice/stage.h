@@ -112,7 +112,9 @@ class Stage {
   //   dropped; the output is still closed exactly once. A consumer that
   //   closes the output before the end stops the stage the same way, and
   //   wait() returns kClosed. What stopped the stage first decides wait().
-  // Width: >= 1. For CPU-bound fn, the number of cores.
+  // Width: >= 1. For CPU-bound fn, the number of cores. A thread that cannot
+  //   start (EAGAIN) makes create() return kUnavailable; those that did are
+  //   stopped and joined.
   // Channels: reads `input` until it is closed and drained or the stage
   //   stops; never closes it (its producer does). The stage must be the
   //   input's only consumer; ordered modes need an input of capacity >= 1
