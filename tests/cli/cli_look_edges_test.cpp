@@ -1,5 +1,6 @@
-// Review reproducers: peek / seek / purge and the JSON envelope through the
-// real binary (embedded store).
+// peek / seek / purge and the JSON envelope at their edges, through the real
+// binary (embedded store): seek back beside a put at the bound and a get,
+// missing channels, get's JSON against peek's.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>

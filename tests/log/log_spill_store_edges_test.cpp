@@ -1,9 +1,13 @@
-// Review reproducers: LogSpillStore's budget and its directory.
+// LogSpillStore's budget and its directory: reopening its own, never wiping
+// what is not (a file, a live store, a look-alike), a trim that fails.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include "sluice/log/log_spill_store.h"
 #include "sluice/queue.h"
@@ -100,15 +104,31 @@ TEST_F(LogSpillStoreEdgesTest, SecondOpenDoesNotWipeALiveStore) {
   }
 }
 
-}  // namespace
-}  // namespace sluice
-
-#include <algorithm>
-#include <fstream>
-#include <vector>
-
-namespace sluice {
-namespace {
+// Names alone do not make a directory a spill store's: a user's directory
+// named like a segment, or a file of theirs in `channels/`, is refused, not
+// wiped (before, only top-level names were checked).
+TEST_F(LogSpillStoreEdgesTest, OpenNeverWipesWhatOnlyLooksLikeAStore) {
+  for (const std::string what : {"dir named like a segment", "file in channels"}) {
+    SCOPED_TRACE(what);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    fs::path precious;
+    if (what == "dir named like a segment") {
+      fs::create_directories(dir_ / "photos.seg");
+      precious = dir_ / "photos.seg" / "a.jpg";
+    } else {
+      fs::create_directories(dir_ / "channels");
+      precious = dir_ / "channels" / "notes.txt";
+    }
+    std::ofstream(precious) << "keep";
+    LogSpillOptions so;
+    so.dir = dir_.string();
+    so.budget_bytes = 1 << 20;
+    auto store = LogSpillStore<std::string>::open(so);
+    EXPECT_EQ(store.code(), StatusCode::kAlreadyExists) << store.status().to_string();
+    EXPECT_TRUE(fs::is_regular_file(precious)) << "wiped " << precious;
+  }
+}
 
 // take() acknowledges the item in the topic before it hands it out; ack()
 // moves the position first and then trims consumed segments. When the trim
@@ -163,12 +183,6 @@ TEST_F(LogSpillStoreEdgesTest, AFailedTrimLosesNoItem) {
                                      "blocks for ever";
   fs::remove_all(segs[0]);
 }
-
-}  // namespace
-}  // namespace sluice
-
-namespace sluice {
-namespace {
 
 // open() "refuses a directory that holds anything but a previous spill
 // store's files". Given the path of a file (a mistake in the options), the

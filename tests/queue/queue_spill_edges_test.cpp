@@ -1,4 +1,4 @@
-// Review reproducers: the Queue's Spill policy.
+// The Queue's Spill policy at its edges: push_all after close, a store error.
 #include <gtest/gtest.h>
 
 #include <memory>

@@ -1,5 +1,7 @@
-// Review reproducers for the pressure queue (each fails on the code it was
-// written against; see the report).
+// Pressure queues beside the protocol's other clients, at the edges of a
+// role: the gap between their BRPOP and their SET, a wait whose reply was
+// lost, a forked child's id, Redis's "not now" errors. Each test failed on
+// the code before its fix (docs/redis_keys.md, "roles").
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

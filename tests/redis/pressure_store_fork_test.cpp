@@ -1,4 +1,4 @@
-// Review reproducer: the Redis store's pressure-queue readers in a process
+// The Redis store's pressure-queue readers in a process
 // forked from one that had used the store (a pre-forking server, Python's
 // multiprocessing with the fork start method).
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Review reproducers: the embedded store (src/store/dir_store.cpp).
+// The embedded store's delete racing a reader of a new channel.
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -81,13 +81,34 @@ class LogSpillStore final : public SpillStore<T> {
         return Status(StatusCode::kIOError,
                       "spill store: cannot list " + o.dir + ": " + ec.message());
       }
-      for (const auto& e : it) {
+      // Only what a spill store leaves: regular files by the log's names, and
+      // `channels` holding only positions. Anything else (a user's directory
+      // named like a segment, a file in `channels`) is not ours to wipe.
+      const auto ours = [](const fs::directory_entry& e, bool in_channels) {
         const std::string n = e.path().filename().string();
-        if (!(n == "LOCK" || n == "NOTIFY" || n == "channels" || n.ends_with(".seg") ||
-              n.ends_with(".sum"))) {
-          return Status(
-              StatusCode::kAlreadyExists,
-              "spill store: " + o.dir + " holds other files (" + n + "); refusing to wipe it");
+        std::error_code fe;
+        if (in_channels)
+          return e.is_regular_file(fe) && (n.ends_with(".pos") || n.ends_with(".tmp"));
+        if (n == "channels") return e.is_directory(fe) && !e.is_symlink(fe);
+        return e.is_regular_file(fe) && !e.is_symlink(fe) &&
+               (n == "LOCK" || n == "NOTIFY" || n.ends_with(".seg") || n.ends_with(".sum") ||
+                n.ends_with(".tmp"));
+      };
+      for (const auto& e : it) {
+        bool fine = ours(e, false);
+        if (fine && e.path().filename() == "channels") {
+          for (const auto& c : fs::directory_iterator(e.path(), ec)) {
+            if (!ours(c, true)) {
+              fine = false;
+              break;
+            }
+          }
+          if (ec) fine = false;
+        }
+        if (!fine) {
+          return Status(StatusCode::kAlreadyExists,
+                        "spill store: " + o.dir + " holds other files (" +
+                            e.path().filename().string() + "); refusing to wipe it");
         }
       }
       // A live store (this process or another) holds its topic's lock: its
