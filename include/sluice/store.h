@@ -281,6 +281,8 @@ struct ReaderOptions {
   // lives it keeps every message it holds claimed, so only a reader that
   // died gives messages up this way. The embedded store and pressure queues
   // never hand a held message to another reader: kInvalidArgument if set.
+  // At least 1 s (kInvalidArgument below): the reader renews its claims
+  // every third of it, and must do so before a scheduling pause ends it.
   std::chrono::milliseconds visibility{0};
   // For a channel that does not exist yet: where it starts (empty: at the
   // oldest message still retained). SeekTarget's places: kStart, kEnd (the
@@ -417,5 +419,8 @@ inline constexpr std::string_view kDefaultChannel = "default";
 // OK if `name` can name a queue or channel: 1-200 of [A-Za-z0-9._-], not
 // "." or ".."; else kInvalidArgument saying so.
 Status validate_queue_name(std::string_view name);
+// As validate_queue_name, and not starting with '.' (the embedded store keeps
+// files beside a channel's; every backend refuses the same names).
+Status validate_channel_name(std::string_view name);
 
 }  // namespace sluice

@@ -400,11 +400,7 @@ Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
   }
   auto meta = read_meta(name);
   if (!meta.ok()) return meta.status();
-  if (Status s = validate_queue_name(channel); !s.ok()) return s;
-  if (channel.starts_with('.')) {
-    return Status(StatusCode::kInvalidArgument,
-                  "bad channel name '" + std::string(channel) + "': must not start with '.'");
-  }
+  if (Status s = validate_channel_name(channel); !s.ok()) return s;
   const std::string qdir = queue_dir(name);
   const std::string lock_path = qdir + "/readers/" + std::string(channel) + ".lock";
   auto role = wait_for_role<std::unique_ptr<log::File>>(

@@ -177,7 +177,15 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
   if (options.visibility.count() < 0) {
     return Status(StatusCode::kInvalidArgument, "a visibility timeout must not be negative");
   }
-  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (Status s = validate_channel_name(channel); !s.ok()) return s;
+  if (options.visibility.count() > 0 && options.visibility < std::chrono::seconds(1)) {
+    // Its reader keeps what it holds claimed, renewing every third of the
+    // timeout: below a second a scheduling pause lets another reader take a
+    // message still held (at 5 ms, at once).
+    return Status(StatusCode::kInvalidArgument,
+                  "a visibility timeout must be at least 1 s (it was " +
+                      std::to_string(options.visibility.count()) + " ms)");
+  }
   if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
   auto found = find(name);
   if (!found.ok()) return found.status();

@@ -23,6 +23,15 @@ Status validate_queue_name(std::string_view name) {
               "': use 1-200 characters of A-Z a-z 0-9 . _ - (not \".\" or \"..\")"};
 }
 
+Status validate_channel_name(std::string_view name) {
+  if (Status s = validate_queue_name(name); !s.ok()) return s;
+  if (name.starts_with('.')) {
+    return {StatusCode::kInvalidArgument,
+            "bad channel name '" + std::string(name) + "': must not start with '.'"};
+  }
+  return Status::Ok();
+}
+
 Result<std::unique_ptr<QueueStore>> QueueStore::open(std::string_view location,
                                                      const StoreOptions& options) {
   if (location.starts_with("redis://") || location.starts_with("rediss://")) {

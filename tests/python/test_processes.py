@@ -95,7 +95,7 @@ def test_sluice_put_producer_and_python_consumer(backend):
 CONSUMER = """
 import sys, sluice
 s = sluice.Store(sys.argv[1])
-kw = {"visibility": 0.5} if sys.argv[3] == "stream" else {}
+kw = {"visibility": 1.0} if sys.argv[3] == "stream" else {}
 with s.reader(sys.argv[2], prefetch=16, **kw) as r:
     for i, m in enumerate(r):
         print(m.data.decode(), flush=True)
@@ -132,7 +132,7 @@ def test_consumer_sigkilled_mid_batch_loses_nothing(backend):
     # Must come again: all from the first not surely acknowledged on (the
     # child may have made one more ack, of 7, before the signal landed).
     must = set(msgs[min(acked + 7, len(handed)):])
-    kw = {"visibility": 0.5} if backend.kind == "stream" else {}
+    kw = {"visibility": 1.0} if backend.kind == "stream" else {}
     with backend.store.reader(name, **kw) as r:
         rest = []
         while not must <= set(rest):

@@ -174,6 +174,10 @@ TEST_P(StoreTest, BadNamesAreInvalidArgument) {
   }
   ASSERT_EQ(create("q", 1), StatusCode::kOk);
   EXPECT_EQ(store_->reader("q", "a/b", {}).code(), StatusCode::kInvalidArgument);
+  // Every backend refuses a channel name the embedded store cannot take
+  // (Streams made such a channel before).
+  auto dot = store_->reader("q", ".x", {});
+  EXPECT_EQ(dot.code(), StatusCode::kInvalidArgument) << dot.status();
 }
 
 TEST_P(StoreTest, BoundZeroIsUnbounded) {
@@ -634,6 +638,24 @@ INSTANTIATE_TEST_SUITE_P(Backends, StoreTest,
                                            Backend{"redis_stream", open_redis, false, true,
                                                    QueueKind::kStream}),
                          [](const ::testing::TestParamInfo<Backend>& p) { return p.param.name; });
+
+// A Streams reader keeps what it holds claimed, renewing every third of the
+// visibility timeout: under a second a scheduling pause let another reader
+// take a message still held (at 5 ms, at once), so the store refuses it.
+TEST(RedisStoreTest, AStreamsVisibilityTimeoutUnderASecondIsRefused) {
+  auto store = open_redis("store");
+  ASSERT_TRUE(store.ok()) << store.status();
+  QueueStore& s = **store;
+  (void)s.remove("vis");
+  ASSERT_EQ(s.create("vis", 10, QueueKind::kStream), StatusCode::kOk);
+  ReaderOptions o;
+  o.visibility = std::chrono::milliseconds(500);
+  auto r = s.reader("vis", kDefaultChannel, {}, o);
+  EXPECT_EQ(r.code(), StatusCode::kInvalidArgument) << r.status();
+  o.visibility = std::chrono::seconds(1);
+  auto ok = s.reader("vis", kDefaultChannel, {}, o);
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
 
 TEST(RedisStoreTest, NamedChannelsAreInvalidArgumentSayingWhy) {
   auto s = open_redis("channels");
