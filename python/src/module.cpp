@@ -209,38 +209,64 @@ std::unique_lock<std::mutex> take(std::mutex& mu) {
 // A message as Python sees it: sluice.Message, a plain CPython type rather
 // than a pybind11 class. A pybind11 instance costs ~250 ns to make and free
 // (its instance registry, holder and type lookups: a third of get_many's
-// time per message); this one is one allocation. Its fields are immutable
-// atoms (bytes, int, str, float, None), so it cannot be part of a cycle and
-// is not tracked by the garbage collector.
+// time per message); this one is one allocation, plus its bytes. The
+// numbers (seq, time, deliveries) are kept as C values and made into Python
+// objects only when read: a float per message for `time` cost a consumer of
+// lists of 100 ~6% once the embedded store gave append times. Its object
+// fields are immutable atoms (bytes, str), so it cannot be part of a cycle
+// and is not tracked by the garbage collector.
 #if PY_VERSION_HEX < 0x030A0000
 #error "sluice's module needs Python 3.10 or later (Py_TPFLAGS_DISALLOW_INSTANTIATION)"
 #endif
 struct MessageObject {
-  PyObject ob_base;      // PyObject_HEAD
-  PyObject* data;        // bytes
-  PyObject* seq;         // int (log), str (Streams id), None (pressure queue)
-  PyObject* channel;     // str
-  PyObject* time;        // float seconds since the epoch, or None
-  PyObject* deliveries;  // int, or None
+  PyObject ob_base;   // PyObject_HEAD
+  PyObject* data;     // bytes
+  PyObject* channel;  // str
+  PyObject* id;       // str (Streams entry id), or null
+  std::uint64_t seq;  // the log's seq, if has & kSeq
+  double time;        // seconds since the epoch, if has & kTime
+  std::uint64_t deliveries;
+  unsigned has;  // kSeq | kTime | kDeliveries
 };
+constexpr unsigned kHasSeq = 1, kHasTime = 2, kHasDeliveries = 4;
 
 PyTypeObject* g_message_type = nullptr;  // made once, at import; never freed
 
 void message_dealloc(PyObject* self) {
   auto* m = reinterpret_cast<MessageObject*>(self);
   Py_XDECREF(m->data);
-  Py_XDECREF(m->seq);
   Py_XDECREF(m->channel);
-  Py_XDECREF(m->time);
-  Py_XDECREF(m->deliveries);
+  Py_XDECREF(m->id);
   PyTypeObject* type = Py_TYPE(self);
   type->tp_free(self);
   Py_DECREF(type);  // a heap type: each instance holds a reference to it
 }
 
+PyObject* message_seq(PyObject* self, void* /*closure*/) {
+  auto* m = reinterpret_cast<MessageObject*>(self);
+  if (m->id != nullptr) return Py_NewRef(m->id);
+  if ((m->has & kHasSeq) != 0) return PyLong_FromUnsignedLongLong(m->seq);
+  Py_RETURN_NONE;
+}
+PyObject* message_time(PyObject* self, void* /*closure*/) {
+  auto* m = reinterpret_cast<MessageObject*>(self);
+  if ((m->has & kHasTime) != 0) return PyFloat_FromDouble(m->time);
+  Py_RETURN_NONE;
+}
+PyObject* message_deliveries(PyObject* self, void* /*closure*/) {
+  auto* m = reinterpret_cast<MessageObject*>(self);
+  if ((m->has & kHasDeliveries) != 0) return PyLong_FromUnsignedLongLong(m->deliveries);
+  Py_RETURN_NONE;
+}
+
 PyObject* message_repr(PyObject* self) {
   auto* m = reinterpret_cast<MessageObject*>(self);
-  return PyUnicode_FromFormat("Message(seq=%R, channel=%R, data=%R)", m->seq, m->channel, m->data);
+  PyObject* seq = message_seq(self, nullptr);
+  if (seq == nullptr) return nullptr;
+  PyObject* r =
+      PyUnicode_FromFormat("Message(seq=%R, channel=%R, data=%R)", seq, m->channel, m->data);
+  Py_DECREF(seq);
+  return r;
 }
 
 PyObject* message_bytes(PyObject* self, PyObject* /*unused*/) {
@@ -252,21 +278,26 @@ PyObject* message_bytes(PyObject* self, PyObject* /*unused*/) {
 PyTypeObject* make_message_type() {
   static PyMemberDef members[] = {
       {"data", T_OBJECT_EX, offsetof(MessageObject, data), READONLY, "The bytes."},
-      {"seq", T_OBJECT_EX, offsetof(MessageObject, seq), READONLY,
-       "int: its seq in the embedded log; str: the entry id on a Redis Streams topic; None on a "
-       "pressure queue."},
       {"channel", T_OBJECT_EX, offsetof(MessageObject, channel), READONLY,
        "The channel it was read from."},
-      {"time", T_OBJECT_EX, offsetof(MessageObject, time), READONLY,
-       "When it was put (seconds since the epoch), where the backend knows it."},
-      {"deliveries", T_OBJECT_EX, offsetof(MessageObject, deliveries), READONLY,
-       "Deliveries to the channel, this one included (Streams topics)."},
       {nullptr, 0, 0, 0, nullptr}};
+  static PyGetSetDef getset[] = {
+      {"seq", message_seq, nullptr,
+       "int: its seq in the embedded log; str: the entry id on a Redis Streams topic; None on a "
+       "pressure queue.",
+       nullptr},
+      {"time", message_time, nullptr,
+       "When it was put (seconds since the epoch), where the backend knows it; else None.",
+       nullptr},
+      {"deliveries", message_deliveries, nullptr,
+       "Deliveries to the channel, this one included (Streams topics); else None.", nullptr},
+      {nullptr, nullptr, nullptr, nullptr, nullptr}};
   static PyMethodDef methods[] = {{"__bytes__", message_bytes, METH_NOARGS, "The bytes."},
                                   {nullptr, nullptr, 0, nullptr}};
   static PyType_Slot slots[] = {{Py_tp_dealloc, reinterpret_cast<void*>(message_dealloc)},
                                 {Py_tp_repr, reinterpret_cast<void*>(message_repr)},
                                 {Py_tp_members, members},
+                                {Py_tp_getset, getset},
                                 {Py_tp_methods, methods},
                                 {Py_tp_doc, const_cast<char*>("A message a reader got.")},
                                 {0, nullptr}};
@@ -288,23 +319,22 @@ py::object to_python(const StoreMessage& m, const py::object& channel) {
   auto field = [](PyObject* o) { return py::reinterpret_steal<py::object>(checked(o)); };
   py::object data =
       field(PyBytes_FromStringAndSize(m.data.data(), static_cast<Py_ssize_t>(m.data.size())));
-  py::object seq =
-      m.seq ? field(PyLong_FromUnsignedLongLong(*m.seq))
-      : !m.id.empty()
-          ? field(PyUnicode_FromStringAndSize(m.id.data(), static_cast<Py_ssize_t>(m.id.size())))
-          : py::none();
-  py::object time = m.time ? field(PyFloat_FromDouble(
-                                 std::chrono::duration<double>(m.time->time_since_epoch()).count()))
-                           : py::none();
-  py::object deliveries =
-      m.deliveries ? field(PyLong_FromUnsignedLongLong(*m.deliveries)) : py::none();
+  py::object id;
+  if (!m.seq && !m.id.empty()) {
+    id = field(PyUnicode_FromStringAndSize(m.id.data(), static_cast<Py_ssize_t>(m.id.size())));
+  }
   auto* o = PyObject_New(MessageObject, g_message_type);
   if (o == nullptr) throw py::error_already_set();
   o->data = data.release().ptr();
-  o->seq = seq.release().ptr();
   o->channel = py::object(channel).release().ptr();
-  o->time = time.release().ptr();
-  o->deliveries = deliveries.release().ptr();
+  o->id = id ? id.release().ptr() : nullptr;
+  o->has = 0;
+  o->seq = m.seq.value_or(0);
+  if (m.seq) o->has |= kHasSeq;
+  o->time = m.time ? std::chrono::duration<double>(m.time->time_since_epoch()).count() : 0.0;
+  if (m.time) o->has |= kHasTime;
+  o->deliveries = m.deliveries.value_or(0);
+  if (m.deliveries) o->has |= kHasDeliveries;
   return py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(o));
 }
 
