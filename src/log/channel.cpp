@@ -427,9 +427,18 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
   {
     MutexLock lk(t.mu);
     auto& reg = t.open_channels.find(c->name)->second;
+    // A cap that deleted records from `start` on while this channel was
+    // opening did not charge it (it had no position yet): charge it now.
+    if (!t.reader && c->acked < t.first_seq) c->capped_here += t.first_seq - c->acked;
     reg.acked = c->acked;
     reg.file = c->file.get();
+    if (!t.reader) t.position_moved_back(c->acked);
   }
+  // The bound: a new channel may start behind the slowest one (the writer
+  // must look again), and an appender that looked while this one was
+  // opening saw it at 0 (wake it).
+  if (fresh) t.notify.channel_made();
+  t.notify.acked();
   return std::unique_ptr<Channel>(new Channel(std::move(c)));
 }
 

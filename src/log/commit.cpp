@@ -104,8 +104,17 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   // syncs touch a fresh 32-byte file, once per segment.
   auto next = create_segment(fs, dir, base, /*sync=*/true, flags, write_version());
   if (!next.ok()) return next.status();
-  if (Status s = make_writable(**next, wopt_); !s.ok()) return s;
-  if (Status s = fs.sync_dir(dir); !s.ok()) return s;
+  Status made = make_writable(**next, wopt_);
+  if (made.ok()) made = fs.sync_dir(dir);
+  if (!made.ok()) {
+    // Not rolled: the old segment takes the next appends, so a file named
+    // after `base` must not stay (the next roll needs the name, or, once
+    // appends went on in the old segment, it would lie inside the log).
+    (*next)->file.reset();
+    (void)fs.remove((*next)->path);
+    (void)fs.sync_dir(dir);
+    return made;
+  }
   if (deferred) unsynced_.push_back(old);  // its records: at the next sync()
   segs.push_back(*next);
   active_since_ = std::chrono::steady_clock::now();

@@ -29,6 +29,9 @@ struct NotifyPage {
   std::uint32_t acked_want;
   std::uint64_t visible_seq;
   std::uint32_t closed;
+  // Bumped (any process) once a new channel's start position is durable:
+  // the writer's cached slowest position may be stale, look again.
+  std::uint32_t channels;
 };
 constexpr std::size_t kNotifyFileSize = 4096;
 
@@ -46,6 +49,12 @@ class Notify {
   }
   // Channels (any process): an acknowledgement may have made room.
   void acked();
+  // A channel was made (any process): the bound's slowest position may be
+  // behind the writer's cached one.
+  void channel_made() { std::atomic_ref<std::uint32_t>(page_->channels).fetch_add(1); }
+  std::uint32_t channels_made() const {
+    return std::atomic_ref<std::uint32_t>(page_->channels).load();
+  }
   // Writer: the closed mark is durable; wakes sleeping readers and appenders
   // blocked on the topic bound.
   void close();

@@ -106,7 +106,10 @@ Status Retention::trim_locked() {
       ++stats_.segments_capped;
       stats_.records_dropped += after - std::max(min, seg.base_seq);
       for (auto& [name, c] : open_channels) {  // closed ones count when they reopen
-        if (c.acked < after) c.capped += after - std::max(c.acked, seg.base_seq);
+        // One still opening has no position yet: it counts at its registration.
+        if (c.file != nullptr && c.acked < after) {
+          c.capped += after - std::max(c.acked, seg.base_seq);
+        }
       }
     }
     ++stats_.segments_deleted;
@@ -131,10 +134,14 @@ Status Retention::wait_for_room(std::size_t n, const Context& ctx) {
   bool waited = false;
   for (;;) {
     if (closing) return {StatusCode::kClosed, "topic " + dir + " is closed"};
-    if (next_seq + n <= floor_ + bound) return Status::Ok();  // as of the last look
+    const std::uint32_t made = notify.channels_made();
+    // As of the last look, unless a channel was made since (it may start
+    // behind the slowest one).
+    if (made == channels_seen_ && next_seq + n <= floor_ + bound) return Status::Ok();
     std::atomic_ref<std::uint32_t> acked(notify.page()->acked_seq);
     const std::uint32_t seen = acked.load();
     std::atomic_ref<std::uint32_t>(notify.page()->acked_want).store(1);  // then look again
+    channels_seen_ = made;
     auto pos = channel_positions();
     if (!pos.ok()) return pos.status();
     // Without channels nobody consumes: look again after `bound` more.

@@ -53,7 +53,8 @@ class Retention : public Commit {
   bool over_cap(Segment& oldest, std::uint64_t retained) SLUICE_REQUIRES(mu);
 
   RetentionStats stats_ SLUICE_GUARDED_BY(mu);
-  std::uint64_t floor_ SLUICE_GUARDED_BY(mu) = 0;  // slowest position when last looked
+  std::uint64_t floor_ SLUICE_GUARDED_BY(mu) = 0;          // slowest position when last looked
+  std::uint32_t channels_seen_ SLUICE_GUARDED_BY(mu) = 0;  // notify.channels_made() then
 
  public:
   std::uint64_t bound_waits SLUICE_GUARDED_BY(mu) = 0;    // appends that slept for room

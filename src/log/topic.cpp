@@ -267,7 +267,10 @@ Result<std::uint64_t> Topic::Impl::highest_position() {
   for (const std::string& name : *names) {
     if (!name.ends_with(".pos")) continue;
     auto f = fs.open(channel_dir() + "/" + name, log::OpenMode::kRead);
-    if (!f.ok()) return f.status();
+    if (!f.ok()) {
+      if (f.code() == StatusCode::kNotFound) continue;  // deleted meanwhile
+      return f.status();
+    }
     auto p = log::read_position(**f);
     if (!p.ok()) return p.status();
     if (p->state == log::PositionState::kValid) hwm = std::max(hwm, p->slot.next_seq);
@@ -406,6 +409,18 @@ Status Topic::delete_channel(std::string_view name) {
     if (t.open_channels.contains(name)) {
       return {StatusCode::kInUse, "channel '" + std::string(name) + "' is open"};
     }
+  }
+  // Open in another process (a read-only topic): its POSIX lock says so.
+  // Held while the file goes, so no opener elsewhere takes it meanwhile.
+  auto held = t.fs.open(t.channel_path(name), log::OpenMode::kReadWrite);
+  if (!held.ok()) {
+    if (held.code() == StatusCode::kNotFound) {
+      return {StatusCode::kNotFound, "no channel '" + std::string(name) + "'"};
+    }
+    return held.status();
+  }
+  if (Status s = (*held)->lock("channel '" + std::string(name) + "' is in use"); !s.ok()) {
+    return s;
   }
   if (Status s = t.fs.remove(t.channel_path(name)); !s.ok()) {
     if (s.code() == StatusCode::kNotFound) {
