@@ -337,7 +337,14 @@ int run_get(Globals& g, IoArgs a) {
       std::this_thread::yield();
     }
     if (Status s = ack_taken(); !s.ok()) {
-      error = s;
+      // An outage that outlasted --timeout (or a signal) ends as they do.
+      if (s.code() == StatusCode::kDeadlineExceeded) {
+        rc = kExitTimeout;
+      } else if (s.code() == StatusCode::kCancelled) {
+        rc = kExitInterrupted;
+      } else {
+        error = s;
+      }
       break;
     }
     std::size_t want = batch;
@@ -406,10 +413,14 @@ int run_get(Globals& g, IoArgs a) {
   }
   progress.finish();
   const std::uint64_t written = out.written();
-  if (Status s = ack_taken(); !s.ok() && error.ok()) error = s;
+  if (Status s = ack_taken(); !s.ok() && error.ok() && s.code() != StatusCode::kDeadlineExceeded &&
+                              s.code() != StatusCode::kCancelled) {
+    error = s;
+  }
   const std::uint64_t held = reader.delivered() - reader.acked();
   Status given = Status::Ok();
-  if (held != 0) given = reconnect.retry(Context(), [&] { return reader.release(); });
+  // Tried once after --timeout or a signal; through an outage otherwise.
+  if (held != 0) given = reconnect.retry(ctx, [&] { return reader.release(); });
   if (rc == kExitIO) {
     std::cerr << "sluice get: " << label << ": the reader of stdout has gone; it took "
               << reader.acked() << " of the " << written << " messages written";

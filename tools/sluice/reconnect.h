@@ -55,12 +55,17 @@ class Reconnect {
   }
 
   // call() (a Status or a Result), made again while again() allows; a
-  // success ends the outage.
+  // success ends the outage. An outage ctx ended is its end
+  // (kDeadlineExceeded, kCancelled), as in get().
   template <class Call>
   auto retry(const Context& ctx, Call call) {
     auto r = call();
     while (!r.ok() && again(status_of(r), ctx)) r = call();
     if (r.ok()) ok();
+    if (!r.ok() && status_of(r).code() == StatusCode::kUnavailable &&
+        ctx.err() != StatusCode::kOk) {
+      r = decltype(r)(Status(ctx.err(), std::string(status_of(r).message())));
+    }
     return r;
   }
 

@@ -265,8 +265,18 @@ Reply Connection::roundtrip(std::span<const std::string_view> argv, CallError& e
                             const Context* wait) {
   err.maybe_ran = false;
   if (!queue(argv, err) || !flush(argv.front(), err)) return nullptr;
-  if (wait != nullptr) await_reply(*wait);
-  return read_reply(argv.front(), err);
+  if (wait == nullptr) return read_reply(argv.front(), err);
+  // One reply waits io_timeout in all: the wait here, an UNBLOCK and the
+  // read share it (a hung server must not cost io_timeout twice).
+  const auto hung = Context::Clock::now() + options_.io_timeout;
+  await_reply(*wait, hung);
+  const auto left =
+      std::max(std::chrono::milliseconds(1),
+               std::chrono::ceil<std::chrono::milliseconds>(hung - Context::Clock::now()));
+  redisSetTimeout(ctx_, to_timeval(left));
+  Reply r = read_reply(argv.front(), err);
+  if (ctx_ != nullptr) redisSetTimeout(ctx_, to_timeval(options_.io_timeout));
+  return r;
 }
 
 Reply Connection::call_blocking(std::span<const std::string_view> argv, const Context& ctx,
@@ -274,7 +284,7 @@ Reply Connection::call_blocking(std::span<const std::string_view> argv, const Co
   return call_redirected(argv, err, &ctx);
 }
 
-void Connection::await_reply(const Context& ctx) {
+void Connection::await_reply(const Context& ctx, Context::Clock::time_point hung) {
   if (client_id_ < 0 || unblock_refused_ || !ctx.can_end()) return;
   // A reply already read into hiredis's buffer needs no wait.
   if (ctx_->reader != nullptr && ctx_->reader->pos < ctx_->reader->len) return;
@@ -283,7 +293,6 @@ void Connection::await_reply(const Context& ctx) {
   // The command's own timeout is at most io_timeout / 2 (its callers' slices),
   // so a reply later than io_timeout means a hung server: stop waiting here
   // and let read_reply() time out on it, as any call would.
-  const auto hung = Context::Clock::now() + options_.io_timeout;
   const bool by_deadline = ctx.deadline() && *ctx.deadline() < hung;
   const Context::Clock::time_point until = by_deadline ? *ctx.deadline() : hung;
   for (;;) {
@@ -304,13 +313,14 @@ void Connection::await_reply(const Context& ctx) {
   // yet (UNBLOCK then finds nothing blocked): try again briefly, and let the
   // server's own timeout end it if that keeps happening.
   for (int attempt = 0; attempt < 20; ++attempt) {
-    if (unblock() || unblock_refused_ || side_ == nullptr) return;
+    if (Context::Clock::now() >= hung) return;
+    if (unblock(hung) || unblock_refused_ || side_ == nullptr) return;
     pollfd fd{ctx_->fd, POLLIN, 0};
     if (::poll(&fd, 1, 1) != 0) return;  // the reply came (or the socket's trouble)
   }
 }
 
-bool Connection::unblock() {
+bool Connection::unblock(Context::Clock::time_point hung) {
   if (ctx_->connection_type != REDIS_CONN_TCP || ctx_->tcp.host == nullptr) return false;
   std::pair<std::string, int> node{ctx_->tcp.host, ctx_->tcp.port};
   if (side_ != nullptr && side_node_ != node) {
@@ -340,6 +350,10 @@ bool Connection::unblock() {
       freeReplyObject(r);  // refused: UNBLOCK then says NOAUTH, and is not tried again
     }
   }
+  // No longer than what is left of the blocked call's io_timeout.
+  redisSetTimeout(side_, to_timeval(std::max(std::chrono::milliseconds(1),
+                                             std::chrono::ceil<std::chrono::milliseconds>(
+                                                 hung - Context::Clock::now()))));
   auto* r = static_cast<redisReply*>(redisCommand(side_, "CLIENT UNBLOCK %lld", client_id_));
   if (r == nullptr) {
     redisFree(side_);

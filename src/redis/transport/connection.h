@@ -137,10 +137,11 @@ class Connection {
                   const Context* wait = nullptr);
   // Between a blocking command's write and its read: returns once its reply
   // can be read, after ending it early (unblock()) if ctx ends first.
-  void await_reply(const Context& ctx);
+  // `hung`: io_timeout after the write; nothing here waits past it.
+  void await_reply(const Context& ctx, Context::Clock::time_point hung);
   // CLIENT UNBLOCK for this connection, from side_; whether the server
   // unblocked it (false: it was not blocked, or that cannot be done).
-  bool unblock();
+  bool unblock(Context::Clock::time_point hung);
   // AUTH with the options' user and password; empty when none is set.
   std::vector<std::string> auth_command() const;
   // The pieces of roundtrip(): queue a command, write everything queued (a

@@ -52,6 +52,9 @@ Result<RedisOptions> RedisOptions::from_url(std::string_view url, RedisOptions b
     const auto colon = shown.find(':', scheme + 3);
     const auto from = colon < at ? colon + 1 : scheme + 3;
     shown.replace(from, at - from, "***");
+  } else if (at != std::string::npos) {
+    // No "://" (a malformed scheme): still never show what precedes the '@'.
+    shown.replace(0, at, "***");
   }
   const auto bad = [&](std::string_view why) {
     return Status(StatusCode::kInvalidArgument,
@@ -79,11 +82,28 @@ Result<RedisOptions> RedisOptions::from_url(std::string_view url, RedisOptions b
     std::string_view db = rest.substr(slash + 1);
     if (!db.empty() && (!parse_int(db, base.db) || base.db < 0)) return bad("db is not a number");
   }
-  if (auto colon = hostport.rfind(':'); colon != std::string_view::npos) {
-    if (!parse_int(hostport.substr(colon + 1), base.port) || base.port <= 0 || base.port > 65535) {
-      return bad("port is not a number in 1..65535");
+  std::string_view portpart;
+  bool has_port = false;
+  if (hostport.starts_with('[')) {  // an IPv6 literal (RFC 3986): [addr][:port]
+    const auto close = hostport.find(']');
+    if (close == std::string_view::npos) return bad("no ']' after the IPv6 address");
+    std::string_view after = hostport.substr(close + 1);
+    if (!after.empty()) {
+      if (after.front() != ':') return bad("expected ':port' after the IPv6 address");
+      has_port = true;
+      portpart = after.substr(1);
     }
+    hostport = hostport.substr(1, close - 1);
+  } else if (auto colon = hostport.rfind(':'); colon != std::string_view::npos) {
+    if (hostport.find(':') != colon) {
+      return bad("an IPv6 address is written in brackets: redis://[::1]:6379");
+    }
+    has_port = true;
+    portpart = hostport.substr(colon + 1);
     hostport = hostport.substr(0, colon);
+  }
+  if (has_port && (!parse_int(portpart, base.port) || base.port <= 0 || base.port > 65535)) {
+    return bad("port is not a number in 1..65535");
   }
   if (hostport.empty()) return bad("no host");
   base.host = std::string(hostport);

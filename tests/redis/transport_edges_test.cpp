@@ -1,0 +1,110 @@
+// The Redis transport at its edges (src/redis/transport): a blocking call on
+// a hung server waits io_timeout once, not twice; IPv6 URLs; passwords never
+// shown. Each test failed on the code before its fix.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "redis/transport/connection.h"
+#include "sluice/context.h"
+#include "sluice/redis/redis_options.h"
+#include "testutil/redis_server.h"
+
+namespace sluice {
+namespace {
+
+using testutil::RedisServer;
+using Clock = std::chrono::steady_clock;
+
+// RedisOptions::io_timeout promises: "Longest wait for one reply. A reply
+// that does not come in time fails the call". A blocking call on a hung
+// server (SIGSTOP) under a context that can end (a stop token, as every CLI
+// get has) waits io_timeout in await_reply() and then io_timeout again in
+// read_reply(): twice the promised bound.
+TEST(TransportEdges, BlockingCallOnAHungServerTakesIoTimeoutNotTwice) {
+  RedisServer server;
+  RedisOptions o = server.options();
+  o.io_timeout = std::chrono::milliseconds(600);
+  redis::Connection conn(o, "edges");
+  redis::CallError err;
+  const std::string_view ping[] = {"PING"};
+  ASSERT_TRUE(conn.call(ping, err)) << err.status;  // connected
+
+  server.pause();
+  std::stop_source stop;  // never requested: only makes the context endable
+  const Context ctx(stop.get_token());
+  const std::string_view blpop[] = {"BLPOP", "nothing", "0.05"};
+  const auto t0 = Clock::now();
+  redis::Reply r = conn.call_blocking(blpop, ctx, err);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  server.resume();
+  EXPECT_FALSE(r);
+  EXPECT_EQ(err.status.code(), StatusCode::kUnavailable) << err.status;
+  EXPECT_LT(took.count(), 600 + 300) << "io_timeout is 600 ms; " << err.status;
+}
+
+// The same, with a deadline: at the deadline the client tries CLIENT UNBLOCK
+// on a side connection; on a hung server that waits io_timeout, then the
+// read waits io_timeout again.
+TEST(TransportEdges, BlockingCallWithDeadlineOnAHungServerEndsWithinIoTimeout) {
+  RedisServer server;
+  RedisOptions o = server.options();
+  o.io_timeout = std::chrono::milliseconds(600);
+  redis::Connection conn(o, "edges");
+  redis::CallError err;
+  const std::string_view ping[] = {"PING"};
+  ASSERT_TRUE(conn.call(ping, err)) << err.status;
+
+  server.pause();
+  const Context ctx = Context().with_timeout(std::chrono::milliseconds(100));
+  const std::string_view blpop[] = {"BLPOP", "nothing", "0.05"};
+  const auto t0 = Clock::now();
+  redis::Reply r = conn.call_blocking(blpop, ctx, err);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0);
+  server.resume();
+  EXPECT_FALSE(r);
+  EXPECT_LT(took.count(), 600 + 300) << "io_timeout is 600 ms, deadline 100 ms; " << err.status;
+}
+
+// redis://[::1]:6380 is how RFC 3986 writes an IPv6 host; the brackets are
+// not part of the address (getaddrinfo("[::1]") fails).
+TEST(TransportEdges, UrlWithBracketedIpv6Host) {
+  auto o = RedisOptions::from_url("redis://[::1]:6380/2");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->host, "::1");
+  EXPECT_EQ(o->port, 6380);
+  EXPECT_EQ(o->db, 2);
+}
+
+// Without a port: "redis://[::1]" must not read the address's last group as
+// the port.
+TEST(TransportEdges, UrlWithBracketedIpv6HostAndNoPort) {
+  auto o = RedisOptions::from_url("redis://[::1]");
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->host, "::1");
+  EXPECT_EQ(o->port, 6379);
+}
+
+// An unbracketed IPv6 literal is ambiguous: it must be refused, not read as
+// host ":" port 1.
+TEST(TransportEdges, UrlWithBareIpv6HostIsRefused) {
+  auto o = RedisOptions::from_url("redis://::1");
+  EXPECT_FALSE(o.ok()) << "parsed as host '" << o->host << "' port " << o->port;
+}
+
+// "Messages show the location with the password as ***": also when the
+// URL is malformed (a missing slash in the scheme).
+TEST(TransportEdges, BadUrlMessageNeverShowsThePassword) {
+  for (const char* url :
+       {"redis:/:s3cret@host:6379", "redis:/alice:s3cret@host:6379", "redis//alice:s3cret@host"}) {
+    auto o = RedisOptions::from_url(url);
+    ASSERT_FALSE(o.ok()) << url;
+    EXPECT_EQ(o.status().message().find("s3cret"), std::string::npos) << o.status();
+  }
+}
+
+}  // namespace
+}  // namespace sluice
