@@ -70,7 +70,17 @@ std::optional<double> parse_duration(std::string_view text, std::string* error) 
   // std::from_chars for double is in GCC 11+; the grammar above leaves it
   // nothing it could read differently (no sign, exponent, hex or inf).
   double v = 0;
-  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+  auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
+  if (ec == std::errc::result_out_of_range && end == number.data() + number.size()) {
+    // Too many digits for a double: too long if its whole part is not zero,
+    // else too small to tell from 0.
+    if (number.substr(0, dot).find_first_not_of('0') != std::string_view::npos) {
+      *error = quoted(text) + " is too long (at most 100 years)";
+      return std::nullopt;
+    }
+    v = 0;
+    ec = std::errc();
+  }
   if (ec != std::errc() || end != number.data() + number.size()) {
     *error = quoted(text) + " is not a duration" + how;
     return std::nullopt;
@@ -117,6 +127,10 @@ std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view
       quoted(text) +
       " is not a time: give RFC 3339 (2026-11-26T01:02:03Z, 2026-11-26T01:02:03.5+01:00) or "
       "@SECONDS since the Unix epoch (@1795652155)";
+  // system_clock counts int64 nanoseconds: 1677-09-21 to 2262-04-11.
+  constexpr seconds kLatest = duration_cast<seconds>(system_clock::duration::max());
+  const std::string out_of_range =
+      quoted(text) + " is out of range: the clock holds times from 1677-09-22 to 2262-04-11";
   if (text.starts_with('@')) {
     // Whole seconds and a fraction, each as integers: a double has no room
     // for nanoseconds since 1970.
@@ -136,6 +150,10 @@ std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view
     }
     for (std::size_t i = 0; i < fraction.size() && scale > 0; ++i, scale /= 10) {
       ns += (fraction[i] - '0') * scale;
+    }
+    if (secs >= static_cast<std::uint64_t>(kLatest.count())) {
+      *error = out_of_range;
+      return std::nullopt;
     }
     return system_clock::time_point(
         duration_cast<system_clock::duration>(seconds(secs) + nanoseconds(ns)));
@@ -177,6 +195,10 @@ std::optional<std::chrono::system_clock::time_point> parse_time(std::string_view
   }
   const auto day = days_from_civil(y, mo, d);
   const auto t = seconds(day * 86400 + h * 3600 + mi * 60 + std::min(s, 59)) - offset;
+  if (t >= kLatest || t <= -kLatest) {
+    *error = out_of_range;
+    return std::nullopt;
+  }
   return system_clock::time_point(duration_cast<system_clock::duration>(t + frac));
 }
 

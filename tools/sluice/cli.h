@@ -18,6 +18,7 @@ struct Globals {
   int rc = kExitOk;      // set by the subcommand that ran
   bool no_sync = false;  // --no-sync: embedded puts and acks without fdatasync
   bool quiet = false;    // -q: no progress line, even on a terminal
+  bool stdout_closed = false;  // fd 1 was not open at start (now /dev/null, kept from the store)
 };
 
 // --store/--redis, else $SLUICE_STORE, else $SLUICE_REDIS, else Redis at

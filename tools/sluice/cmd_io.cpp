@@ -258,6 +258,10 @@ int run_get(Globals& g, IoArgs a) {
     e.reconnect = a.reconnect;
     return run_exec(g, e);
   }
+  if (g.stdout_closed) {
+    return fail("get", queue_label(a.name),
+                {StatusCode::kIOError, "stdout is closed: nowhere to write the messages"});
+  }
   auto store = open_store(g, "get", &g.rc);
   if (!store) return g.rc;
   if (a.exec.start && !g.quiet) note_kept_position(*store, a.name, a.channel);

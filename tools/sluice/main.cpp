@@ -1,7 +1,9 @@
 // sluice: named, bounded, durable queues from the shell (docs/cli.md).
+#include <fcntl.h>
 #include <pthread.h>
 
 #include <cctype>
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -177,6 +179,20 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // --store may come after the subcommand too
   Globals g;
+  // A standard descriptor that is not open would be the store's next file:
+  // get would write messages into a lock file (and acknowledge them), errors
+  // would go into the topic's LOCK. Hold each with /dev/null; get refuses a
+  // closed stdout.
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      if (fd == 1) g.stdout_closed = true;
+      const int null_fd = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
+      if (null_fd >= 0 && null_fd != fd) {
+        ::dup2(null_fd, fd);
+        ::close(null_fd);
+      }
+    }
+  }
   auto* store = app.add_option("--store", g.store,
                                "store directory (or file:PATH, or redis://HOST:PORT/DB); default "
                                "$SLUICE_STORE, $SLUICE_REDIS, Redis at $REDIS_SERVER:$REDIS_PORT/"

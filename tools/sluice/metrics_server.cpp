@@ -1,15 +1,40 @@
 #include "metrics_server.h"
 
-#include <httplib.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
+#include <chrono>
 #include <iostream>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "cli.h"
 
 namespace sluice::cli {
+namespace {
+
+constexpr std::size_t kMaxHead = 8192;              // a request line and headers
+constexpr std::size_t kMaxConnections = 16;         // at once; more wait in the backlog
+constexpr std::chrono::seconds kConnectionLife{5};  // from accept to the last byte sent
+
+std::string response(std::string_view status, std::string_view type, const std::string& body,
+                     bool head) {
+  std::string r = "HTTP/1.1 " + std::string(status) + "\r\nContent-Type: " + std::string(type) +
+                  "\r\nContent-Length: " + std::to_string(body.size()) +
+                  "\r\nConnection: close\r\n\r\n";
+  if (!head) r += body;
+  return r;
+}
+
+}  // namespace
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view addr,
                                                             const CommandMetrics& metrics) {
@@ -32,42 +57,153 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view add
     return bad("the port is not a number in 0..65535 (0: any free port)");
   }
 
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) {
+    return bad("cannot listen there (is it an address of this host?)");
+  }
   std::unique_ptr<MetricsServer> m(new MetricsServer());
-  m->server_ = std::make_unique<httplib::Server>();
-  httplib::Server& svr = *m->server_;
-  // One worker: scrapes are rare and small; the default pool starts 8 threads.
-  svr.new_task_queue = [] { return new httplib::ThreadPool(1); };
-  // httplib's default adds SO_REUSEPORT, which lets a second command bind
-  // the same port and take half the scrapes: an address in use must fail.
-  svr.set_socket_options([](socket_t sock) {
+  for (addrinfo* ai = found; ai != nullptr && m->listen_fd_ < 0; ai = ai->ai_next) {
+    const int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) continue;
+    // SO_REUSEADDR (a restart may bind while old connections linger), not
+    // SO_REUSEPORT: an address in use must fail.
     const int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  });
-  svr.Get("/metrics", [&metrics](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics.render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
-  if (port == 0) {
-    port = svr.bind_to_any_port(host);
-    if (port < 0) return bad("cannot listen there (is it an address of this host?)");
-  } else if (!svr.bind_to_port(host, port)) {
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    if (::bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && ::listen(fd, 16) == 0) {
+      m->listen_fd_ = fd;
+    } else {
+      ::close(fd);
+    }
+  }
+  ::freeaddrinfo(found);
+  if (m->listen_fd_ < 0) {
     return bad("cannot listen there (port in use, or not an address of this host)");
   }
+  sockaddr_storage bound{};
+  socklen_t len = sizeof bound;
+  if (::getsockname(m->listen_fd_, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
+    port = bound.ss_family == AF_INET6
+               ? ntohs(reinterpret_cast<const sockaddr_in6*>(&bound)->sin6_port)
+               : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
+  }
+  m->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (m->wake_fd_ < 0) return Status(StatusCode::kIOError, "--metrics: eventfd failed");
   const bool v6 = host.find(':') != std::string::npos;
   m->url_ = "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/metrics";
-  auto ended = std::make_shared<std::atomic<bool>>(false);
-  m->thread_ = std::thread([&svr, ended] {
-    svr.listen_after_bind();
-    ended->store(true);
-  });
-  // stop() before the accept loop has started would be lost (and the join
-  // in the destructor would hang): wait until it runs.
-  while (!svr.is_running() && !ended->load()) std::this_thread::yield();
+  MetricsServer* self = m.get();
+  m->thread_ = std::thread([self, &metrics] { self->serve(metrics); });
   return m;
 }
 
+void MetricsServer::serve(const CommandMetrics& metrics) {
+  using Clock = std::chrono::steady_clock;
+  struct Conn {
+    int fd;
+    Clock::time_point deadline;
+    std::string in;
+    std::string out;  // the response, once the head is in
+    std::size_t sent = 0;
+  };
+  std::vector<Conn> conns;
+  const auto answer = [&](Conn& c) {
+    const auto line_end = c.in.find("\r\n");
+    const std::string_view line = std::string_view(c.in).substr(0, line_end);
+    const auto sp1 = line.find(' ');
+    const auto sp2 = line.find(' ', sp1 == line.npos ? line.size() : sp1 + 1);
+    const std::string_view method = line.substr(0, sp1);
+    const std::string_view target =
+        sp1 == line.npos || sp2 == line.npos ? "" : line.substr(sp1 + 1, sp2 - sp1 - 1);
+    const std::string_view path = target.substr(0, target.find('?'));
+    const bool head = method == "HEAD";
+    if (sp2 == line.npos || (method != "GET" && !head)) {
+      c.out = response("400 Bad Request", "text/plain", "bad request\n", false);
+    } else if (path != "/metrics") {
+      c.out = response("404 Not Found", "text/plain", "not found: try /metrics\n", head);
+    } else {
+      c.out =
+          response("200 OK", "text/plain; version=0.0.4; charset=utf-8", metrics.render(), head);
+    }
+  };
+  for (;;) {
+    std::vector<pollfd> fds;
+    fds.push_back({wake_fd_, POLLIN, 0});
+    fds.push_back({conns.size() < kMaxConnections ? listen_fd_ : -1, POLLIN, 0});
+    auto next = Clock::time_point::max();
+    for (const Conn& c : conns) {
+      fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+      next = std::min(next, c.deadline);
+    }
+    int ms = -1;
+    if (next != Clock::time_point::max()) {
+      ms = static_cast<int>(std::clamp<std::int64_t>(
+          std::chrono::ceil<std::chrono::milliseconds>(next - Clock::now()).count(), 0, 60000));
+    }
+    if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR) break;
+    if (fds[0].revents != 0) break;  // the destructor
+    const auto now = Clock::now();
+    std::vector<bool> done(conns.size(), false);
+    for (std::size_t i = 0; i < conns.size(); ++i) {
+      Conn& c = conns[i];
+      const short ev = fds[i + 2].revents;
+      if (now >= c.deadline || (ev & (POLLERR | POLLNVAL)) != 0) {
+        done[i] = true;
+        continue;
+      }
+      if (c.out.empty() && (ev & (POLLIN | POLLHUP)) != 0) {
+        char buf[4096];
+        const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+        if (n <= 0) {
+          done[i] = n == 0 || (errno != EAGAIN && errno != EINTR);
+          continue;
+        }
+        c.in.append(buf, static_cast<std::size_t>(n));
+        if (c.in.find("\r\n\r\n") != std::string::npos) {
+          answer(c);
+        } else if (c.in.size() > kMaxHead) {
+          c.out =
+              response("431 Request Header Fields Too Large", "text/plain", "too large\n", false);
+        }
+      } else if (!c.out.empty() && (ev & POLLOUT) != 0) {
+        const ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+        if (n < 0 && errno != EAGAIN && errno != EINTR) {
+          done[i] = true;
+        } else if (n > 0) {
+          c.sent += static_cast<std::size_t>(n);
+          done[i] = c.sent == c.out.size();
+        }
+      }
+    }
+    for (std::size_t i = conns.size(); i-- > 0;) {
+      if (done[i]) {
+        ::close(conns[i].fd);
+        conns.erase(conns.begin() + static_cast<std::ptrdiff_t>(i));
+      }
+    }
+    if ((fds[1].revents & POLLIN) != 0) {
+      while (conns.size() < kMaxConnections) {
+        const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) break;
+        conns.push_back({fd, Clock::now() + kConnectionLife, {}, {}, 0});
+      }
+    }
+  }
+  for (const Conn& c : conns) ::close(c.fd);
+}
+
 MetricsServer::~MetricsServer() {
-  if (server_) server_->stop();
+  if (wake_fd_ >= 0) {
+    const std::uint64_t one = 1;
+    if (::write(wake_fd_, &one, sizeof one) < 0) {
+      // An eventfd counter write does not fail.
+    }
+  }
   if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
 std::unique_ptr<MetricsServer> serve_metrics(std::string_view addr, std::string_view cmd,

@@ -1,5 +1,8 @@
 // --metrics ADDR: the Prometheus text of a running put or get, served over
-// HTTP (GET /metrics) by cpp-httplib on a thread of its own.
+// HTTP (GET /metrics) on a thread of its own: one poll() loop over every
+// connection, each answered once and closed, with a cap on a request's head
+// (8 KiB), on a connection's life (5 s) and on connections at once (16), so no
+// client can hold the server, grow the command, or delay its end.
 //
 // Thread safety: the counters are atomics, written by the command's threads
 //   and read by the server's; the stat and blocked callbacks must be safe to
@@ -7,7 +10,7 @@
 //   QueueWriter::blocked_seconds are).
 // Blocking: a scrape never blocks the data path: it reads atomics and takes
 //   one stat of the queue through its own calls. The destructor stops the
-//   server and joins its thread (a scrape in progress finishes first).
+//   server and joins its thread (at once: connections still open are closed).
 // Ownership: the server keeps a reference to the CommandMetrics it renders,
 //   which must outlive it.
 #pragma once
@@ -22,10 +25,6 @@
 
 #include "sluice/status.h"
 #include "sluice/store.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace sluice::cli {
 
@@ -65,7 +64,10 @@ class MetricsServer {
 
  private:
   MetricsServer() = default;
-  std::unique_ptr<httplib::Server> server_;
+  void serve(const CommandMetrics& metrics);
+
+  int listen_fd_ = -1;
+  int wake_fd_ = -1;  // eventfd: the destructor's stop
   std::thread thread_;
   std::string url_;
 };
