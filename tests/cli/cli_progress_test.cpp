@@ -101,13 +101,12 @@ TEST_F(CliProgressTest, AGetWaitingForTheChannelSaysWhoHoldsItOnATerminal) {
   ASSERT_EQ(run({"create", "q"}).rc, 0);
   ASSERT_EQ(run({"put", "q"}, "a\n").rc, 0);
   testutil::CliChild holder(store(), {"get", "q", "--count", "2"});
-  holder.read_err_until("");  // started
-  // The holder has the channel once it wrote the first message.
-  Outcome probe;
-  for (int i = 0; i < 500; ++i) {
-    probe = run({"get", "q", "--no-wait", "--count", "1"});
-    if (probe.rc == 6) break;
-  }
+  // The holder has the channel once it wrote the message. (Probing with
+  // `get --no-wait` before that raced the holder's start: a probe took the
+  // message, the next took the free channel and waited for ever for a
+  // second, and the test hung; seen once in CI under load.)
+  ASSERT_EQ(holder.read_lines(1), "a\n");
+  Outcome probe = run({"get", "q", "--no-wait", "--count", "1", "--timeout", "5"});
   ASSERT_EQ(probe.rc, 6) << probe.err;
 
   TtyRun waiting = run_on_tty(store(), {"get", "q", "--timeout", "0.3"});
