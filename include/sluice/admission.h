@@ -109,8 +109,8 @@ class Admission {
     waiters_.fetch_add(1, std::memory_order_seq_cst);
     // A Context that ended wins over a place freed meanwhile (the wait
     // returns pred() once the token fires): look at it before taking.
-    const bool got =
-        detail::wait_for(cv_, lock, ctx, [&] { return ctx.err() == StatusCode::kOk && try_take(); });
+    const bool got = detail::wait_for(cv_, lock, ctx,
+                                      [&] { return ctx.err() == StatusCode::kOk && try_take(); });
     waiters_.fetch_sub(1, std::memory_order_relaxed);
     // A notify_one that chose us, now leaving empty-handed, is passed on.
     if (!got && in_flight_.load(std::memory_order_seq_cst) < bound_) cv_.notify_one();
