@@ -21,6 +21,7 @@
 #include "sluice/run_pipeline.h"
 #include "sluice/select.h"
 #include "sluice/stage.h"
+#include "testutil/threads.h"
 #include "testutil/wait_for.h"
 
 namespace sluice {
@@ -31,16 +32,7 @@ using testutil::eventually;
 
 pid_t this_tid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
-// Sleeping in a futex wait without a timeout (past the brief timed park).
-bool parked_for_good(pid_t tid) {
-  std::FILE* f = std::fopen(("/proc/self/task/" + std::to_string(tid) + "/syscall").c_str(), "r");
-  if (f == nullptr) return false;
-  long nr = -1;
-  unsigned long args[4] = {};
-  const int n = std::fscanf(f, "%ld %lx %lx %lx %lx", &nr, &args[0], &args[1], &args[2], &args[3]);
-  std::fclose(f);
-  return n == 5 && nr == SYS_futex && args[3] == 0;
-}
+using testutil::parked_for_good;
 
 // Voluntary context switches of thread tid (each park that sleeps is one).
 long voluntary_switches(pid_t tid) {

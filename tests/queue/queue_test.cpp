@@ -22,6 +22,7 @@
 
 #include "queue/queue_families.h"
 #include "sluice/spsc_queue.h"
+#include "testutil/threads.h"
 #include "testutil/wait_for.h"
 
 namespace sluice {
@@ -663,20 +664,8 @@ TYPED_TEST(QueueTest, BlockingPushAllWaitsForRoomForTheWholeGroup) {
 // A group waiter woken for one free slot (it needs two) handed nothing on:
 // the single push queued behind it waited beside a free slot until the next
 // pull, for ever if none came. (Found by review.)
-// True once thread `tid` sleeps in a futex wait without a timeout: parked
-// for good, past the waiter's brief timed sleep (whose re-check would have
-// rescued it). Linux: /proc/<pid>/task/<tid>/syscall is "nr arg1 .. arg6".
-bool parked_for_good(pid_t tid) {
-  std::FILE* f = std::fopen(("/proc/self/task/" + std::to_string(tid) + "/syscall").c_str(), "r");
-  if (f == nullptr) return false;
-  long nr = -1;
-  unsigned long args[4] = {};
-  const int n = std::fscanf(f, "%ld %lx %lx %lx %lx", &nr, &args[0], &args[1], &args[2], &args[3]);
-  std::fclose(f);
-  return n == 5 && nr == SYS_futex && args[3] == 0;
-}
-
 TEST(QueueTest, ASinglePushBehindAGroupWaiterGetsTheSlotAPullFrees) {
+  using testutil::parked_for_good;
   Queue<int> q(2);
   ASSERT_TRUE(q.push(1).ok());
   ASSERT_TRUE(q.push(2).ok());

@@ -1,17 +1,33 @@
-// How many threads this process has (/proc/self/task): leak checks.
+// Threads of this process as /proc sees them: how many (leak checks), and
+// whether one sleeps for good.
 #pragma once
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdio>
 #include <string>
 #include <thread>
 
 #include "testutil/wait_for.h"
 
 namespace sluice::testutil {
+
+// True once thread `tid` sleeps in a futex wait without a timeout: parked
+// for good, past a waiter's brief timed sleep (whose re-check would rescue
+// a lost wake-up). Linux: /proc/<pid>/task/<tid>/syscall is "nr arg1 .. arg6".
+inline bool parked_for_good(pid_t tid) {
+  std::FILE* f = std::fopen(("/proc/self/task/" + std::to_string(tid) + "/syscall").c_str(), "r");
+  if (f == nullptr) return false;
+  long nr = -1;
+  unsigned long args[4] = {};
+  const int n = std::fscanf(f, "%ld %lx %lx %lx %lx", &nr, &args[0], &args[1], &args[2], &args[3]);
+  std::fclose(f);
+  return n == 5 && nr == SYS_futex && args[3] == 0;
+}
 
 inline std::size_t thread_count() {
   std::size_t n = 0;
