@@ -420,6 +420,19 @@ TEST_F(CliRedisTest, ADeadRedisExitsTenWithOneLineNamingIt) {
   }
 }
 
+// An IPv6 address goes in brackets (docs/cli.md, "URL"); unbracketed, the
+// command exits 2 saying so.
+TEST_F(CliRedisTest, AnIPv6AddressGoesInBrackets) {
+  Outcome r = run_with({"--redis", "redis://::1", "ls"}, {});
+  EXPECT_EQ(r.rc, 2) << r.err;
+  EXPECT_NE(r.err.find("brackets"), std::string::npos) << r.err;
+  // Bracketed, the address parses (TransportEdges.UrlWithBracketedIpv6Host
+  // has the host and port); nothing listens there, so the store is
+  // unreachable (10), not a bad URL (2).
+  r = run_with({"--redis", "redis://[::1]:1/0", "ls"}, {});
+  EXPECT_EQ(r.rc, 10) << r.err;
+}
+
 TEST_F(CliRedisTest, APasswordIsCheckedAndNeverPrinted) {
   testutil::RedisServer locked(false, {"requirepass s3cr:t@x"});
   const std::string at = "127.0.0.1:" + std::to_string(locked.port()) + "/0";

@@ -94,7 +94,10 @@ def test_a_message_is_a_read_only_record_that_outlives_its_reader(backend):
     m = got[1]
     assert m.data == b"second" and bytes(m) == b"second"
     assert seq_ok(backend.kind, m.seq) and m.channel == "default"
-    assert m.time is None or (isinstance(m.time, float) and abs(m.time - time.time()) < 3600)
+    if backend.kind == "pressure":
+        assert m.time is None
+    else:  # the log's append time (as peek gives it), the Streams id's time
+        assert isinstance(m.time, float) and abs(m.time - time.time()) < 3600
     if backend.kind == "stream":
         assert m.deliveries == 1
     assert repr(m).startswith("Message(seq=") and "b'second'" in repr(m)
@@ -104,6 +107,18 @@ def test_a_message_is_a_read_only_record_that_outlives_its_reader(backend):
         sluice.Message()
     del got[0]  # each message owns its fields: the other stays whole
     assert got[0].data == b"second"
+
+
+def test_channel_names_and_visibility_timeouts_every_backend_refuses(backend):
+    name = backend.create()
+    with pytest.raises(sluice.InvalidArgument, match="must not start with"):
+        backend.store.reader(name, ".x")
+    if backend.kind == "stream":
+        # A live reader renews its claims every third of the timeout.
+        with pytest.raises(sluice.InvalidArgument, match="at least 1 s"):
+            backend.store.reader(name, visibility=0.5)
+        with backend.store.reader(name, visibility=1.0):
+            pass
 
 
 def test_a_reader_counts_the_damaged_messages_it_skipped(log):
