@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <map>
+#include <string_view>
 
+#include "log/read_buffer.h"
 #include "log/summary.h"
 
 namespace sluice::log {
@@ -16,7 +18,7 @@ std::string seq_range(std::uint64_t from, std::uint64_t count) {
 
 // The offset of the next valid record after `off` whose seq is larger than
 // `expected` (size if none).
-std::size_t resync(const std::string& data, std::size_t off, std::uint64_t expected,
+std::size_t resync(std::string_view data, std::size_t off, std::uint64_t expected,
                    std::uint32_t max_payload, bool timed, std::uint64_t& found_seq) {
   const std::size_t size = data.size();
   for (std::size_t o = off + 1; o + kUntimedRecordHeaderSize <= size; ++o) {
@@ -31,9 +33,27 @@ std::size_t resync(const std::string& data, std::size_t off, std::uint64_t expec
   return size;
 }
 
-// Scans one segment's records from the header on, indexing them.
-// `prev_time`: the last append time seen in earlier segments (timed ones).
-void scan_segment(const std::string& data, std::uint32_t max_payload, bool last, Scanned& s,
+// Notes the valid record `v` (seq `seq`, at `off`) in s: its time, the
+// sparse index. `prev_time`: the last append time seen before it.
+void note_record(const RecordView& v, std::uint64_t seq, std::uint64_t off, Scanned& s,
+                 std::optional<TimeUs>& prev_time) {
+  if (v.timed) {
+    if (prev_time && v.time < *prev_time && s.time_backwards++ == 0) s.first_backwards_seq = seq;
+    if (!s.has_time) s.first_time = s.max_time = v.time;
+    s.max_time = std::max(s.max_time, v.time);
+    s.has_time = true;
+    s.last_time = v.time;
+    prev_time = v.time;
+  }
+  if (s.index.empty() || off >= s.index.back().off + kIndexSpacing) {
+    s.index.push_back({seq, off, s.max_time});  // as Segment::note
+  }
+}
+
+// Scans one segment's records from the header on, indexing them, in `data`
+// (the whole file). `prev_time`: the last append time seen in earlier
+// segments (timed ones).
+void scan_segment(std::string_view data, std::uint32_t max_payload, bool last, Scanned& s,
                   std::optional<TimeUs>& prev_time, RecoveryReport& report) {
   std::uint64_t expected = s.base_seq;
   std::size_t off = kSegmentHeaderSize;
@@ -41,19 +61,7 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
   while (off < size) {
     RecordView v = decode_record(data.data() + off, size - off, max_payload, expected, s.timed);
     if (v.kind == RecordView::kValid) {
-      if (v.timed) {
-        if (prev_time && v.time < *prev_time && s.time_backwards++ == 0) {
-          s.first_backwards_seq = expected;
-        }
-        if (!s.has_time) s.first_time = s.max_time = v.time;
-        s.max_time = std::max(s.max_time, v.time);
-        s.has_time = true;
-        s.last_time = v.time;
-        prev_time = v.time;
-      }
-      if (s.index.empty() || off >= s.index.back().off + kIndexSpacing) {
-        s.index.push_back({expected, off, s.max_time});  // as Segment::note
-      }
+      note_record(v, expected, off, s, prev_time);
       off += v.size;
       ++expected;
       continue;
@@ -61,7 +69,7 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
     // Zeros to the end: space the writer reserved and never wrote (a crash
     // before the close or roll that gives it back). Not damage.
     const std::size_t nonzero = data.find_last_not_of('\0');
-    if (nonzero == std::string::npos || nonzero < off) {
+    if (nonzero == std::string_view::npos || nonzero < off) {
       s.torn = true;
       break;
     }
@@ -88,6 +96,108 @@ void scan_segment(const std::string& data, std::uint32_t max_payload, bool last,
   }
   s.end = s.torn ? off : size;
   s.next_seq = expected;
+}
+
+// [0, size) of a segment file through a window of ~1 MiB (or one record).
+// A scan read the whole file into memory, zeroed first: a reader opening a
+// topic whose writer was live held its 64 MiB newest segment to read one
+// message (60 ms and 65 MB for `sluice get --count 1`).
+class SegmentWindow {
+ public:
+  SegmentWindow(File& f, std::uint64_t size) : f_(f), size_(size) {}
+  std::uint64_t size() const { return size_; }
+
+  // [off, off + n) (off + n <= size), or nullptr if the file does not hold
+  // it now (it shrank, or a read failed: the caller reads it whole).
+  const char* get(std::uint64_t off, std::size_t n) {
+    if (off >= from_ && off - from_ + n <= buf_.size()) return buf_.data() + (off - from_);
+    const auto want =
+        static_cast<std::size_t>(std::min<std::uint64_t>(std::max(n, kChunk), size_ - off));
+    auto got = f_.pread(buf_.take(want), want, off);
+    if (!got.ok() || *got < n) {
+      buf_.shrink(0);
+      return nullptr;
+    }
+    buf_.shrink(*got);
+    from_ = off;
+    return buf_.data();
+  }
+
+  // Whether [off, size) holds only zeros (nullopt: unknown, as get()).
+  std::optional<bool> zeros_from(std::uint64_t off) {
+    for (std::uint64_t o = off; o < size_;) {
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(kChunk, size_ - o));
+      const char* p = get(o, n);
+      if (p == nullptr) return std::nullopt;
+      if (std::string_view(p, n).find_first_not_of('\0') != std::string_view::npos) return false;
+      o += n;
+    }
+    return true;
+  }
+
+ private:
+  static constexpr std::size_t kChunk = std::size_t{1} << 20;
+  File& f_;
+  const std::uint64_t size_;
+  ReadBuffer buf_;  // [from_, from_ + buf_.size()) of the file
+  std::uint64_t from_ = 0;
+};
+
+// scan_segment through a window: the usual segment (valid records, then
+// perhaps the writer's reserved zeros) is read once with ~1 MiB in memory.
+// false where that cannot decide (a record that is not valid with non-zero
+// bytes after it: damage, or a write in progress; a failed read): the caller
+// restores s and prev_time and scans the whole file as before.
+bool scan_segment_windowed(SegmentWindow& w, std::uint32_t max_payload, Scanned& s,
+                           std::optional<TimeUs>& prev_time) {
+  const std::uint64_t size = w.size();
+  const std::uint64_t max_len = max_record_length(max_payload, s.timed);
+  std::uint64_t expected = s.base_seq;
+  std::uint64_t off = kSegmentHeaderSize;
+  while (off < size) {
+    std::size_t avail =
+        static_cast<std::size_t>(std::min<std::uint64_t>(kUntimedRecordHeaderSize, size - off));
+    const char* p = w.get(off, avail);
+    if (p == nullptr) return false;
+    if (avail == kUntimedRecordHeaderSize) {
+      // The whole record it claims (no more than a valid one may hold).
+      avail += static_cast<std::size_t>(
+          std::min({std::uint64_t{get32(p)}, max_len, size - off - kUntimedRecordHeaderSize}));
+      p = w.get(off, avail);
+      if (p == nullptr) return false;
+    }
+    const RecordView v = decode_record(p, avail, max_payload, expected, s.timed);
+    if (v.kind != RecordView::kValid) break;
+    note_record(v, expected, off, s, prev_time);
+    off += v.size;
+    ++expected;
+  }
+  if (off < size) {
+    const std::optional<bool> zeros = w.zeros_from(off);
+    if (!zeros || !*zeros) return false;
+    s.torn = true;  // as scan_segment: reserved space, not damage
+  }
+  s.end = off;
+  s.next_seq = expected;
+  return true;
+}
+
+// Scans the segment file `f` (its header valid, `size` bytes) into s,
+// through a window where it can, else whole as read_whole gives it.
+Status scan_segment_file(FileSystem& fs, File& f, std::uint64_t size, std::uint32_t max_payload,
+                         bool last, Scanned& s, std::optional<TimeUs>& prev_time,
+                         RecoveryReport& report) {
+  const Scanned before = s;
+  const std::optional<TimeUs> prev_before = prev_time;
+  SegmentWindow w(f, size);
+  if (scan_segment_windowed(w, max_payload, s, prev_time)) return Status::Ok();
+  s = before;
+  prev_time = prev_before;
+  auto data = read_whole(fs, s.path);
+  if (!data.ok()) return data.status();
+  if (data->size() > size) data->resize(size);  // what the window saw: appends go past it
+  scan_segment(*data, max_payload, last, s, prev_time, report);
+  return Status::Ok();
 }
 
 // Whether bytes after an invalid header hold any valid record of `base`'s
@@ -132,16 +242,22 @@ bool summarized(FileSystem& fs, const std::string& path, std::uint64_t base,
 
 Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, std::uint64_t base,
                                       bool timed, std::uint32_t max_payload, std::uint64_t end) {
-  auto data = read_whole(fs, path);
-  if (!data.ok()) return data.status();
-  if (data->size() > end) data->resize(end);  // complete records only: appends go past it
+  auto f = fs.open(path, OpenMode::kRead);
+  if (!f.ok()) return f.status();
+  auto size = (*f)->size();
+  if (!size.ok()) return size.status();
   Scanned s;
   s.base_seq = base;
   s.path = path;
   s.timed = timed;
   std::optional<TimeUs> prev_time;
   RecoveryReport ignored;
-  scan_segment(*data, max_payload, /*last=*/false, s, prev_time, ignored);
+  // Complete records only: appends go past `end`.
+  if (Status st = scan_segment_file(fs, **f, std::min(*size, end), max_payload, /*last=*/false, s,
+                                    prev_time, ignored);
+      !st.ok()) {
+    return st;
+  }
   return std::move(s.skips);
 }
 
@@ -196,11 +312,19 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
       ++report.summarized;
       continue;
     }
-    auto data = read_whole(fs, path);
-    if (!data.ok()) return data.status();
-    const bool header_ok = data->size() >= kSegmentHeaderSize &&
-                           decode_segment_header(data->data()) == std::optional(base);
+    auto f = fs.open(path, OpenMode::kRead);
+    if (!f.ok()) return f.status();
+    auto size = (*f)->size();
+    if (!size.ok()) return size.status();
+    char header[kSegmentHeaderSize];
+    auto got = *size >= kSegmentHeaderSize ? (*f)->pread(header, sizeof header, 0)
+                                           : Result<std::size_t>(std::size_t{0});
+    if (!got.ok()) return got.status();
+    const bool header_ok =
+        *got == sizeof header && decode_segment_header(header) == std::optional(base);
     if (!header_ok) {
+      auto data = read_whole(fs, path);
+      if (!data.ok()) return data.status();
       if (!holds_records(*data, base, opt.max_message_bytes)) {
         // A segment whose header never reached the disk (or was lost with
         // it) and no record after: empty, whatever its (preallocated) size.
@@ -225,8 +349,8 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
     Scanned s;
     s.base_seq = base;
     s.path = path;
-    s.flags = segment_header_flags(data->data());
-    s.timed = segment_header_version(data->data()) != kUntimedFormatVersion;
+    s.flags = segment_header_flags(header);
+    s.timed = segment_header_version(header) != kUntimedFormatVersion;
     if (!out.segments.empty() && base != out.segments.back().next_seq) {
       const std::uint64_t prev = out.segments.back().next_seq;
       if (base < prev) {
@@ -239,7 +363,11 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
             {path, 0, 0, "gap before this segment: " + seq_range(prev, base - prev)});
       }
     }
-    scan_segment(*data, opt.max_message_bytes, last, s, prev_time, report);
+    if (Status st =
+            scan_segment_file(fs, **f, *size, opt.max_message_bytes, last, s, prev_time, report);
+        !st.ok()) {
+      return st;
+    }
     if (last && (s.flags & kSegmentClosed) != 0) out.closed = report.closed = true;
     out.segments.push_back(std::move(s));
   }

@@ -16,6 +16,7 @@
 
 #include "fault_file_system.h"
 #include "log/file_system.h"
+#include "log/forwarding_file_system.h"
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
@@ -106,33 +107,17 @@ TEST(ReaderProcessTest, AnOpenBesideASyncingWriterDeliversOnlyWhatItPublished) {
 // A FileSystem over the real one whose pread on a segment fails on demand.
 std::atomic<int> g_fail_preads{0};
 
-class FlakyFile final : public log::File {
+class FlakyFile final : public testutil::ForwardingFile {
  public:
-  explicit FlakyFile(std::unique_ptr<log::File> f) : File(f->path()), f_(std::move(f)) {}
+  explicit FlakyFile(std::unique_ptr<log::File> f) : ForwardingFile(std::move(f)) {}
   Result<std::size_t> pread(char* buf, std::size_t n, std::uint64_t off) override {
     if (path().ends_with(".seg") && g_fail_preads.load() > 0) {
       g_fail_preads.fetch_sub(1);
       return log::io_error("read", path(), EIO);
     }
-    return f_->pread(buf, n, off);
-  }
-  Status pwrite(const char* b, std::size_t n, std::uint64_t o) override {
-    return f_->pwrite(b, n, o);
+    return ForwardingFile::pread(buf, n, off);
   }
   Status sync() override;
-  Status truncate(std::uint64_t s) override { return f_->truncate(s); }
-  Status preallocate(std::uint64_t o, std::uint64_t l) override { return f_->preallocate(o, l); }
-  Result<std::uint64_t> size() override { return f_->size(); }
-  Result<std::chrono::system_clock::time_point> modified() override { return f_->modified(); }
-  Result<std::chrono::system_clock::time_point> created() override { return f_->created(); }
-  bool map_is_safe() override { return f_->map_is_safe(); }
-  char* map(std::size_t len) override { return f_->map(len); }
-  Status lock(const std::string& what) override { return f_->lock(what); }
-  Result<int> lock_holder() override { return f_->lock_holder(); }
-  Status try_flock() override { return f_->try_flock(); }
-
- private:
-  std::unique_ptr<log::File> f_;
 };
 
 // Holds the next sync of a segment until released, then fails it (EIO).
@@ -154,29 +139,14 @@ Status FlakyFile::sync() {
       return log::io_error("fdatasync", path(), EIO);
     }
   }
-  return f_->sync();
+  return ForwardingFile::sync();
 }
 
-class FlakyFs final : public log::FileSystem {
- public:
-  log::FileSystem& b = log::posix_file_system();
-  Result<std::unique_ptr<log::File>> open(const std::string& p, log::OpenMode m) override {
-    auto f = b.open(p, m);
-    if (!f.ok()) return f.status();
-    return std::unique_ptr<log::File>(new FlakyFile(std::move(*f)));
+class FlakyFs final : public testutil::ForwardingFileSystem {
+ protected:
+  std::unique_ptr<log::File> wrap(std::unique_ptr<log::File> f) override {
+    return std::make_unique<FlakyFile>(std::move(f));
   }
-  Status remove(const std::string& p) override { return b.remove(p); }
-  Status rename(const std::string& f, const std::string& t) override { return b.rename(f, t); }
-  Status rename_noreplace(const std::string& f, const std::string& t) override {
-    return b.rename_noreplace(f, t);
-  }
-  Status remove_tree(const std::string& p) override { return b.remove_tree(p); }
-  bool exists(const std::string& p) override { return b.exists(p); }
-  Status sync_dir(const std::string& d) override { return b.sync_dir(d); }
-  Status create_dir(const std::string& d) override { return b.create_dir(d); }
-  bool is_dir(const std::string& p) override { return b.is_dir(p); }
-  Result<std::vector<std::string>> list(const std::string& d) override { return b.list(d); }
-  Result<std::string> canonical(const std::string& p) override { return b.canonical(p); }
 };
 
 // 2. Reader::fill resizes its buffer before the pread and keeps the old
