@@ -16,10 +16,10 @@
 
 #include "fault_file_system.h"
 #include "log/file_system.h"
-#include "log/forwarding_file_system.h"
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
+#include "testutil/forwarding_file_system.h"
 #include "testutil/temp_dir.h"
 
 namespace sluice {

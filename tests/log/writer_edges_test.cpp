@@ -22,6 +22,7 @@
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
+#include "testutil/forwarding_file_system.h"
 #include "testutil/temp_dir.h"
 #include "testutil/wait_for.h"
 
@@ -85,77 +86,48 @@ struct SyncHold {
 };
 
 // A file of the real disk whose sync() first runs a hook (to hold it).
-class HookedFile final : public log::File {
+class HookedFile final : public testutil::ForwardingFile {
  public:
   HookedFile(std::unique_ptr<log::File> in, std::function<void(const std::string&)> hook)
-      : File(in->path()), in_(std::move(in)), hook_(std::move(hook)) {}
-  Result<std::size_t> pread(char* b, std::size_t n, std::uint64_t o) override {
-    return in_->pread(b, n, o);
-  }
-  Status pwrite(const char* b, std::size_t n, std::uint64_t o) override {
-    return in_->pwrite(b, n, o);
-  }
+      : ForwardingFile(std::move(in)), hook_(std::move(hook)) {}
   Status sync() override {
     if (hook_) hook_(path());
-    return in_->sync();
+    return ForwardingFile::sync();
   }
-  Status truncate(std::uint64_t n) override { return in_->truncate(n); }
-  Status preallocate(std::uint64_t o, std::uint64_t n) override { return in_->preallocate(o, n); }
-  Result<std::uint64_t> size() override { return in_->size(); }
-  Result<std::chrono::system_clock::time_point> modified() override { return in_->modified(); }
-  bool map_is_safe() override { return in_->map_is_safe(); }
-  char* map(std::size_t len) override { return in_->map(len); }
-  Status lock(const std::string& w) override { return in_->lock(w); }
-  Result<int> lock_holder() override { return in_->lock_holder(); }
-  Status try_flock() override { return in_->try_flock(); }
 
  private:
-  std::unique_ptr<log::File> in_;
   std::function<void(const std::string&)> hook_;
 };
 
 // The real disk, with one directory sync made to fail on demand (EIO, as a
 // disk may report once and then recover).
-class FlakyDirSync final : public log::FileSystem {
+class FlakyDirSync final : public testutil::ForwardingFileSystem {
  public:
   std::atomic<int> fail_dir_syncs{0};
   // Runs after a listing is taken (a test deletes a file there meanwhile).
   std::function<void(const std::string&)> after_list;
   // Runs at the start of every sync of a position file (.pos).
   std::function<void(const std::string&)> pos_sync_hook;
-  Result<std::unique_ptr<log::File>> open(const std::string& p, log::OpenMode m) override {
-    auto f = in_.open(p, m);
-    if (!f.ok() || !p.ends_with(".pos")) return f;
-    return std::unique_ptr<log::File>(
-        std::make_unique<HookedFile>(std::move(*f), [this](const std::string& path) {
-          if (pos_sync_hook) pos_sync_hook(path);
-        }));
-  }
-  Status remove(const std::string& p) override { return in_.remove(p); }
-  Status rename(const std::string& a, const std::string& b) override { return in_.rename(a, b); }
-  Status rename_noreplace(const std::string& a, const std::string& b) override {
-    return in_.rename_noreplace(a, b);
-  }
-  Status remove_tree(const std::string& p) override { return in_.remove_tree(p); }
-  bool exists(const std::string& p) override { return in_.exists(p); }
   Status sync_dir(const std::string& d) override {
     if (fail_dir_syncs > 0) {
       --fail_dir_syncs;
       return log::io_error("fsync", d, EIO);
     }
-    return in_.sync_dir(d);
+    return ForwardingFileSystem::sync_dir(d);
   }
-  Status create_dir(const std::string& d) override { return in_.create_dir(d); }
-  bool is_dir(const std::string& p) override { return in_.is_dir(p); }
   Result<std::vector<std::string>> list(const std::string& d) override {
-    auto names = in_.list(d);
+    auto names = ForwardingFileSystem::list(d);
     if (after_list) after_list(d);
     return names;
   }
-  Result<std::string> canonical(const std::string& p) override { return in_.canonical(p); }
 
- private:
-  log::FileSystem& in_ = log::posix_file_system();
+ protected:
+  std::unique_ptr<log::File> wrap(std::unique_ptr<log::File> f) override {
+    if (!f->path().ends_with(".pos")) return f;
+    return std::make_unique<HookedFile>(std::move(f), [this](const std::string& path) {
+      if (pos_sync_hook) pos_sync_hook(path);
+    });
+  }
 };
 
 // A new channel that starts behind the slowest one (at the oldest record,

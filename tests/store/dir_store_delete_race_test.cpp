@@ -11,6 +11,7 @@
 #include "log/file_system.h"
 #include "sluice/store.h"
 #include "store/dir_store.h"
+#include "testutil/forwarding_file_system.h"
 #include "testutil/temp_dir.h"
 
 namespace sluice {
@@ -20,31 +21,14 @@ namespace fs = std::filesystem;
 
 // The real file system, with a hook that runs after list() has read a
 // directory and before its names are returned.
-class HookedFs final : public log::FileSystem {
+class HookedFs final : public testutil::ForwardingFileSystem {
  public:
   std::function<void(const std::string&)> after_list;
-  Result<std::unique_ptr<log::File>> open(const std::string& p, log::OpenMode m) override {
-    return real().open(p, m);
-  }
-  Status remove(const std::string& p) override { return real().remove(p); }
-  Status rename(const std::string& a, const std::string& b) override { return real().rename(a, b); }
-  Status rename_noreplace(const std::string& a, const std::string& b) override {
-    return real().rename_noreplace(a, b);
-  }
-  Status remove_tree(const std::string& p) override { return real().remove_tree(p); }
-  bool exists(const std::string& p) override { return real().exists(p); }
-  Status sync_dir(const std::string& d) override { return real().sync_dir(d); }
-  Status create_dir(const std::string& d) override { return real().create_dir(d); }
-  bool is_dir(const std::string& p) override { return real().is_dir(p); }
   Result<std::vector<std::string>> list(const std::string& d) override {
-    auto r = real().list(d);
+    auto r = ForwardingFileSystem::list(d);
     if (after_list) after_list(d);
     return r;
   }
-  Result<std::string> canonical(const std::string& p) override { return real().canonical(p); }
-
- private:
-  static log::FileSystem& real() { return log::posix_file_system(); }
 };
 
 // docs/cli.md, "Store layout": delete takes every channel's reader lock and
