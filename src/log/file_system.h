@@ -60,16 +60,22 @@ class File {
   // nullptr if it cannot be had. What reaches the disk is what is in the map
   // when sync() runs. Only bytes below size() may be touched.
   virtual char* map(std::size_t len) = 0;
-  // An exclusive POSIX record lock on the whole file, held while the File
-  // lives; kInUse "<what> by PID n" if another process holds it.
+  // An exclusive lock on the file, held while the File lives: an
+  // open-file-description lock (F_OFD_SETLK), so closing another File of the
+  // same path in this process does not drop it (a POSIX record lock would
+  // be), and another File of it in this process is refused too. kInUse
+  // "<what> by PID n" if another holds it ("by another process" when its PID
+  // cannot be had). A child made by fork() shares the lock until it closes
+  // the inherited descriptor (O_CLOEXEC: at exec).
   virtual Status lock(const std::string& what) = 0;
-  // The PID of another process holding lock() on this file, 0 if none (a
-  // lock this process holds does not count: POSIX locks never conflict
-  // within a process).
+  // The PID of whoever holds lock() on this file through another File (this
+  // process's PID if it is one of ours), 0 if none, -1 if it is held by a
+  // process that cannot be named (the PID it recorded is gone: a forked
+  // child kept it). The lock taken through this File does not count.
   virtual Result<int> lock_holder() = 0;
-  // An exclusive flock on the file, held while the File lives. Unlike
-  // lock(), it excludes a second holder in the same process too (another
-  // open of the same file); kInUse "<path> is locked" if anyone holds it.
+  // An exclusive flock on the file, held while the File lives. Like lock(),
+  // it excludes a second holder in the same process too (another open of
+  // the same file); kInUse "<path> is locked" if anyone holds it.
   virtual Status try_flock() = 0;
 
  protected:

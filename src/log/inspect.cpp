@@ -436,7 +436,8 @@ Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions
   }
   if (in_flight) {
     add(t, Severity::kNote, in_flight->file, in_flight->offset, 0,
-        "a write in progress: the writer (PID " + std::to_string(in_flight->pid) +
+        "a write in progress: the writer (" +
+            (in_flight->pid > 0 ? "PID " + std::to_string(in_flight->pid) : "another process") +
             ") had published up to seq " + std::to_string(t.visible_seq) +
             "; what follows was being copied in, not read",
         "nothing to do (verify again when the writer is idle to read those bytes too)");

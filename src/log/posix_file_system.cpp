@@ -1,6 +1,7 @@
 // The production FileSystem: plain POSIX calls.
 #include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>  // kill(pid, 0)
 #include <stdio.h>  // renameat2
 #include <sys/file.h>
 #include <sys/mman.h>
@@ -33,6 +34,24 @@ Status missing_or_error(const std::string& op, const std::string& path, int err)
 }  // namespace
 
 namespace {
+
+// lock(): an open-file-description lock (F_OFD_SETLK), which belongs to
+// the open file, not to the process: closing another descriptor of the same
+// file in this process (a probe, a position read) does not drop it, and two
+// opens in one process exclude each other. F_OFD_GETLK names no holder, so
+// the holder's PID is written in the lock itself: it covers [0, kPidBase +
+// pid), and its length is read back. Nothing on disk, nothing stale after a
+// crash (the lock goes with its holder).
+constexpr off_t kPidBase = off_t{1} << 40;
+
+struct flock holder_range(int pid) {
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = 0;
+  fl.l_len = kPidBase + pid;
+  return fl;
+}
 
 class PosixFile final : public File {
  public:
@@ -143,25 +162,32 @@ class PosixFile final : public File {
   }
 
   Status lock(const std::string& what) override {
-    struct flock fl {};
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    if (::fcntl(fd_, F_SETLK, &fl) == 0) return Status::Ok();
-    struct flock who {};  // POSIX locks (unlike flock) name their holder
-    who.l_type = F_WRLCK;
-    who.l_whence = SEEK_SET;
-    ::fcntl(fd_, F_GETLK, &who);
-    return {StatusCode::kInUse, what + " by PID " + std::to_string(who.l_pid)};
+    struct flock fl = holder_range(static_cast<int>(::getpid()));
+    if (::fcntl(fd_, F_OFD_SETLK, &fl) == 0) return Status::Ok();
+    if (errno != EAGAIN && errno != EACCES) return io_error("fcntl(F_OFD_SETLK)", path(), errno);
+    auto pid = lock_holder();
+    if (pid.ok() && *pid > 0) return {StatusCode::kInUse, what + " by PID " + std::to_string(*pid)};
+    return {StatusCode::kInUse, what + " by another process"};
   }
 
   Result<int> lock_holder() override {
     struct flock who {};
     who.l_type = F_WRLCK;
     who.l_whence = SEEK_SET;
-    if (::fcntl(fd_, F_GETLK, &who) != 0) return io_error("fcntl(F_GETLK)", path(), errno);
-    return who.l_type == F_UNLCK ? 0 : static_cast<int>(who.l_pid);
+    who.l_start = 0;
+    who.l_len = 1;  // every holder's range starts at byte 0
+    if (::fcntl(fd_, F_OFD_GETLK, &who) != 0) return io_error("fcntl(F_OFD_GETLK)", path(), errno);
+    if (who.l_type == F_UNLCK) return 0;
+    if (who.l_pid > 0) return static_cast<int>(who.l_pid);  // a process-owned (F_SETLK) lock
+    // An open-file-description lock reports no PID (-1): ours carry it in
+    // their length. A holder's forked child shares the lock and keeps it
+    // after its parent exits: a PID that is gone is not reported.
+    if (who.l_start == 0 && who.l_len > kPidBase && who.l_len - kPidBase <= INT_MAX) {
+      const auto pid = static_cast<pid_t>(who.l_len - kPidBase);
+      if (::kill(pid, 0) == 0 || errno == EPERM) return static_cast<int>(pid);
+    }
+    return -1;  // held, by a process we cannot name
   }
-
   Status try_flock() override {
     if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return Status::Ok();
     if (errno == EWOULDBLOCK) return {StatusCode::kInUse, path() + " is locked"};

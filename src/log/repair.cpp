@@ -74,8 +74,9 @@ Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
   // The writer's role: no writer may append (or recover) while we move its
   // segments. LOCK is created only in a topic (one copied without it).
   std::unique_ptr<File> lock;
-  // Registered as this process's writer while it holds LOCK: a reader's
-  // probe of LOCK (live_writer) then never opens it, which would drop it.
+  // Registered as this process's writer while it holds LOCK: a topic of
+  // this process opened meanwhile is refused the writer's role, and a
+  // reader's probe (live_writer) names this process.
   auto canon = fs.canonical(dir);
   const WritingHere here(fs, canon.ok() ? *canon : dir);
   if (!here.held()) {

@@ -20,9 +20,9 @@ using log::MutexLock;
 
 namespace {
 
-// In-process registry of topics open for writing: POSIX record locks do not
-// conflict within a process. Each entry holds the opener's pid: a forked
-// child is another process.
+// In-process registry of topics open for writing: a second open here is
+// refused as "open in this process" before it tries LOCK. Each entry holds
+// the opener's pid: a forked child is another process.
 std::mutex g_open_mu;
 std::map<std::pair<const log::FileSystem*, std::string>, pid_t> g_open_dirs;
 
@@ -410,7 +410,7 @@ Status Topic::delete_channel(std::string_view name) {
       return {StatusCode::kInUse, "channel '" + std::string(name) + "' is open"};
     }
   }
-  // Open in another process (a read-only topic): its POSIX lock says so.
+  // Open elsewhere (another process, another Topic here): its lock says so.
   // Held while the file goes, so no opener elsewhere takes it meanwhile.
   auto held = t.fs.open(t.channel_path(name), log::OpenMode::kReadWrite);
   if (!held.ok()) {
@@ -472,11 +472,10 @@ WritingHere::~WritingHere() {
 }
 
 int live_writer(FileSystem& fs, const std::string& canonical_dir) {
-  // Under g_open_mu: a writer of this process registers before it locks
-  // LOCK, so none takes its lock while the probe holds LOCK open (closing
-  // the probe's descriptor drops every POSIX lock this process holds on it).
-  // Any file system of this process naming the same directory counts (one
-  // may wrap the real disk: the lock would still be this process's).
+  // A writer of this process registers before it locks LOCK: found here
+  // without opening LOCK. Any file system of this process naming the same
+  // directory counts (one may wrap the real disk). Closing the probe's
+  // descriptor drops no lock (LOCK's is an open-file-description lock).
   std::lock_guard g(g_open_mu);
   for (const auto& [key, pid] : g_open_dirs) {
     if (key.second == canonical_dir && pid == getpid()) return static_cast<int>(pid);

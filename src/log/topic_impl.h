@@ -70,7 +70,7 @@ Result<std::unique_ptr<Topic>> open_topic(FileSystem& fs, const std::string& dir
 Result<RecoveryReport> verify_topic(FileSystem& fs, const std::string& dir,
                                     const TopicOptions& options);
 // Whether this process has the topic in `canonical_dir` open for writing
-// (POSIX locks do not tell: they never conflict within a process).
+// (from the registry, without opening LOCK).
 bool open_for_writing_here(const FileSystem& fs, const std::string& canonical_dir);
 // The writer's place in the in-process registry, for what takes the
 // writer's LOCK without opening a Topic (repair): held() false if a writer
@@ -89,7 +89,7 @@ class WritingHere {
   bool held_ = false;
 };
 // The PID of a writer that has the topic open now, in this process or
-// another (holding LOCK), else 0. Never drops this process's lock on LOCK.
+// another (holding LOCK), -1 for one whose PID cannot be had, else 0.
 int live_writer(FileSystem& fs, const std::string& canonical_dir);
 
 }  // namespace sluice::log

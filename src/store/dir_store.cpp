@@ -192,8 +192,8 @@ class DirReader final : public QueueReader {
 };
 
 // Takes the reader role of a channel: an exclusive flock on its lock file.
-// flock (unlike the POSIX locks the topic uses) excludes a second holder in
-// the same process too. The holder's PID is written in the file for the
+// flock (like the topic's open-file-description locks) excludes a second
+// holder in the same process too. The holder's PID is written in the file for the
 // message a waiting reader gets.
 Result<std::unique_ptr<log::File>> lock_channel(log::FileSystem& fs, const std::string& path,
                                                 std::string_view queue, std::string_view channel) {

@@ -225,5 +225,56 @@ TEST_F(ChannelLockTest, LockHolderNamesTheHolderAcrossProcesses) {
   EXPECT_EQ(child.run(), 0);
 }
 
+
+// A forked child shares its parent's lock (one open file description) and
+// keeps it after the parent exits: the PID the lock carries is then gone,
+// and the refusal says "another process" rather than a PID that is not the
+// holder's.
+TEST_F(ChannelLockTest, ALockKeptByAForkedChildOfAGoneHolderNamesNoPid) {
+  const std::string path = (dir_ / "f").string();
+  int hold[2];  // the grandchild holds until this pipe's write end closes
+  int ready[2];
+  ASSERT_EQ(::pipe(hold), 0);
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t holder = ::fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    ::close(hold[1]);
+    ::close(ready[0]);
+    auto f = log::posix_file_system().open(path, log::OpenMode::kCreate);
+    if (!f.ok() || !(*f)->lock("f is held").ok()) ::_exit(1);
+    const pid_t keeper = ::fork();
+    if (keeper == 0) {  // shares the open file, so the lock: waits for EOF
+      const char ch = 'r';
+      (void)!::write(ready[1], &ch, 1);
+      char buf = 0;
+      (void)!::read(hold[0], &buf, 1);
+      ::_exit(0);
+    }
+    ::_exit(keeper > 0 ? 0 : 1);  // the holder goes; its File is never closed
+  }
+  ::close(hold[0]);
+  ::close(ready[1]);
+  int st = 0;
+  ASSERT_EQ(::waitpid(holder, &st, 0), holder);
+  ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+  char ch = 0;
+  ASSERT_EQ(::read(ready[0], &ch, 1), 1);  // the keeper runs
+  ::close(ready[0]);
+
+  auto f = log::posix_file_system().open(path, log::OpenMode::kReadWrite);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto who = (*f)->lock_holder();
+  ASSERT_TRUE(who.ok()) << who.status();
+  EXPECT_EQ(*who, -1) << "the holder's PID " << holder << " is gone";
+  Status s = (*f)->lock("f is held");
+  EXPECT_EQ(s.code(), StatusCode::kInUse) << s;
+  EXPECT_EQ(s.message(), "f is held by another process");
+  ::close(hold[1]);  // the keeper exits, and the lock goes with it
+  for (int i = 0; i < 500 && !(*f)->lock("f is held").ok(); ++i) ::usleep(2000);
+  EXPECT_EQ(*(*f)->lock_holder(), 0);
+  EXPECT_TRUE((*f)->lock("f is held").ok());
+}
+
 }  // namespace
 }  // namespace sluice

@@ -52,6 +52,9 @@ struct FaultFileSystem::Inode {
   std::string durable;
   bool mapped = false;
   std::chrono::system_clock::time_point mtime = std::chrono::system_clock::now();
+  // The File holding each lock: like the real disk's open-file-description
+  // locks and flock, another File of the same file is refused (in this
+  // process too) and only closing the holder releases it.
   const void* locker = nullptr;   // lock()
   const void* flocker = nullptr;  // try_flock()
   // A directory: its entries now, and as of its last sync.

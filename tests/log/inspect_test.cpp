@@ -417,7 +417,7 @@ TEST_F(InspectTest, RepairOfACleanTopicDoesNothing) {
   EXPECT_EQ(bytes(), before);
 }
 
-// A writer in another process (POSIX locks do not conflict within one).
+// A writer in another process (one in this process is refused by the registry).
 TEST_F(InspectTest, RepairRefusesWhileAWriterElsewhereHoldsTheTopic) {
   fill(10);
   int ready[2], done[2];
