@@ -18,6 +18,7 @@
 #include "log/file_system.h"
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
+#include "sluice/store.h"
 #include "testutil/temp_dir.h"
 
 namespace sluice {
@@ -225,6 +226,42 @@ TEST_F(ChannelLockTest, LockHolderNamesTheHolderAcrossProcesses) {
   EXPECT_EQ(child.run(), 0);
 }
 
+
+// DirStore::stat reads each channel's .pos file (and closes it) while this
+// process's reader has the channel open: the log's lock on it must hold for
+// a direct user of the log in another process.
+TEST_F(ChannelLockTest, AStoreStatHereKeepsTheReadersChannelLocked) {
+  const std::string store_dir = (dir_ / "store").string();
+  const std::string topic_dir = store_dir + "/queues/q/topic";
+  const pid_t parent = getpid();
+  Child child([&] {
+    TopicOptions ro;
+    ro.read_only = true;
+    auto t = Topic::open(topic_dir, ro);
+    if (!t.ok()) {
+      std::fprintf(stderr, "child: open: %s\n", t.status().to_string().c_str());
+      return kOtherError;
+    }
+    auto c = (*t)->channel("c");
+    if (c.ok()) return kOpened;
+    std::fprintf(stderr, "child: refused: %s\n", c.status().to_string().c_str());
+    if (c.code() != StatusCode::kInUse) return kOtherError;
+    return c.status().message().find("by PID " + std::to_string(parent)) != std::string::npos
+               ? kRefusedNamingParent
+               : kRefusedOtherwise;
+  });
+  ASSERT_TRUE(child.started());
+  auto store = QueueStore::open(store_dir, StoreOptions{});
+  ASSERT_TRUE(store.ok()) << store.status();
+  ASSERT_TRUE((*store)->create("q", QueueSpec{}).ok());
+  auto r = (*store)->reader("q", "c", {});
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto info = (*store)->stat("q");  // reads and closes channels/c.pos
+  ASSERT_TRUE(info.ok()) << info.status();
+  const int got = child.run();
+  EXPECT_NE(got, kOpened) << "another process opened channel 'c' of the store's reader";
+  EXPECT_EQ(got, kRefusedNamingParent);
+}
 
 // A forked child shares its parent's lock (one open file description) and
 // keeps it after the parent exits: the PID the lock carries is then gone,
