@@ -2,7 +2,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>  // kill(pid, 0)
-#include <stdio.h>  // renameat2
+#include <stdio.h>   // renameat2
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>

@@ -94,8 +94,7 @@ int try_channel(const std::string& dir, const std::string& name, pid_t parent) {
   }
   auto c = (*t)->channel(name);
   if (c.ok()) {
-    std::fprintf(stderr, "child: opened channel '%s' while the parent has it open\n",
-                 name.c_str());
+    std::fprintf(stderr, "child: opened channel '%s' while the parent has it open\n", name.c_str());
     return kOpened;
   }
   std::fprintf(stderr, "child: refused: %s\n", c.status().to_string().c_str());
@@ -225,7 +224,6 @@ TEST_F(ChannelLockTest, LockHolderNamesTheHolderAcrossProcesses) {
   }
   EXPECT_EQ(child.run(), 0);
 }
-
 
 // DirStore::stat reads each channel's .pos file (and closes it) while this
 // process's reader has the channel open: the log's lock on it must hold for
