@@ -6,25 +6,50 @@ cancelled task does not leave a thread waiting. The reader fetches in the
 thread and hands messages out in the task: a task cancelled while the
 thread fetched loses nothing (what was fetched is handed out next, or given
 back when the reader leaves).
+
+A call whose task is never cancelled (a loop closed with the task pending,
+or KeyboardInterrupt out of loop.run_until_complete) would keep its thread
+waiting, and the interpreter's exit joins the executor's threads: it would
+wait for ever. So at exit, before that join, every call still in a thread is
+cancelled (sluice.Cancelled in the thread, seen by nobody).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures.thread  # noqa: F401 (its exit hook first: ours runs before it)
 import functools
+import threading
 
 from ._sluice import Cancel, Reader, Writer
+
+# The Cancels of the calls that may be running in a thread.
+_pending = set()
+
+
+def _cancel_pending():
+    for cancel in list(_pending):
+        cancel.cancel()
+
+
+# threading's exit hooks run in reverse order of registration, before the
+# non-daemon threads are joined; concurrent.futures' (joining the executor's
+# threads) is registered at its import, above.
+threading._register_atexit(_cancel_pending)
 
 
 async def _in_thread(fn, *args, **kwargs):
     cancel = Cancel()
     loop = asyncio.get_running_loop()
-    fut = loop.run_in_executor(None, functools.partial(fn, *args, cancel=cancel, **kwargs))
+    _pending.add(cancel)
     try:
+        fut = loop.run_in_executor(None, functools.partial(fn, *args, cancel=cancel, **kwargs))
         return await fut
-    except asyncio.CancelledError:
+    except BaseException:  # CancelledError; GeneratorExit when the pending task is collected
         cancel.cancel()
         raise
+    finally:
+        _pending.discard(cancel)
 
 
 def _aiter(self):

@@ -1,0 +1,121 @@
+"""Edges of the asyncio form (python/sluice/_aio.py): what a task left
+pending, a second task on one reader and a cancelled task leave behind.
+
+Each scenario that could hang runs in a child python3 with a deadline, so a
+hang fails the test instead of stopping the run. "A thread is blocked in the
+call" is observed, not slept for: an executor thread whose Python frame is
+the call and whose kernel state is sleeping, seen on consecutive polls.
+"""
+
+import signal
+import subprocess
+
+import pytest
+
+from conftest import python_child
+
+# Shared by the children: `blocked_threads()` lists the threads that are
+# inside a store call run by the event loop's executor and sleeping there.
+HELPERS = r"""
+import asyncio, sys, threading
+
+def _state(t):
+    with open(f"/proc/self/task/{t.native_id}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0]
+
+def blocked_threads():
+    frames = sys._current_frames()
+    out = []
+    for t in threading.enumerate():
+        f = frames.get(t.ident)
+        if f is None or t is threading.current_thread():
+            continue
+        if not (f.f_code.co_name == "run" and f.f_code.co_filename.endswith("concurrent/futures/thread.py")):
+            continue
+        try:
+            if _state(t) == "S":
+                out.append(t)
+        except OSError:
+            pass
+    return out
+
+async def until_blocked(n, timeout=20.0):
+    # n threads blocked in calls on 5 consecutive polls (a thread only
+    # waiting for the GIL gets it while the loop sleeps between them).
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    seen = 0
+    while seen < 5:
+        if loop.time() > deadline:
+            raise SystemExit(f"timed out waiting for {n} blocked thread(s)")
+        seen = seen + 1 if len(blocked_threads()) >= n else 0
+        await asyncio.sleep(0.01)
+"""
+
+DEADLINE = 30
+
+
+def run_child(code, *args, stdin=None):
+    child = python_child(HELPERS + code, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = child.communicate(timeout=DEADLINE)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        pytest.fail(f"child still running after {DEADLINE}s (hung)\nstdout: {out!r}\nstderr: {err!r}")
+    return child.returncode, out.decode(), err.decode()
+
+
+# A loop closed (not asyncio.run: nothing cancels its tasks) while a task
+# waits in aget: the interpreter's exit joins the executor's threads.
+PENDING_AT_CLOSE = r"""
+import sluice
+store = sluice.Store(sys.argv[1]); store.create("q")
+r = store.reader("q")
+loop = asyncio.new_event_loop()
+async def main():
+    t = asyncio.ensure_future(r.aget())
+    await until_blocked(1)
+    return t
+task = loop.run_until_complete(main())
+loop.close()
+print("closed", flush=True)
+"""
+
+
+def test_exit_with_a_task_left_in_aget(tmp_path):
+    rc, out, err = run_child(PENDING_AT_CLOSE, str(tmp_path / "store"))
+    assert out == "closed\n", err
+    assert rc == 0, err
+
+
+# Ctrl-C under loop.run_until_complete (no asyncio.run: KeyboardInterrupt
+# leaves the loop, the task is not cancelled).
+CTRL_C_IN_AGET = r"""
+import sluice
+store = sluice.Store(sys.argv[1]); store.create("q")
+r = store.reader("q")
+async def ready():
+    await until_blocked(1)
+    print("ready", flush=True)
+async def main():
+    asyncio.ensure_future(ready())
+    return await r.aget()
+asyncio.new_event_loop().run_until_complete(main())
+"""
+
+
+def test_ctrl_c_in_run_until_complete_during_aget_exits(tmp_path):
+    child = python_child(HELPERS + CTRL_C_IN_AGET, str(tmp_path / "store"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"ready\n"
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=DEADLINE)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        pytest.fail(f"child still running {DEADLINE}s after SIGINT (hung at exit)")
+    assert b"KeyboardInterrupt" in err
+    assert child.returncode != 0
+
