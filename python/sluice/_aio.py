@@ -5,7 +5,9 @@ with a sluice.Cancel that the awaiting task's cancellation triggers, so a
 cancelled task does not leave a thread waiting. The reader fetches in the
 thread and hands messages out in the task: a task cancelled while the
 thread fetched loses nothing (what was fetched is handed out next, or given
-back when the reader leaves).
+back when the reader leaves). Handing out never waits for the reader in
+the event loop: while another task's call holds it, the task waits its turn
+in a thread too.
 
 A call whose task is never cancelled (a loop closed with the task pending,
 or KeyboardInterrupt out of loop.run_until_complete) would keep its thread

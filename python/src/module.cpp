@@ -804,8 +804,14 @@ class Reader {
     live();
     return pos_ < buf_.size() || fill(prefetch_, call_of(std::nullopt, cancel));
   }
+  // take_fetched runs in the event loop, so it never waits for the reader:
+  // while another thread is in a call on it (another task's wait()), it
+  // says None, and the task waits its turn in wait(), in a thread.
   py::object take_fetched() {
-    auto lock = enter();
+    check_enter();
+    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) return py::none();
+    const Entered entered(std::move(lock), owner_);
     live();
     if (pos_ == buf_.size()) return py::none();
     return (to_python(buf_[pos_++], channel_py_));
@@ -901,6 +907,10 @@ class Reader {
   // signal handler that runs (between slices) inside this thread's own call
   // on the reader gets an error, not a deadlock.
   Entered enter() {
+    check_enter();
+    return Entered(take(mu_), owner_);
+  }
+  void check_enter() {
     check_pid(pid_, "Reader");
     if (owner_.load() == std::this_thread::get_id()) {
       PyErr_SetString(base_error().ptr(),
@@ -909,7 +919,6 @@ class Reader {
                           .c_str());
       throw py::error_already_set();
     }
-    return Entered(take(mu_), owner_);
   }
 
   QueueReader& live() {

@@ -119,3 +119,27 @@ def test_ctrl_c_in_run_until_complete_during_aget_exits(tmp_path):
     assert b"KeyboardInterrupt" in err
     assert child.returncode != 0
 
+
+# Two tasks read one reader: the second must wait its turn in a thread, not
+# in the event loop (where it stops the producer task that would end the
+# wait: a deadlock).
+TWO_TASKS = r"""
+import sluice
+store = sluice.Store(sys.argv[1]); store.create("q")
+r = store.reader("q"); w = store.writer("q")
+async def main():
+    a = asyncio.create_task(r.aget())
+    await until_blocked(1)
+    b = asyncio.create_task(r.aget())
+    await asyncio.sleep(0)  # b runs up to its first wait
+    await w.aput_many([b"1", b"2"])
+    got = sorted([(await a).data, (await b).data])
+    print(got, flush=True)
+asyncio.run(main())
+"""
+
+
+def test_two_tasks_on_one_reader_do_not_block_the_loop(tmp_path):
+    rc, out, err = run_child(TWO_TASKS, str(tmp_path / "store"))
+    assert rc == 0, err
+    assert out == "[b'1', b'2']\n"
