@@ -19,7 +19,7 @@
 // Thread safety: a Store may be shared by threads. A Writer too: puts from
 // several threads are combined into one store put (Writer's comment). A
 // Reader is serialised by a mutex of its own (a second thread waits its
-// turn).
+// turn; a get's wait for it ends by its timeout, cancel or a signal).
 #include <pthread.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -197,8 +197,9 @@ void check_pid(pid_t pid, const char* what) {
 
 // Takes `mu` without holding the GIL while it waits (its holder may need the
 // GIL between slices).
-std::unique_lock<std::mutex> take(std::mutex& mu) {
-  std::unique_lock<std::mutex> lock(mu, std::try_to_lock);
+template <class Mutex>
+std::unique_lock<Mutex> take(Mutex& mu) {
+  std::unique_lock<Mutex> lock(mu, std::try_to_lock);
   if (!lock.owns_lock()) {
     NoGil nogil;
     lock.lock();
@@ -791,25 +792,27 @@ class Reader {
   // The next message, or None once the queue is closed and this channel
   // drained. Timeout if `timeout` passes first.
   py::object next(const std::optional<double>& timeout, const Cancel* cancel) {
-    auto lock = enter();
+    const Call call = call_of(timeout, cancel);
+    auto lock = enter(call);
     live();
-    if (pos_ == buf_.size() && !fill(prefetch_, call_of(timeout, cancel))) return py::none();
+    if (pos_ == buf_.size() && !fill(prefetch_, call)) return py::none();
     return (to_python(buf_[pos_++], channel_py_));
   }
 
   // asyncio's halves of next(): fetch without handing out (false at the
   // end), then hand out what is fetched (None if nothing is).
   bool wait(const Cancel* cancel) {
-    auto lock = enter();
+    const Call call = call_of(std::nullopt, cancel);
+    auto lock = enter(call);
     live();
-    return pos_ < buf_.size() || fill(prefetch_, call_of(std::nullopt, cancel));
+    return pos_ < buf_.size() || fill(prefetch_, call);
   }
   // take_fetched runs in the event loop, so it never waits for the reader:
   // while another thread is in a call on it (another task's wait()), it
   // says None, and the task waits its turn in wait(), in a thread.
   py::object take_fetched() {
     check_enter();
-    std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+    std::unique_lock<std::timed_mutex> lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) return py::none();
     const Entered entered(std::move(lock), owner_);
     live();
@@ -821,10 +824,11 @@ class Reader {
   // the end.
   py::list get_many(std::size_t n, const std::optional<double>& timeout, const Cancel* cancel) {
     if (n == 0) throw py::value_error("get_many: n must be at least 1");
-    auto lock = enter();
+    const Call call = call_of(timeout, cancel);
+    auto lock = enter(call);
     live();
     py::list out;
-    if (pos_ == buf_.size() && !fill(n, call_of(timeout, cancel))) return out;
+    if (pos_ == buf_.size() && !fill(n, call)) return out;
     for (; pos_ < buf_.size() && out.size() < n; ++pos_) {
       out.append((to_python(buf_[pos_], channel_py_)));
     }
@@ -889,7 +893,7 @@ class Reader {
   // Held for one call: mu_, and which thread holds it.
   class Entered {
    public:
-    Entered(std::unique_lock<std::mutex> lock, std::atomic<std::thread::id>& owner)
+    Entered(std::unique_lock<std::timed_mutex> lock, std::atomic<std::thread::id>& owner)
         : lock_(std::move(lock)), owner_(owner) {
       owner_.store(std::this_thread::get_id());
     }
@@ -898,7 +902,7 @@ class Reader {
     Entered& operator=(const Entered&) = delete;
 
    private:
-    std::unique_lock<std::mutex> lock_;
+    std::unique_lock<std::timed_mutex> lock_;
     std::atomic<std::thread::id>& owner_;
   };
 
@@ -909,6 +913,34 @@ class Reader {
   Entered enter() {
     check_enter();
     return Entered(take(mu_), owner_);
+  }
+  // enter() for a get, whose wait for its turn (while another thread's get
+  // waits for messages) ends as its own wait would: by its timeout, its
+  // cancel or a signal handler's exception, checked between slices.
+  Entered enter(const Call& call) {
+    check_enter();
+    std::unique_lock<std::timed_mutex> lock(mu_, std::try_to_lock);
+    while (!lock.owns_lock()) {
+      const Clock::time_point now = Clock::now();
+      if (call.token.stop_requested()) {
+        raise_status(Status(StatusCode::kCancelled, queue_label(name_) + ": get cancelled"),
+                     queue_label(name_));
+      }
+      if (call.deadline && *call.deadline <= now) {
+        raise_status(Status(StatusCode::kDeadlineExceeded,
+                            queue_label(name_) +
+                                ": get timed out waiting for another thread's call on the reader"),
+                     queue_label(name_));
+      }
+      Clock::time_point until = now + kSlice;
+      if (call.deadline && *call.deadline < until) until = *call.deadline;
+      {
+        NoGil nogil;
+        (void)lock.try_lock_until(until);
+      }
+      if (!lock.owns_lock() && PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+    return Entered(std::move(lock), owner_);
   }
   void check_enter() {
     check_pid(pid_, "Reader");
@@ -951,7 +983,7 @@ class Reader {
     return true;
   }
 
-  std::mutex mu_;
+  std::timed_mutex mu_;                   // timed: a get waits for its turn in slices (enter(call))
   std::atomic<std::thread::id> owner_{};  // the thread holding mu_
   std::unique_ptr<QueueReader> r_;
   std::string name_;

@@ -143,3 +143,96 @@ def test_two_tasks_on_one_reader_do_not_block_the_loop(tmp_path):
     rc, out, err = run_child(TWO_TASKS, str(tmp_path / "store"))
     assert rc == 0, err
     assert out == "[b'1', b'2']\n"
+
+
+# A task cancelled while its call waits its turn on a reader another task's
+# call holds: the cancel ends that wait too (docs/python.md: "a cancelled
+# task leaves no thread waiting"), while the other call goes on.
+CANCEL_WAITING_TURN = r"""
+import sluice
+store = sluice.Store(sys.argv[1]); store.create("q")
+r = store.reader("q"); w = store.writer("q")
+async def until_blocked_at_most(n, timeout=20.0):
+    # on 5 consecutive polls, as until_blocked (a blocked get wakes between
+    # its 50 ms slices)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    seen = 0
+    while seen < 5:
+        if loop.time() > deadline:
+            raise SystemExit(f"timed out: still {len(blocked_threads())} blocked thread(s)")
+        seen = seen + 1 if len(blocked_threads()) <= n else 0
+        await asyncio.sleep(0.01)
+async def main():
+    a = asyncio.create_task(r.aget())
+    await until_blocked(1)
+    b = asyncio.create_task(r.aget())
+    await until_blocked(2)
+    b.cancel()
+    try:
+        await b
+    except asyncio.CancelledError:
+        pass
+    await until_blocked_at_most(1)
+    await w.aput(b"1")
+    print((await a).data, flush=True)
+asyncio.run(main())
+"""
+
+
+def test_cancel_ends_a_wait_for_the_readers_turn(tmp_path):
+    rc, out, err = run_child(CANCEL_WAITING_TURN, str(tmp_path / "store"))
+    assert rc == 0, err
+    assert out == "b'1'\n"
+
+
+# The same in the synchronous API: a get in a thread waiting its turn on the
+# reader ends by its cancel= and by its timeout= (docs/python.md: "A call
+# blocked in another thread ... ends by its timeout=, or by a sluice.Cancel").
+WAITING_TURN_SYNC = r"""
+import sluice, time
+store = sluice.Store(sys.argv[1]); store.create("q")
+r = store.reader("q")
+deadline = time.monotonic() + 20
+
+def in_thread(**kw):
+    # r.get(**kw) in a daemon thread (one left blocked does not hold up the
+    # exit); its outcome lands in the returned list
+    out = []
+    def run():
+        try:
+            out.append(r.get(**kw))
+        except sluice.Error as e:
+            out.append(type(e).__name__)
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t, out
+
+def until_sleeping(t):
+    seen = 0
+    while seen < 5:
+        assert time.monotonic() < deadline, "the get never blocked"
+        seen = seen + 1 if _state(t) == "S" else 0
+        time.sleep(0.01)
+
+stop_first = sluice.Cancel()
+first, _ = in_thread(cancel=stop_first)
+until_sleeping(first)  # it holds the reader, waiting for a message
+t, out = in_thread(timeout=0.2)
+t.join(10)
+print(out[0] if out else "still waiting", flush=True)
+second = sluice.Cancel()
+t, out = in_thread(cancel=second)
+until_sleeping(t)
+second.cancel()
+t.join(10)
+print(out[0] if out else "still waiting", flush=True)
+stop_first.cancel()
+first.join(10)
+"""
+
+
+def test_timeout_and_cancel_end_a_get_waiting_for_the_readers_turn(tmp_path):
+    rc, out, err = run_child(WAITING_TURN_SYNC, str(tmp_path / "store"))
+    assert out == "Timeout\nCancelled\n", err
+    assert rc == 0, err
