@@ -1,7 +1,9 @@
 """The asyncio form: ``async for msg in reader``, ``await writer.aput(...)``.
 
-A blocking store call runs in the event loop's default executor (a thread),
-with a sluice.Cancel that the awaiting task's cancellation triggers, so a
+A blocking store call runs in a thread of sluice's own executor, which has a
+thread for every call at once (the event loop's default executor has
+min(32, cpu_count + 4): more tasks waiting in aget than that would keep the
+aput that ends their wait from ever running), with a sluice.Cancel that the awaiting task's cancellation triggers, so a
 cancelled task does not leave a thread waiting. The reader fetches in the
 thread and hands messages out in the task: a task cancelled while the
 thread fetched loses nothing (what was fetched is handed out next, or given
@@ -21,12 +23,39 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures.thread  # noqa: F401 (its exit hook first: ours runs before it)
 import functools
+import os
 import threading
 
 from ._sluice import Cancel, Reader, Writer
 
 # The Cancels of the calls that may be running in a thread.
 _pending = set()
+
+# A thread per call at once: a waiting call holds its thread for as long as
+# it waits. Made at the first call; a child made by fork() makes its own
+# (the parent's threads are not in it).
+_MAX_THREADS = 1 << 16
+_executor = None
+_executor_lock = threading.Lock()
+
+
+def _get_executor():
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            _executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=_MAX_THREADS, thread_name_prefix="sluice-asyncio")
+        return _executor
+
+
+def _after_fork_in_child():
+    global _executor, _executor_lock
+    _executor = None
+    _executor_lock = threading.Lock()
+    _pending.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _cancel_pending():
@@ -45,7 +74,7 @@ async def _in_thread(fn, *args, **kwargs):
     loop = asyncio.get_running_loop()
     _pending.add(cancel)
     try:
-        fut = loop.run_in_executor(None, functools.partial(fn, *args, cancel=cancel, **kwargs))
+        fut = loop.run_in_executor(_get_executor(), functools.partial(fn, *args, cancel=cancel, **kwargs))
         return await fut
     except BaseException:  # CancelledError; GeneratorExit when the pending task is collected
         cancel.cancel()

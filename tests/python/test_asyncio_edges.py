@@ -236,3 +236,62 @@ def test_timeout_and_cancel_end_a_get_waiting_for_the_readers_turn(tmp_path):
     rc, out, err = run_child(WAITING_TURN_SYNC, str(tmp_path / "store"))
     assert out == "Timeout\nCancelled\n", err
     assert rc == 0, err
+
+
+# More tasks waiting in aget than the event loop's default executor has
+# threads (min(32, cpu_count + 4)): the calls that would end the waits (aput)
+# must still get a thread, not queue behind the waits for ever.
+MANY_WAITING = r"""
+import os, sluice
+store = sluice.Store(sys.argv[1])
+n = min(32, (os.cpu_count() or 1) + 4) + 2
+names = [f"q{i}" for i in range(n)]
+for name in names:
+    store.create(name)
+readers = [store.reader(name) for name in names]
+writers = [store.writer(name) for name in names]
+async def main():
+    gets = [asyncio.create_task(r.aget()) for r in readers]
+    await until_blocked(n - 2)
+    for i, w in enumerate(writers):
+        await w.aput(b"m%d" % i)
+    got = [(await g).data for g in gets]
+    print(got == [b"m%d" % i for i in range(n)], flush=True)
+asyncio.run(main())
+"""
+
+
+def test_more_waiting_tasks_than_default_executor_threads(tmp_path):
+    rc, out, err = run_child(MANY_WAITING, str(tmp_path / "store"))
+    assert rc == 0, err
+    assert out == "True\n"
+
+
+# sluice's executor is the process's: a child made by fork() after the
+# parent used it makes its own (the parent's idle threads are not in it, and
+# a call handed to one would never run).
+ASYNCIO_AFTER_FORK = r"""
+import os, sluice
+d = sys.argv[1]
+s = sluice.Store(d); s.create("q")
+with s.writer("q") as w:
+    w.put_many([b"a", b"b"])
+async def one(r):
+    return (await r.aget()).data
+with s.reader("q") as r:
+    print("parent", asyncio.run(one(r)), flush=True)
+pid = os.fork()
+if pid == 0:
+    with sluice.Store(d).reader("q") as r:
+        print("child", asyncio.run(asyncio.wait_for(one(r), 20)), flush=True)
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+print("status", status, flush=True)
+"""
+
+
+def test_asyncio_in_a_child_made_by_fork(tmp_path):
+    rc, out, err = run_child(ASYNCIO_AFTER_FORK, str(tmp_path / "store"))
+    assert rc == 0, err
+    # the parent did not acknowledge 'a': the child is handed it again
+    assert out == "parent b'a'\nchild b'a'\nstatus 0\n", err
