@@ -112,7 +112,22 @@ async def _aput(self, message, *, timeout=None):
 
 async def _aput_many(self, messages, *, timeout=None):
     """put_many() without blocking the event loop; returns how many were enqueued."""
-    return await _in_thread(self.put_many, list(messages), timeout=timeout)
+    # The iterable is read here, in the task (not the program's code run in
+    # a thread). One that raises: the messages before it go in, then its
+    # error with .enqueued, as put_many does.
+    batch = []
+    try:
+        for m in messages:
+            batch.append(m)
+    except Exception as e:
+        n = await _in_thread(self.put_many, batch, timeout=timeout) if batch else 0
+        try:
+            e.enqueued = n
+            e.in_doubt = 0
+        except AttributeError:
+            pass
+        raise
+    return await _in_thread(self.put_many, batch, timeout=timeout)
 
 
 Reader.__aiter__ = _aiter

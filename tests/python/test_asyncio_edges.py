@@ -7,6 +7,7 @@ call" is observed, not slept for: an executor thread whose Python frame is
 the call and whose kernel state is sleeping, seen on consecutive polls.
 """
 
+import asyncio
 import signal
 import subprocess
 
@@ -295,3 +296,26 @@ def test_asyncio_in_a_child_made_by_fork(tmp_path):
     assert rc == 0, err
     # the parent did not acknowledge 'a': the child is handed it again
     assert out == "parent b'a'\nchild b'a'\nstatus 0\n", err
+
+
+def test_aput_many_of_an_iterable_that_raises_is_put_many(backend):
+    # docs/python.md: a put_many whose iterable raises puts the messages
+    # before it and raises that error with .enqueued; aput_many is put_many
+    # without blocking the loop.
+    s = backend.store
+    name = backend.create()
+
+    def gen():
+        yield b"a"
+        yield b"b"
+        raise KeyError("boom")
+
+    with s.writer(name) as w:
+        with pytest.raises(KeyError) as sync:
+            w.put_many(gen())
+        with pytest.raises(KeyError) as aio:
+            asyncio.run(w.aput_many(gen()))
+    assert (sync.value.enqueued, sync.value.in_doubt) == (2, 0)
+    assert (getattr(aio.value, "enqueued", None), getattr(aio.value, "in_doubt", None)) == (2, 0)
+    with s.reader(name) as r:
+        assert [r.get(timeout=10).data for _ in range(4)] == [b"a", b"b", b"a", b"b"]
