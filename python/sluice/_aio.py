@@ -106,7 +106,8 @@ async def _aget(self):
 
 async def _aput(self, message, *, timeout=None):
     """put() without blocking the event loop (cancelling the task cancels the put:
-    sluice.Cancelled's ``.enqueued`` then says whether it went in)."""
+    the task gets CancelledError, and whether the message went in is then in
+    the store, ``stat``)."""
     return await _in_thread(self.put, message, timeout=timeout)
 
 
