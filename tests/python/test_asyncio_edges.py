@@ -319,3 +319,54 @@ def test_aput_many_of_an_iterable_that_raises_is_put_many(backend):
     assert (getattr(aio.value, "enqueued", None), getattr(aio.value, "in_doubt", None)) == (2, 0)
     with s.reader(name) as r:
         assert [r.get(timeout=10).data for _ in range(4)] == [b"a", b"b", b"a", b"b"]
+
+
+# Ctrl-C ends a get in the main thread that waits its turn on the reader
+# (docs/python.md: Ctrl-C raises KeyboardInterrupt in a get blocked in the
+# main thread within a slice).
+CTRL_C_WAITING_TURN = r"""
+import sluice, time
+store = sluice.Store(sys.argv[1]); store.create("q")
+r = store.reader("q")
+deadline = time.monotonic() + 20
+stop_first = sluice.Cancel()
+def first_get():
+    try:
+        r.get(cancel=stop_first)
+    except sluice.Cancelled:
+        pass
+def until_sleeping(t):
+    seen = 0
+    while seen < 5:
+        assert time.monotonic() < deadline, "the get never blocked"
+        seen = seen + 1 if _state(t) == "S" else 0
+        time.sleep(0.01)
+first = threading.Thread(target=first_get, daemon=True)
+first.start()
+until_sleeping(first)
+def announce():
+    until_sleeping(threading.main_thread())
+    print("ready", flush=True)
+threading.Thread(target=announce, daemon=True).start()
+try:
+    r.get()
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+stop_first.cancel()
+first.join(10)
+"""
+
+
+def test_ctrl_c_ends_a_get_waiting_for_the_readers_turn(tmp_path):
+    child = python_child(HELPERS + CTRL_C_WAITING_TURN, str(tmp_path / "store"),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stdout.readline() == b"ready\n"
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=DEADLINE)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        pytest.fail(f"child still running {DEADLINE}s after SIGINT")
+    assert out == b"interrupted\n", err
+    assert child.returncode == 0, err
