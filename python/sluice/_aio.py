@@ -3,8 +3,9 @@
 A blocking store call runs in a thread of sluice's own executor, which has a
 thread for every call at once (the event loop's default executor has
 min(32, cpu_count + 4): more tasks waiting in aget than that would keep the
-aput that ends their wait from ever running), with a sluice.Cancel that the awaiting task's cancellation triggers, so a
-cancelled task does not leave a thread waiting. The reader fetches in the
+aput that ends their wait from ever running), with a sluice.Cancel that the
+awaiting task's cancellation triggers, so a cancelled task does not leave a
+thread waiting. The reader fetches in the
 thread and hands messages out in the task: a task cancelled while the
 thread fetched loses nothing (what was fetched is handed out next, or given
 back when the reader leaves). Handing out never waits for the reader in
@@ -74,8 +75,8 @@ async def _in_thread(fn, *args, **kwargs):
     loop = asyncio.get_running_loop()
     _pending.add(cancel)
     try:
-        fut = loop.run_in_executor(_get_executor(), functools.partial(fn, *args, cancel=cancel, **kwargs))
-        return await fut
+        call = functools.partial(fn, *args, cancel=cancel, **kwargs)
+        return await loop.run_in_executor(_get_executor(), call)
     except BaseException:  # CancelledError; GeneratorExit when the pending task is collected
         cancel.cancel()
         raise

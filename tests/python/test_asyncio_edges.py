@@ -31,7 +31,8 @@ def blocked_threads():
         f = frames.get(t.ident)
         if f is None or t is threading.current_thread():
             continue
-        if not (f.f_code.co_name == "run" and f.f_code.co_filename.endswith("concurrent/futures/thread.py")):
+        code = f.f_code
+        if code.co_name != "run" or not code.co_filename.endswith("concurrent/futures/thread.py"):
             continue
         try:
             if _state(t) == "S":
@@ -56,14 +57,15 @@ async def until_blocked(n, timeout=20.0):
 DEADLINE = 30
 
 
-def run_child(code, *args, stdin=None):
+def run_child(code, *args):
     child = python_child(HELPERS + code, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         out, err = child.communicate(timeout=DEADLINE)
     except subprocess.TimeoutExpired:
         child.kill()
         out, err = child.communicate()
-        pytest.fail(f"child still running after {DEADLINE}s (hung)\nstdout: {out!r}\nstderr: {err!r}")
+        pytest.fail(f"child still running after {DEADLINE}s (hung)\n"
+                    f"stdout: {out!r}\nstderr: {err!r}")
     return child.returncode, out.decode(), err.decode()
 
 
