@@ -117,6 +117,8 @@ async def _aput_many(self, messages, *, timeout=None):
     # The iterable is read here, in the task (not the program's code run in
     # a thread). One that raises: the messages before it go in, then its
     # error with .enqueued, as put_many does.
+    if isinstance(messages, (bytes, str)):  # put_many's check (list() would split it)
+        raise TypeError("put_many takes an iterable of messages; for one message, use put")
     batch = []
     try:
         for m in messages:

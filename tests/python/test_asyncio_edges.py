@@ -372,3 +372,17 @@ def test_ctrl_c_ends_a_get_waiting_for_the_readers_turn(tmp_path):
         pytest.fail(f"child still running {DEADLINE}s after SIGINT")
     assert out == b"interrupted\n", err
     assert child.returncode == 0, err
+
+
+def test_aput_many_refuses_one_message_as_put_many_does(log):
+    # put_many("abc") is a TypeError (one message is put's); aput_many("abc")
+    # must not put 'a', 'b' and 'c'.
+    s = log.store
+    name = log.create()
+    with s.writer(name) as w:
+        for one in ("abc", b"abc"):
+            with pytest.raises(TypeError, match="for one message, use put"):
+                w.put_many(one)
+            with pytest.raises(TypeError, match="for one message, use put"):
+                asyncio.run(w.aput_many(one))
+    assert s.stat(name).produced == 0
