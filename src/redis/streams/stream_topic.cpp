@@ -67,12 +67,15 @@ Status unexpected(const redis::Connection& conn, std::string_view what) {
 
 // Error replies that say "not now" rather than "never": the server is
 // loading its data, out of memory, running a long script, or not the
-// primary (any more). The call did not run.
+// primary (any more). The call did not run. UNBLOCKED (other than for a
+// deleted stream, which failed() tells first): a blocking call (XREADGROUP,
+// BLPOP) ended by the server becoming a replica, as in a failover.
 bool transient(std::string_view t) {
   const std::string_view word = t.substr(0, t.find(' '));
   return word == "LOADING" || word == "OOM" || word == "BUSY" || word == "MASTERDOWN" ||
          word == "TRYAGAIN" || word == "CLUSTERDOWN" || word == "READONLY" || word == "MOVED" ||
-         word == "ASK";  // redirections still going round: a slot in flux
+         word == "ASK" ||  // redirections still going round: a slot in flux
+         word == "UNBLOCKED";
 }
 
 std::chrono::milliseconds millis(const redisReply* r) {

@@ -479,8 +479,17 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
       return nullptr;
     }
     Reply r = roundtrip(argv, err, wait);
-    if (!r || r->type != REDIS_REPLY_ERROR || hop == kMaxRedirects) return r;
+    if (!r || r->type != REDIS_REPLY_ERROR) return r;
     const std::string_view t = reply_text(r.get());
+    if (t.starts_with("UNBLOCKED force unblock")) {
+      // A blocking command ended as its server became a replica (a
+      // failover): the server closes the connection after this reply. Drop
+      // it now, so the next call reconnects (and is redirected) instead of
+      // being written into a closed socket and left unanswered.
+      drop();
+      return r;
+    }
+    if (hop == kMaxRedirects) return r;
     const bool moved = t.starts_with("MOVED ");
     if (!moved && !t.starts_with("ASK ")) return r;
     std::string host;
