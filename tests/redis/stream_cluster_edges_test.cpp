@@ -185,5 +185,79 @@ TEST(StreamClusterEdgesTest, AnAppendWaitingAtTheBoundThroughAPlannedFailoverIsU
   EXPECT_EQ(st->appended, 2U);
 }
 
+// Whether node `node` is a primary now (ROLE).
+bool is_primary(std::size_t node) {
+  auto r = RawRedis(cluster().port(node)).cmd({"ROLE"});
+  return r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+         std::string_view(r->element[0]->str, r->element[0]->len) == "master";
+}
+
+// A key served by node `node`, for replica_acknowledges().
+std::string probe_on(std::size_t node) {
+  for (int i = 0;; ++i) {
+    const std::string k = "probe:{" + std::to_string(i) + "}";
+    if (cluster().node_of(k) == node) return k;
+  }
+}
+
+// StreamTopicOptions::replicas = 1 while the topic's slot migrates: once
+// every key of the topic has moved, its old node answers ASK and the append
+// script runs on the new one (ASKING). Its WAIT must ask the node that ran
+// it: the new node's replica is cut off, so the batch is not acknowledged
+// (kUnavailable, in doubt), even though the old node's replica has all the
+// old node ever had.
+TEST(StreamClusterEdgesTest, AnAppendThroughAskWaitsForTheReplicasOfTheNodeThatRanIt) {
+  RedisCluster& c = cluster();
+  RedisOptions seed = c.options();
+  seed.io_timeout = std::chrono::milliseconds(1000);  // WAIT waits 750 ms
+  const auto [name, from] = topic_off_the_seed("asked");
+  std::size_t to = 0;
+  while (to == from || !is_primary(to)) ++to;
+  ASSERT_TRUE(testutil::eventually([&] { return c.replica_acknowledges(from, probe_on(from)); }));
+  ASSERT_TRUE(testutil::eventually([&] { return c.replica_acknowledges(to, probe_on(to)); }));
+
+  StreamTopicOptions o;
+  o.replicas = 1;
+  o.max_deliveries = 1;
+  StreamTopic t(seed, name, o);
+  const std::string chans[] = {"c"};
+  ASSERT_EQ(t.create(chans), StatusCode::kOk);
+  // Every key of the topic made, as in a topic long in use: 1024 appended
+  // (a seek checkpoint), one message dead-lettered, the rest acknowledged
+  // (the acked counts and the wake token). Otherwise the scripts get
+  // TRYAGAIN until the move ends, and never run through ASK.
+  ASSERT_EQ(append(t, numbered("fill", 1024)), StatusCode::kOk);
+  StreamChannel ch(seed, name, "c", o);
+  std::vector<StreamMessage> one;
+  ASSERT_EQ(ch.next_batch(one, 1, with_timeout(10s)), StatusCode::kOk);
+  ASSERT_EQ(ch.nack(std::vector<std::string>{one.at(0).id}), StatusCode::kOk);
+  EXPECT_EQ(take(ch, 1023).size(), 1023U);
+  ASSERT_EQ(t.stats()->dead_letters, 1U);
+  const std::string base = "sluice:{" + name + "}:";
+  ASSERT_EQ(RawRedis(c.port(from))
+                .integer({"EXISTS", base + "stream", base + "meta", base + "acked", base + "wake",
+                          base + "dead", base + "index"}),
+            6);
+
+  const long long slot = c.slot_of(stream_key(name));
+  c.begin_move(slot, from, to);  // every key on `to`; `from` answers ASK
+  const std::size_t cut_off = c.replica_of(to);
+  c.pause(cut_off);
+  ASSERT_GE(RawRedis(c.port(to)).integer({"CLIENT", "KILL", "TYPE", "replica"}), 1);
+  const Status s = append(t, numbered("moving", 10));
+  const std::size_t doubted = t.in_doubt();
+  c.resume(cut_off);
+  // The slot ends on `to` (primaries only: a replica refuses SETSLOT).
+  for (std::size_t i = 0; i < c.size(); ++i) {
+    if (is_primary(i)) {
+      RawRedis(c.port(i)).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", c.id(to)});
+    }
+  }
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("only 0 of the 1 replicas"), std::string_view::npos) << s;
+  EXPECT_EQ(doubted, 10U);
+  EXPECT_EQ(c.node_of(stream_key(name)), to);
+}
+
 }  // namespace
 }  // namespace sluice

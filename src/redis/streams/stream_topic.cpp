@@ -358,7 +358,9 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
       if ((!waited_for && wait_err.status.ok()) || (waited_for && want > asked)) {
         const std::string want_text = std::to_string(want);
         const std::string_view wait_want[] = {"WAIT", want_text, wait_timeout};
-        waited_for = conn_->call(wait_want, wait_err);
+        // Where the script ran: the slot's importing node if it was asked
+        // there (a slot migrating), whose replicas are the ones to count.
+        waited_for = conn_->call_there(wait_want, wait_err);
       }
       if (Status rs = replicated(*conn_, waited_for, wait_err, want, wait_ms); !rs.ok()) {
         // On the primary, not (known to be) on enough replicas: a failover

@@ -469,6 +469,7 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
   // command. Every key of one call shares a hash tag, so one node serves it.
   constexpr int kMaxRedirects = 5;
   bool redirected = false;
+  asked_.reset();
   for (int hop = 0;; ++hop) {
     err = {};
     // Right after a MOVED, no falling back: the node the cluster names is the
@@ -506,14 +507,23 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
     RedisOptions there = options_;
     there.host = std::move(host);
     there.port = port;
-    Connection target(std::move(there), name_, scripts_);
+    auto target = std::make_unique<Connection>(std::move(there), name_, scripts_);
     const std::string_view asking[] = {"ASKING"};
-    Reply ok = target.call(asking, err);
-    Reply answer = ok ? target.roundtrip(argv, err) : std::move(ok);
+    Reply ok = target->call(asking, err);
+    Reply answer = ok ? target->roundtrip(argv, err) : std::move(ok);
     ++redirects_;
-    round_trips_ += target.round_trips_;
+    round_trips_ += target->round_trips_;
+    asked_ = std::move(target);  // for call_there(): where this command ran
     return answer;
   }
+}
+
+Reply Connection::call_there(std::span<const std::string_view> argv, CallError& err) {
+  if (!asked_) return call(argv, err);
+  const std::uint64_t before = asked_->round_trips_;
+  Reply r = asked_->call(argv, err);
+  round_trips_ += asked_->round_trips_ - before;
+  return r;
 }
 
 bool Connection::declared(const Script& script) const noexcept {
@@ -545,6 +555,7 @@ Reply Connection::eval_then(const Script& script, std::span<const std::string_vi
   then_reply.reset();
   err = {};
   then_err = {};
+  asked_.reset();
   if (!declared(script) || ctx_ == nullptr) return eval(script, keys, args, err);
   const std::string nkeys = std::to_string(keys.size());
   const std::vector<std::string_view> argv = evalsha_argv(script.sha, nkeys, keys, args);
@@ -569,6 +580,7 @@ Reply Connection::eval_multi(const Script& script, std::span<const std::string_v
                              std::span<const std::string_view> args,
                              std::span<const std::string_view> then, CallError& err) {
   err = {};
+  asked_.reset();
   if (!declared(script) || ctx_ == nullptr) return nullptr;
   const std::string nkeys = std::to_string(keys.size());
   const std::vector<std::string_view> argv = evalsha_argv(script.sha, nkeys, keys, args);

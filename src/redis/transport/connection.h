@@ -114,6 +114,12 @@ class Connection {
                    std::span<const std::string_view> args, std::span<const std::string_view> then,
                    CallError& err);
 
+  // A command on no key (WAIT) on the node that ran the previous call():
+  // the ASK target if that call was asked there (kept until the next
+  // command), else this connection's node, as call(). WAIT after a write
+  // must go where the write ran.
+  Reply call_there(std::span<const std::string_view> argv, CallError& err);
+
   // The Status for a Redis error reply: authentication and permission
   // errors name the server and say what to fix (kInvalidArgument); any
   // other is kInternal.
@@ -169,6 +175,8 @@ class Connection {
   // Redis Cluster nodes to fall back on: the seed (the address given), then
   // those CLUSTER SLOTS listed at the last connect.
   std::vector<std::pair<std::string, int>> nodes_;
+  // The ASK target the last command ran on (call_there()); reset by the next.
+  std::unique_ptr<Connection> asked_;
   std::vector<const char*> argv_;
   std::vector<std::size_t> lens_;
   std::uint64_t round_trips_ = 0;
