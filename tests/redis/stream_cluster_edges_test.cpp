@@ -200,6 +200,16 @@ std::string probe_on(std::size_t node) {
   }
 }
 
+// RedisCluster::end_move on the primaries only (a replica refuses SETSLOT).
+void end_move(long long slot, std::size_t to) {
+  for (std::size_t i = 0; i < cluster().size(); ++i) {
+    if (!is_primary(i)) continue;
+    auto r = RawRedis(cluster().port(i))
+                 .cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", cluster().id(to)});
+    ASSERT_EQ(r->type, REDIS_REPLY_STATUS) << std::string(r->str, r->len);
+  }
+}
+
 // StreamTopicOptions::replicas = 1 while the topic's slot migrates: once
 // every key of the topic has moved, its old node answers ASK and the append
 // script runs on the new one (ASKING). Its WAIT must ask the node that ran
@@ -247,16 +257,46 @@ TEST(StreamClusterEdgesTest, AnAppendThroughAskWaitsForTheReplicasOfTheNodeThatR
   const Status s = append(t, numbered("moving", 10));
   const std::size_t doubted = t.in_doubt();
   c.resume(cut_off);
-  // The slot ends on `to` (primaries only: a replica refuses SETSLOT).
-  for (std::size_t i = 0; i < c.size(); ++i) {
-    if (is_primary(i)) {
-      RawRedis(c.port(i)).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", c.id(to)});
-    }
-  }
+  end_move(slot, to);
   EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find("only 0 of the 1 replicas"), std::string_view::npos) << s;
   EXPECT_EQ(doubted, 10U);
   EXPECT_EQ(c.node_of(stream_key(name)), to);
+}
+
+// A read blocked on the topic's node (XREADGROUP ... BLOCK) when its slot
+// starts migrating: MIGRATE deletes the stream from the old node, and Redis
+// ends the read with "UNBLOCKED the stream key no longer exists", as for a
+// topic deleted. The topic was not deleted: the read goes on (on the new
+// node, through ASK) and gets what is appended there.
+TEST(StreamClusterEdgesTest, AReadWaitingWhileItsSlotMigratesIsNotToldTheTopicWasDeleted) {
+  RedisCluster& c = cluster();
+  const auto [name, from] = topic_off_the_seed("migrating.read");
+  std::size_t to = 0;
+  while (to == from || !is_primary(to)) ++to;
+  StreamTopic t(c.options(), name);
+  const std::string chans[] = {"c"};
+  ASSERT_EQ(t.create(chans), StatusCode::kOk);
+  StreamChannel ch(long_waits(), name, "c");
+  ASSERT_EQ(ch.join(), StatusCode::kOk);
+  ASSERT_EQ(append(t, numbered("before", 1)), StatusCode::kOk);
+  EXPECT_EQ(take(ch, 1), numbered("before", 1));  // the stream exists: MIGRATE moves it
+
+  auto reading = std::async(std::launch::async, [&] {
+    std::vector<StreamMessage> got;
+    Status s = ch.next_batch(got, 1, with_timeout(15s));
+    return std::make_pair(s, got);
+  });
+  ASSERT_TRUE(testutil::eventually([&] { return blocked_in(from, "xreadgroup"); }));
+  const long long slot = c.slot_of(stream_key(name));
+  c.begin_move(slot, from, to);
+  end_move(slot, to);
+  ASSERT_EQ(append(t, numbered("after", 1)), StatusCode::kOk);
+  auto [s, got] = reading.get();
+  ASSERT_EQ(s, StatusCode::kOk) << s;
+  ASSERT_EQ(got.size(), 1U);
+  EXPECT_EQ(got[0].payload, "after0");
+  EXPECT_EQ(ch.ack(std::vector<std::string>{got[0].id}), StatusCode::kOk);
 }
 
 }  // namespace

@@ -974,6 +974,7 @@ Status StreamChannel::read_batch(std::vector<StreamMessage>& out, std::size_t ma
   if (Status s = join(); !s.ok()) return s;
   const std::size_t before = out.size();
   const std::string count = std::to_string(max);
+  bool read_again = false;  // after the stream left the node while a read waited
   for (;;) {
     if (std::chrono::steady_clock::now() >= next_claim_) {
       if (Status s = claim(out, max); !s.ok()) return s;
@@ -995,6 +996,15 @@ Status StreamChannel::read_batch(std::vector<StreamMessage>& out, std::size_t ma
       // (retry_due_): not drained yet, whatever the script says of them.
       if (!retry_due_.empty()) continue;
       if (Status s = drained(); !s.ok()) return s;
+      continue;
+    }
+    if (r->type == REDIS_REPLY_ERROR && !read_again &&
+        text(r.get()).starts_with("UNBLOCKED the stream key no longer exists")) {
+      // The stream left this node while the read waited: the topic was
+      // deleted, or its slot is migrating (MIGRATE deletes the key from the
+      // old node). Read again to tell which: a deleted topic answers NOGROUP
+      // (kNotFound), a moved one ASK or MOVED, which the transport follows.
+      read_again = true;
       continue;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
