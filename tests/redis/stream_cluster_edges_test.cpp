@@ -159,8 +159,8 @@ TEST(StreamClusterEdgesTest, AnAppendWaitingAtTheBoundThroughAPlannedFailoverIsU
   ASSERT_EQ(append(maker, numbered("first", 1)), StatusCode::kOk);
 
   StreamTopic writer(long_waits(), name);  // the recorded bound applies
-  auto appending = std::async(std::launch::async,
-                              [&] { return append(writer, numbered("second", 1), with_timeout(15s)); });
+  auto appending = std::async(
+      std::launch::async, [&] { return append(writer, numbered("second", 1), with_timeout(15s)); });
   ASSERT_TRUE(testutil::eventually([&] { return blocked_in(primary, "blpop"); }));
   manual_failover(primary, name);
   const Status s = appending.get();
