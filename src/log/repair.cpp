@@ -2,7 +2,10 @@
 // channel from opening into a quarantine directory, and records lost seqs
 // as known gaps (the `after gap` header flag, docs/log_format.md). Under the
 // topic's writer lock; every step is one rename or one synced write, so a
-// crash between steps leaves a topic the next repair (or open) handles.
+// crash between steps leaves a topic the next repair (or open) handles. A
+// file moved or copied into the quarantine has its entry there synced
+// before anything else is done, so a power cut never loses it
+// (tests/log/repair_edges_test.cpp cuts at every call).
 #include <unistd.h>
 
 #include <algorithm>
@@ -115,7 +118,13 @@ Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
     const std::string to = q + "/" + base_name(path);
     steps.push_back(
         {{"move " + base_name(path) + " to the quarantine: " + std::move(why), path, to, records},
-         [&fs, path, to] { return fs.rename(path, to); }});
+         [&fs, path, to, &q] {
+           // The new entry is durable before anything can make the old
+           // one's removal durable: a power cut leaves the file in one
+           // place or both, never in neither.
+           if (Status s = fs.rename(path, to); !s.ok()) return s;
+           return fs.sync_dir(q);
+         }});
   };
 
   // Channels first: take each lock we need before anything changes.
@@ -143,7 +152,12 @@ Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
     quarantine = true;
     const std::string copy = q + "/" + base_name(c.file);
     steps.push_back({{"copy " + base_name(c.file) + " to the quarantine", c.file, copy, 0},
-                     [&fs, from = c.file, copy] { return copy_file(fs, from, copy); }});
+                     [&fs, from = c.file, copy, &q] {
+                       // Durable (its directory entry too) before the slot
+                       // it keeps is rewritten.
+                       if (Status s = copy_file(fs, from, copy); !s.ok()) return s;
+                       return fs.sync_dir(q);
+                     }});
     const std::uint64_t gen = c.slots[c.current_slot].generation + 1;
     const std::uint64_t next = c.next_seq;
     steps.push_back(
@@ -219,12 +233,12 @@ Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
     if (Status st = s.apply(); !st.ok()) return st;
   }
   if (quarantine) {
-    // The renames are durable in both directories before we report them.
+    // The renames are durable in both directories before we report them
+    // (the quarantine's side already is: each step synced it).
     if (Status s = fs.sync_dir(dir); !s.ok()) return s;
     if (pos_moved) {
       if (Status s = fs.sync_dir(dir + "/channels"); !s.ok()) return s;
     }
-    if (Status s = fs.sync_dir(q); !s.ok()) return s;
   }
   // What is left, as a fresh look sees it.
   auto after = look(fs, dir, opt);
