@@ -107,8 +107,11 @@ Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
 
   TopicRepairReport out;
   out.dry_run = ro.dry_run;
+  // Beside the topic ("dir/" is "dir"), never inside it.
+  std::string beside = dir;
+  while (beside.size() > 1 && beside.back() == '/') beside.pop_back();
   const std::string stem =
-      (ro.quarantine_dir.empty() ? dir + ".quarantine" : ro.quarantine_dir) + "/" + utc_stamp();
+      (ro.quarantine_dir.empty() ? beside + ".quarantine" : ro.quarantine_dir) + "/" + utc_stamp();
   std::string q = stem;
   for (int i = 2; fs.is_dir(q); ++i) q = stem + "-" + std::to_string(i);
   std::vector<Step> steps;

@@ -5,6 +5,8 @@
 // stay.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include "sluice/log/channel.h"
 #include "sluice/log/inspect.h"
 #include "sluice/log/topic.h"
+#include "testutil/temp_dir.h"
 
 namespace sluice {
 namespace {
@@ -164,6 +167,31 @@ TEST(RepairEdgesTest, APowerCutAtEveryCallOfARepairLosesNoIntactRecord) {
       EXPECT_EQ(*seq, 170U);  // no seq used twice
     }
   }
+}
+
+// The default quarantine is "<dir>.quarantine", beside the topic, also when
+// the directory is named with a trailing slash (it was "<dir>/.quarantine",
+// inside the topic).
+TEST(RepairEdgesTest, TheDefaultQuarantineIsBesideATopicNamedWithATrailingSlash) {
+  namespace fs = std::filesystem;
+  const fs::path dir = testutil::test_dir("repair-slash");
+  {
+    auto t = Topic::open(dir.string(), options());
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (std::uint64_t i = 0; i < 10; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
+  }
+  {
+    std::fstream f(dir / log::segment_name(0), std::ios::in | std::ios::out | std::ios::binary);
+    f.write("XXXXXXXX", 8);  // the newest (only) segment's header
+  }
+  auto r = repair_topic(dir.string() + "/", {}, options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string beside = dir.string() + ".quarantine";
+  EXPECT_EQ(r->quarantine.rfind(beside + "/", 0), 0U) << r->quarantine;
+  EXPECT_FALSE(fs::exists(dir / ".quarantine"));
+  EXPECT_TRUE(fs::exists(fs::path(r->quarantine) / log::segment_name(0)));
+  fs::remove_all(dir);
+  fs::remove_all(beside);
 }
 
 }  // namespace
