@@ -42,7 +42,10 @@ bool is_dir(const fs::path& p) {
 // an existing directory is a store (it has queues/), a queue directory (it
 // has queue.meta and topic/) or a topic directory; another argument is a
 // queue of the store; none is every queue of the store.
-Result<std::vector<Target>> resolve(const Globals& g, const std::string& target, bool many_ok) {
+Result<std::vector<Target>> resolve(const Globals& g, std::string target, bool many_ok) {
+  // "dir/" is "dir" (as a shell completes it): its last component names the
+  // queue, and a bare topic's quarantine goes beside it, not into it.
+  while (target.size() > 1 && target.back() == '/') target.pop_back();
   std::string store = store_location(g);
   if (store.starts_with("file:")) store.erase(0, 5);
   const auto whole_store = [&](const std::string& dir) -> Result<std::vector<Target>> {
@@ -329,11 +332,7 @@ void add_log_commands(CLI::App& app, Globals& g) {
     ro.quarantine_dir = t.quarantine;
     auto r = repair_topic(t.topic, ro);
     if (!r.ok()) {
-      Status s = r.status();
-      if (s.code() == StatusCode::kInUse) {
-        s = {StatusCode::kInUse, std::string(s.message()) + "; stop it, then repair"};
-      }
-      g.rc = fail_target("repair", t, s);
+      g.rc = fail_target("repair", t, r.status());
       return;
     }
     const char* verb = r->dry_run ? "would " : "";

@@ -118,10 +118,15 @@ int fail(std::string_view cmd, std::string_view what, const Status& s) {
       hint = "pick another name, or `sluice delete NAME` first";
       break;
     case StatusCode::kInUse:
-      hint = cmd == "delete"
-                 ? "stop the process that uses it (or `sluice close NAME` and let it finish), "
-                   "then delete"
-                 : "another process has it; wait for it, or drop --no-wait to wait your turn";
+      if (cmd == "delete") {
+        hint =
+            "stop the process that uses it (or `sluice close NAME` and let it finish), then "
+            "delete";
+      } else if (cmd == "repair") {
+        hint = "stop it, then repair";  // repair never waits: it has no --no-wait
+      } else {
+        hint = "another process has it; wait for it, or drop --no-wait to wait your turn";
+      }
       break;
     case StatusCode::kIOError:
       hint = "check free space and permissions of the store (--store, SLUICE_STORE)";
