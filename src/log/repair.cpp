@@ -203,8 +203,12 @@ Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
   for (const std::string& path : scan.skipped) {
     const Found f = snap->found.at(path);
     const std::uint64_t base = *parse_segment_name(base_name(path));
-    // Between two scanned segments its seqs count in the gap flagged below.
-    if (base < first_valid || base > last_valid) out.records_lost += f.count;
+    // Between two scanned segments its seqs count in the gap flagged below;
+    // after the last one, in the range a damaged newest segment's
+    // replacement skips (above), if there is one.
+    if (base < first_valid || (base > last_valid && !scan.damaged_newest)) {
+      out.records_lost += f.count;
+    }
     move(path, "skipped whole by readers (bad header or overlap), " + holding(f), f.count);
   }
   // Gaps between the segments readers use: a known loss from now on.

@@ -169,6 +169,35 @@ TEST(RepairEdgesTest, APowerCutAtEveryCallOfARepairLosesNoIntactRecord) {
   }
 }
 
+// The records a repair reports lost are the seqs no longer delivered, each
+// counted once: an older segment with a bad header right before a damaged
+// newest one lies inside the range the newest's new segment skips (it was
+// counted twice: 100 of 65).
+TEST(RepairEdgesTest, RecordsLostCountEachSeqOnce) {
+  FaultFileSystem fs;
+  {
+    auto t = log::open_topic(fs, kDir, options());
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (std::uint64_t i = 0; i < 100; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
+  }
+  overwrite(fs, seg(35), 0, "XXXXXXXX");  // 35..69, an older segment
+  overwrite(fs, seg(70), 0, "XXXXXXXX");  // 70..99, the newest
+  auto dry = log::repair_topic(fs, kDir, {.dry_run = true, .quarantine_dir = kQuarantine},
+                               options());
+  ASSERT_TRUE(dry.ok()) << dry.status();
+  EXPECT_EQ(dry->records_lost, 65U);
+  auto r = log::repair_topic(fs, kDir, {.dry_run = false, .quarantine_dir = kQuarantine},
+                             options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->records_lost, 65U);
+  const auto got = delivered(fs);
+  ASSERT_EQ(got.size(), 35U);
+  EXPECT_EQ(got.back(), 34U);
+  auto t = log::open_topic(fs, kDir, options());
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ((*t)->next_seq(), 100U);  // 35 delivered + 65 lost
+}
+
 // The default quarantine is "<dir>.quarantine", beside the topic, also when
 // the directory is named with a trailing slash (it was "<dir>/.quarantine",
 // inside the topic).
