@@ -198,6 +198,45 @@ TEST(RepairEdgesTest, RecordsLostCountEachSeqOnce) {
   EXPECT_EQ((*t)->next_seq(), 100U);  // 35 delivered + 65 lost
 }
 
+// A topic an older sluice wrote (format 1: no append times): a gap is
+// flagged in a header that stays format 1 (its records are in that format),
+// the damaged newest segment's records are found, and every intact record
+// is delivered after the repair.
+TEST(RepairEdgesTest, AFormat1TopicKeepsItsFormatThroughARepair) {
+  FaultFileSystem fs;
+  {
+    log::OpenHooks hooks;
+    hooks.untimed = true;
+    TopicOptions o = options();
+    o.segment_bytes = 32 + 35 * 20;  // 35 format 1 records (16 + 4 bytes)
+    auto t = log::open_topic(fs, kDir, o, hooks);
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (std::uint64_t i = 0; i < 140; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
+  }
+  ASSERT_TRUE(fs.remove(seg(35)).ok());   // 35..69: a gap
+  overwrite(fs, seg(105), 0, "XXXXXXXX");  // 105..139, the newest
+  auto look = log::look(fs, kDir, options());
+  ASSERT_TRUE(look.ok()) << look.status();
+  ASSERT_EQ(look->out.segments.size(), 3U);
+  EXPECT_EQ(look->out.segments[1].version, 1U);
+  EXPECT_EQ(look->out.segments[2].records, 35U);  // found behind the bad header
+  auto r = log::repair_topic(fs, kDir, {.dry_run = false, .quarantine_dir = kQuarantine},
+                             options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->records_lost, 70U);
+  look = log::look(fs, kDir, options());
+  ASSERT_TRUE(look.ok()) << look.status();
+  EXPECT_FALSE(look->out.damaged());
+  ASSERT_EQ(look->out.segments.size(), 3U);
+  EXPECT_EQ(look->out.segments[1].version, 1U);  // 70..104, flagged, still format 1
+  EXPECT_TRUE(look->out.segments[1].after_gap);
+  EXPECT_EQ(look->out.segments[1].records, 35U);
+  std::vector<std::uint64_t> want;
+  for (std::uint64_t s = 0; s < 35; ++s) want.push_back(s);
+  for (std::uint64_t s = 70; s < 105; ++s) want.push_back(s);
+  EXPECT_EQ(delivered(fs), want);
+}
+
 // The default quarantine is "<dir>.quarantine", beside the topic, also when
 // the directory is named with a trailing slash (it was "<dir>/.quarantine",
 // inside the topic).
