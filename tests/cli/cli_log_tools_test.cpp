@@ -68,8 +68,7 @@ TEST_F(CliLogToolsTest, ADirectoryWithATrailingSlashIsTheSameDirectory) {
   ASSERT_EQ(r.rc, 0) << r.out << r.err;
   EXPECT_FALSE(fs::exists(bare / ".quarantine"));
   EXPECT_TRUE(fs::is_directory(bare.string() + ".quarantine"));
-  EXPECT_NE(r.out.find("quarantine " + bare.string() + ".quarantine/"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("quarantine " + bare.string() + ".quarantine/"), std::string::npos) << r.out;
   r = run({"log", "verify", bare.string()});
   EXPECT_EQ(r.rc, 0) << r.out;
 }

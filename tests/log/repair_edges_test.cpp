@@ -4,6 +4,8 @@
 // that was intact before is delivered, nothing is deleted, and positions
 // stay.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -55,8 +57,8 @@ std::string seg(std::uint64_t base) { return std::string(kDir) + "/" + log::segm
 // 170 records in five segments (0..34, 35..69, 70..104, 105..139,
 // 140..169), channel "c" acknowledged up to 10; then the damage repair
 // deals with: the second segment's header, the newest segment's header
-// (the writer cannot open), and slot 0 of c's position file (slot 1 is in
-// use... after two writes, slot 0 holds generation 2: damage slot 1).
+// (the writer cannot open), and slot 1 of c's position file (generation 1;
+// slot 0, generation 2, is the one in use).
 void build(FaultFileSystem& fs) {
   {
     auto t = log::open_topic(fs, kDir, options());
@@ -113,8 +115,8 @@ TEST(RepairEdgesTest, TheScenarioRepairsAndDeliversEveryIntactRecord) {
   FaultFileSystem fs;
   build(fs);
   ASSERT_EQ(log::open_topic(fs, kDir, options()).code(), StatusCode::kCorruption);
-  auto r = log::repair_topic(fs, kDir, {.dry_run = false, .quarantine_dir = kQuarantine},
-                             options());
+  auto r =
+      log::repair_topic(fs, kDir, {.dry_run = false, .quarantine_dir = kQuarantine}, options());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->records_lost, 65U);  // 35..69 and 140..169
   EXPECT_EQ(delivered(fs), intact());
@@ -182,12 +184,12 @@ TEST(RepairEdgesTest, RecordsLostCountEachSeqOnce) {
   }
   overwrite(fs, seg(35), 0, "XXXXXXXX");  // 35..69, an older segment
   overwrite(fs, seg(70), 0, "XXXXXXXX");  // 70..99, the newest
-  auto dry = log::repair_topic(fs, kDir, {.dry_run = true, .quarantine_dir = kQuarantine},
-                               options());
+  auto dry =
+      log::repair_topic(fs, kDir, {.dry_run = true, .quarantine_dir = kQuarantine}, options());
   ASSERT_TRUE(dry.ok()) << dry.status();
   EXPECT_EQ(dry->records_lost, 65U);
-  auto r = log::repair_topic(fs, kDir, {.dry_run = false, .quarantine_dir = kQuarantine},
-                             options());
+  auto r =
+      log::repair_topic(fs, kDir, {.dry_run = false, .quarantine_dir = kQuarantine}, options());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->records_lost, 65U);
   const auto got = delivered(fs);
@@ -213,15 +215,15 @@ TEST(RepairEdgesTest, AFormat1TopicKeepsItsFormatThroughARepair) {
     ASSERT_TRUE(t.ok()) << t.status();
     for (std::uint64_t i = 0; i < 140; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
   }
-  ASSERT_TRUE(fs.remove(seg(35)).ok());   // 35..69: a gap
+  ASSERT_TRUE(fs.remove(seg(35)).ok());    // 35..69: a gap
   overwrite(fs, seg(105), 0, "XXXXXXXX");  // 105..139, the newest
   auto look = log::look(fs, kDir, options());
   ASSERT_TRUE(look.ok()) << look.status();
   ASSERT_EQ(look->out.segments.size(), 3U);
   EXPECT_EQ(look->out.segments[1].version, 1U);
   EXPECT_EQ(look->out.segments[2].records, 35U);  // found behind the bad header
-  auto r = log::repair_topic(fs, kDir, {.dry_run = false, .quarantine_dir = kQuarantine},
-                             options());
+  auto r =
+      log::repair_topic(fs, kDir, {.dry_run = false, .quarantine_dir = kQuarantine}, options());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->records_lost, 70U);
   look = log::look(fs, kDir, options());
@@ -235,6 +237,104 @@ TEST(RepairEdgesTest, AFormat1TopicKeepsItsFormatThroughARepair) {
   for (std::uint64_t s = 0; s < 35; ++s) want.push_back(s);
   for (std::uint64_t s = 70; s < 105; ++s) want.push_back(s);
   EXPECT_EQ(delivered(fs), want);
+}
+
+// A channel open in this process (a read-only topic's reader, beside the
+// repair): POSIX locks do not conflict within a process, so its lock did not
+// keep the repair out, which rewrote the position file under it; and the
+// repair's closing of the file dropped the lock, so that another process
+// could open the same channel. The repair now refuses, as for a writer of
+// this process, and the channel keeps its lock.
+TEST(RepairEdgesTest, RepairRefusesWhileAChannelIsOpenInThisProcess) {
+  namespace fs = std::filesystem;
+  const fs::path dir = testutil::test_dir("repair-channel-here");
+  {
+    auto t = Topic::open(dir.string(), options());
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (std::uint64_t i = 0; i < 10; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
+    auto c = (*t)->channel("c");
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*c)->next().ok());
+    ASSERT_TRUE((*c)->ack(2).ok());  // generation 2, slot 0
+  }
+  {
+    std::fstream f(dir / "channels" / "c.pos", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(32 + 16);
+    f.write("XXXX", 4);  // slot 1, not the one in use
+  }
+  TopicOptions ro = options();
+  ro.read_only = true;
+  {
+    auto reader = Topic::open(dir.string(), ro);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    auto c = (*reader)->channel("c");
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (const bool dry : {true, false}) {
+      auto r = repair_topic(dir.string(), {.dry_run = dry, .quarantine_dir = ""}, options());
+      EXPECT_EQ(r.code(), StatusCode::kInUse) << r.status();
+      EXPECT_NE(r.status().message().find("channel 'c'"), std::string_view::npos) << r.status();
+      EXPECT_NE(r.status().message().find("PID " + std::to_string(getpid())),
+                std::string_view::npos)
+          << r.status();
+    }
+    // Its lock is still held: another process cannot open the channel.
+    const pid_t child = fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auto t = Topic::open(dir.string(), ro);
+      if (!t.ok()) _exit(2);
+      _exit((*t)->channel("c").code() == StatusCode::kInUse ? 0 : 1);
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(child, &st, 0), child);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st;
+    EXPECT_EQ((*c)->acked(), 3U);
+  }
+  // Closed: the repair goes ahead.
+  auto r = repair_topic(dir.string(), {}, options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->actions.size(), 2U);  // copied, slot rewritten
+  fs::remove_all(dir);
+  fs::remove_all(dir.string() + ".quarantine");
+}
+
+// A channel had read past the records found behind the damaged newest
+// segment's header (its tail was cut): after the repair the writer goes on
+// after the channel's position (no seq is used twice), and the channel
+// delivers from there.
+TEST(RepairEdgesTest, AChannelPastTheDamagedNewestSegmentsRecordsResumesAfterTheRepair) {
+  FaultFileSystem fs;
+  {
+    auto t = log::open_topic(fs, kDir, options());
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (std::uint64_t i = 0; i < 100; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
+    auto c = (*t)->channel("c");
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (int i = 0; i < 96; ++i) ASSERT_TRUE((*c)->next().ok());
+    ASSERT_TRUE((*c)->ack(95).ok());  // position 96
+  }
+  {
+    auto f = fs.open(seg(70), log::OpenMode::kReadWrite);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->truncate(32 + 20 * 28).ok());  // 70..89 left
+    ASSERT_TRUE((*f)->sync().ok());
+  }
+  overwrite(fs, seg(70), 0, "XXXXXXXX");
+  auto r =
+      log::repair_topic(fs, kDir, {.dry_run = false, .quarantine_dir = kQuarantine}, options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->records_lost, 20U);  // 70..89 (90..99 were gone before)
+  auto t = log::open_topic(fs, kDir, options());
+  ASSERT_TRUE(t.ok()) << t.status();
+  auto seq = (*t)->append("after");
+  ASSERT_TRUE(seq.ok()) << seq.status();
+  EXPECT_EQ(*seq, 96U);
+  auto c = (*t)->channel("c");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto m = (*c)->next(with_timeout(0ms));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->seq, 96U);
+  EXPECT_EQ(m->payload, "after");
 }
 
 // The default quarantine is "<dir>.quarantine", beside the topic, also when
