@@ -112,6 +112,10 @@ struct Cancel {
 // runs before it starts finalizing, once only daemon threads are left.
 std::atomic<bool> g_exiting{false};
 std::atomic<pthread_t> g_exit_thread{};
+// Threads between their look at g_exiting and having the GIL back: the exit
+// waits for them (they may have looked just before it was set, and CPython
+// ends a thread that asks for the GIL once finalizing has begun).
+std::atomic<int> g_restoring{0};
 
 // Releases the GIL for its scope, as py::gil_scoped_release does, except on
 // the way back while the interpreter exits: a daemon thread blocked in a get
@@ -123,10 +127,17 @@ class NoGil {
  public:
   NoGil() : state_(PyEval_SaveThread()) {}
   ~NoGil() {
-    if (g_exiting.load() && pthread_equal(g_exit_thread.load(), pthread_self()) == 0) {
+    if (g_exiting.load() && pthread_equal(g_exit_thread.load(), pthread_self()) != 0) {
+      PyEval_RestoreThread(state_);  // the thread running the exit
+      return;
+    }
+    g_restoring.fetch_add(1);
+    if (g_exiting.load()) {
+      g_restoring.fetch_sub(1);
       for (;;) pause();
     }
     PyEval_RestoreThread(state_);
+    g_restoring.fetch_sub(1);
   }
   NoGil(const NoGil&) = delete;
   NoGil& operator=(const NoGil&) = delete;
@@ -1236,6 +1247,12 @@ PYBIND11_MODULE(_sluice, m) {
   py::module_::import("atexit").attr("register")(py::cpp_function([] {
     g_exit_thread.store(pthread_self());
     g_exiting.store(true);
+    // A thread that looked before the store is waiting for the GIL: let it
+    // have it (it parks at its next look), before finalizing begins.
+    while (g_restoring.load() > 0) {
+      Py_BEGIN_ALLOW_THREADS std::this_thread::sleep_for(std::chrono::microseconds(200));
+      Py_END_ALLOW_THREADS
+    }
   }));
 
   m.def(
