@@ -372,7 +372,8 @@ class QueueStore {
   // or reader has it open, which would otherwise go on putting into (or
   // acknowledging in) files nobody can reach. Redis: the queue is closed,
   // remove waits up to 30 s for a client inside an operation, then deletes;
-  // a writer or reader still open gets kNotFound at its next call.
+  // a writer or reader still open gets kNotFound at its next call, and so
+  // does one waiting in put() or get() (not the kClosed of a close).
   virtual Status remove(std::string_view name) = 0;
   // Reads `channel`'s messages from `from` without taking them (QueuePeek).
   // What it sees is a prefix of the channel while puts and gets run. The

@@ -226,10 +226,12 @@ class PressureQueue {
   // kClosed if it was already closed. Waits while a put waits for room.
   Status close(const Context& ctx = {});
   // The protocol's Delete (as consumer): closes the queue, wakes blocked
-  // clients (a waiting sluice put or get then returns kClosed, giving its
-  // role back), waits until no one holds a role, then removes all 12 keys
-  // in one step, then the queue's in-flight lists. Returns how many
-  // messages were still queued or in flight and are now gone.
+  // clients (a waiting sluice put or get then returns kNotFound, "is being
+  // deleted", giving its role back: the close is marked as a delete's,
+  // docs/redis_keys.md), waits until no one holds a role, then removes all
+  // 12 keys in one step, then the queue's in-flight lists. Returns how many
+  // messages were still queued or in flight and are now gone. If `ctx` ends
+  // first, the queue stays, closed (and unmarked), with the wait's status.
   Result<std::uint64_t> destroy(const Context& ctx = {});
 
   // Restores role tokens left taken by clients that died, only when the

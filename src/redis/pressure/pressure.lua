@@ -17,8 +17,16 @@
 --       for create, delete, stats and purge 13 the count of purged messages
 --       (${prefix}:${name}:purged: sluice's own, not the protocol's stats)
 -- ARGV: 1 operation, 2 client id, 3.. operation arguments.
--- Reply: { status, ... } where status is OK, NOQUEUE, INUSE, CLOSED, FULL,
---        EMPTY, EXISTS, REMNANTS, BUSY, NOTHELD, CHANGED or STALE.
+-- Reply: { status, ... } where status is OK, NOQUEUE, DELETED, INUSE, CLOSED,
+--        FULL, EMPTY, EXISTS, REMNANTS, BUSY, NOTHELD, CHANGED or STALE.
+--
+-- A sluice delete that finds a role held closes the queue and waits for the
+-- holder to leave (see 'delete'). Meanwhile ${prefix}:${name}:deleting (not
+-- one of the protocol's keys) holds its id, with an expiry it renews at each
+-- step of its wait: a put or get that finds the queue closed then answers
+-- DELETED (the queue is going away), not CLOSED (its normal end), as it
+-- answers NOQUEUE once the keys are gone. A deleter that dies leaves only a
+-- closed queue once the expiry passes; one that gives up removes it.
 --
 -- An in-flight list's mark is the queue's produced_messages and bound when
 -- the list was started ("<produced> <bound>"). The count only grows and the
@@ -40,6 +48,8 @@ local op, id = ARGV[1], ARGV[2]
 -- the token and has not yet written its own id (the existing clients SET
 -- the holder one round trip after their BRPOP).
 local mine = id .. '+w'
+-- A sluice delete is under way (see the top). Only read on the cold paths.
+local DELETING = DATA .. ':deleting'
 
 -- The hot paths (put, get) avoid closures and redundant calls: each
 -- redis.call costs about a microsecond of server time. When the operation
@@ -76,13 +86,17 @@ if op == 'put' then
     local gate = redis.call('EXISTS', PFREE, PFREE, CLOSED)
     if gate < 2 then return {'INUSE'} end
     if got[2] ~= id then redis.call('SET', PRODUCER, id) end
-    if gate == 3 then return {'CLOSED'} end
+    if gate == 3 then
+      if redis.call('EXISTS', DELETING) == 1 then return {'DELETED'} end
+      return {'CLOSED'}
+    end
   elseif not b or redis.call('EXISTS', CLOSED) == 1 then
     -- Closed or deleted while we waited: give the role back (a deleter
     -- waits for it). Unlike the existing clients, push nothing (hazard 8).
     redis.call('LPUSH', PFREE, '0')
     redis.call('SET', PRODUCER, id)
     if not b then return {'NOQUEUE'} end
+    if redis.call('EXISTS', DELETING) == 1 then return {'DELETED'} end
     return {'CLOSED'}
   end
   b = tonumber(b) or 0
@@ -153,6 +167,7 @@ elseif op == 'get' then
   if not items then
     if redis.call('EXISTS', CLOSED) == 1 then
       if held then redis.call('LPUSH', CFREE, '0'); redis.call('SET', CONSUMER, id) end
+      if redis.call('EXISTS', DELETING) == 1 then return {'DELETED'} end
       return {'CLOSED'}
     end
     if hold and not held then
@@ -289,7 +304,7 @@ elseif op == 'create' then
   -- that knows only the 12 keys: their messages went with it.
   local gone = 0
   for _, c in ipairs(redis.call('SMEMBERS', REG)) do gone = gone + forget(c) end
-  redis.call('DEL', REG, MARKS, KEYS[13])  -- and its purged count
+  redis.call('DEL', REG, MARKS, KEYS[13], DELETING)  -- and its purged count, a dead deleter's mark
   redis.call('SET', BOUND, ARGV[3])
   redis.call('LPUSH', PFREE, '0')
   redis.call('LPUSH', CFREE, '0')
@@ -297,6 +312,7 @@ elseif op == 'create' then
   return {'OK', gone}
 
 elseif op == 'delete' then
+  -- ARGV[3]: how long (ms) the :deleting mark outlives this step.
   if not exists(BOUND) then return {'NOQUEUE'} end
   local pfree = redis.call('LLEN', PFREE)
   local cfree = redis.call('LLEN', CFREE)
@@ -308,17 +324,25 @@ elseif op == 'delete' then
       gone = gone + redis.call('LLEN', list_of(c))
       redis.call('DEL', list_of(c))
     end
-    redis.call('DEL', REG, MARKS, KEYS[13])
+    redis.call('DEL', REG, MARKS, KEYS[13], DELETING)
     return {'OK', gone}
   end
   -- Someone is inside an operation (another client's blocking put or get):
   -- close and open the gates, as the protocol's Delete does, so it finishes.
+  -- The mark tells a sluice waiter that this close is a delete (see the top).
+  redis.call('SET', DELETING, id, 'PX', tonumber(ARGV[3]) or 10000)
   if not exists(CLOSED) then redis.call('LPUSH', CLOSED, '0', '0') end
   if bound() > 0 then
     redis.call('LPUSH', NOTFULL, '0')
     redis.call('LTRIM', NOTFULL, 0, 0)
   end
   return {'BUSY', pfree, cfree}
+
+elseif op == 'undelete' then
+  -- A delete that gave up waiting (the queue stays closed): its mark goes,
+  -- unless another deleter's replaced it.
+  if redis.call('GET', DELETING) == id then redis.call('DEL', DELETING) end
+  return {'OK'}
 
 elseif op == 'requeue' then
   -- Puts every in-flight item of consumer ARGV[3] back at the head of the

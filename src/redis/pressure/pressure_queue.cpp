@@ -204,6 +204,9 @@ struct PressureQueue::Impl {
     if (answer.word == "NOQUEUE") {
       return {StatusCode::kNotFound, "pressure queue '" + name + "' does not exist"};
     }
+    if (answer.word == "DELETED") {  // closed by a delete that is waiting for a role
+      return {StatusCode::kNotFound, "pressure queue '" + name + "' is being deleted"};
+    }
     return Status::Ok();
   }
 
@@ -780,16 +783,27 @@ Result<std::uint64_t> PressureQueue::destroy(const Context& ctx) {
   if (!impl_) return moved_from();
   if (ctx.stop_requested()) return StatusCode::kCancelled;
   Context::Clock::time_point recover_at{};
+  // How long the script's :deleting mark outlives each step: well past the
+  // next one (a wait of at most io_timeout / 2, then a round trip), so that
+  // a sluice put or get woken by the close always finds it, and gone soon
+  // after a deleter that died (pressure.lua, the top).
+  const std::string lease = std::to_string(2 * impl_->conn.options().io_timeout.count() + 1000);
+  const std::array<std::string_view, 1> extra = {lease};
   for (;;) {
     Answer a;
     impl_->key13 = impl_->purged_key;
-    if (Status s = impl_->change("delete", {}, a, "deleted"); !s.ok()) return s;
+    if (Status s = impl_->change("delete", extra, a, "deleted"); !s.ok()) return s;
     if (a.word == "OK") return integer(a.at(1));
     if (a.word != "BUSY" || a.size() != 3) return unexpected(a.reply.get());
     // Closed and woken; wait for whoever holds a role to give it back.
     const bool producer = integer(a.at(1)) == 0;
     impl_->waiting_for(producer ? kProducerRole : kConsumerRole, recover_at);
     if (Status s = impl_->wait_on(producer ? kProducerFree : kConsumerFree, ctx); !s.ok()) {
+      // Given up: the queue stays, closed, and its waiters may end as at
+      // a close. Best effort: if Redis cannot be reached, the mark expires.
+      Answer b;
+      CallError err;
+      (void)impl_->run("undelete", {}, b, err);
       return s;
     }
   }
