@@ -212,10 +212,11 @@ struct PressureQueue::Impl {
 
   // An error reply. Those that say "not now" (the call did not run) are
   // kUnavailable, as the Streams client has them, so callers retry.
+  // UNBLOCKED: a wait (BLMOVE) ended by its server becoming a replica.
   Status error_reply(std::string_view op, std::string_view t) const {
     const std::string_view word = t.substr(0, t.find(' '));
     if (word == "LOADING" || word == "OOM" || word == "BUSY" || word == "MASTERDOWN" ||
-        word == "TRYAGAIN" || word == "READONLY") {
+        word == "TRYAGAIN" || word == "READONLY" || word == "UNBLOCKED") {
       return {StatusCode::kUnavailable, "redis at " + conn.address() + " cannot take " +
                                             std::string(op) + " now: " + std::string(t)};
     }
