@@ -260,9 +260,15 @@ StatusCode await(WaitList& wl, const Context& ctx, F&& attempt, std::size_t need
 // await() over several lists: runs `attempt` until it returns kDone, parked
 // on every list in `lists` at once between tries. `attempt` sets *taken to
 // the index of the list whose condition it consumed (or leaves it -1 for an
-// outcome that consumed none, e.g. all closed): a notification received from
-// any other list is passed on, so no wake-up is lost to a thread that took
-// its item elsewhere. Same spin, settle and fence protocol as await().
+// outcome that consumed none, e.g. all closed). Same spin, settle and fence
+// protocol as await(), and the same rule for notifications: one that may
+// have come after a look (while still listed) is passed on, whatever the
+// look found, since it was meant for a later item; one received before a
+// look that took from another list is passed on; one received before a look
+// that found nothing is not (passing those on made two idle selectors
+// bounce a wake-up between them). So after a park it delists from every
+// list before its look, as await() does: a notification then cannot land
+// between the look and the delist, where it would be lost.
 template <class F>
 StatusCode await_any(std::span<WaitList* const> lists, const Context& ctx, F&& attempt,
                      const int& taken) {
@@ -279,20 +285,29 @@ StatusCode await_any(std::span<WaitList* const> lists, const Context& ctx, F&& a
   const std::size_t n = lists.size();
   std::unique_ptr<Waiter[]> ws(new Waiter[n]);
   for (std::size_t i = 1; i < n; ++i) ws[i].shared = &ws[0];
+  std::unique_ptr<bool[]> notified(new bool[n]());
   Waiter& head = ws[0];
-  // Delists from every list; passes on what was received and not used.
-  auto leave = [&](bool used) {
+  // Off every list; notified[i]: list i's notification came to us.
+  auto delist_all = [&] {
+    for (std::size_t i = 0; i < n; ++i) notified[i] = !lists[i]->delist(ws[i]);
+  };
+  // Passes on the notifications received, except list `used`'s.
+  auto pass_on = [&](int used) {
     for (std::size_t i = 0; i < n; ++i) {
-      const bool notified = !lists[i]->delist(ws[i]);
-      if (notified && !(used && taken == static_cast<int>(i))) lists[i]->notify_one();
+      if (notified[i] && used != static_cast<int>(i)) lists[i]->notify_one();
     }
+  };
+  // After a look made while listed: any notification may have come after it.
+  auto leave = [&] {
+    delist_all();
+    pass_on(-1);
   };
   for (;;) {
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
     head.word.store(0, std::memory_order_relaxed);
     for (std::size_t i = 0; i < n; ++i) lists[i]->enlist(ws[i]);
     if (attempt() == Attempt::kDone) {
-      leave(true);
+      leave();
       return StatusCode::kOk;
     }
     if (asymmetric_fences()) {
@@ -302,7 +317,7 @@ StatusCode await_any(std::span<WaitList* const> lists, const Context& ctx, F&& a
         spin_pause();
       }
       if (attempt() == Attempt::kDone) {
-        leave(true);
+        leave();
         return StatusCode::kOk;
       }
       const auto brief = std::chrono::steady_clock::now() + kRaceBound;
@@ -310,7 +325,7 @@ StatusCode await_any(std::span<WaitList* const> lists, const Context& ctx, F&& a
       if (head.word.load(std::memory_order_acquire) == 0 && ctx.err() == StatusCode::kOk) {
         heavy_fence();
         if (attempt() == Attempt::kDone) {
-          leave(true);
+          leave();
           return StatusCode::kOk;
         }
         WaitList::park(head, ctx);
@@ -318,18 +333,18 @@ StatusCode await_any(std::span<WaitList* const> lists, const Context& ctx, F&& a
     } else {
       WaitList::park(head, ctx);
     }
+    delist_all();  // before the look: nothing can come after it unseen
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) {
-      leave(false);
+      pass_on(-1);
       return e;
     }
     if (attempt() == Attempt::kDone) {
-      leave(true);
+      pass_on(taken);
       return StatusCode::kOk;
     }
     // Nothing to take: whatever woke us was consumed by someone else (as in
     // await(), a wake-up found unusable is not passed on; passing it on made
     // two idle selectors bounce it between them).
-    for (std::size_t i = 0; i < n; ++i) lists[i]->delist(ws[i]);
   }
 }
 
