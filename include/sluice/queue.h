@@ -614,6 +614,9 @@ class Queue {
       if (store_->size() == 0) spill_active_.store(false, std::memory_order_release);
       lock.unlock();
       sink(std::move(*item));
+      if constexpr (!RingT::kSingleConsumer) {
+        if (not_empty_.has_waiters()) pass_on_to_pullers();
+      }
       return StatusCode::kOk;
     }
     if (store_->size() == 0) spill_active_.store(false, std::memory_order_release);
@@ -645,16 +648,23 @@ class Queue {
     // learn that the queue is now drained. (With one consumer, nobody else
     // pulls: skip the load.)
     if constexpr (!RingT::kSingleConsumer) {
-      if (not_empty_.has_waiters()) {
-        if (ring_->closed()) {
-          not_empty_.notify_all();
-        } else if (ring_->pushed_count() != ring_->popped_count()) {
-          // Items remain: a wake-up may have been spent on a slot whose push
-          // was still mid-way (the puller found the head unpublished and
-          // parked again), so pass one on; a spurious one costs a look.
-          not_empty_.notify_one();
-        }
-      }
+      if (not_empty_.has_waiters()) pass_on_to_pullers();
+    }
+  }
+
+  // After a pull, with pullers parked.
+  SLUICE_NOINLINE void pass_on_to_pullers() {
+    if (ring_->closed()) {
+      not_empty_.notify_all();
+    } else if (ring_->pushed_count() != ring_->popped_count() ||
+               (store_ && spill_active_.load(std::memory_order_seq_cst))) {
+      // Items remain: a wake-up may have been spent on a slot whose push
+      // was still mid-way (the puller found the head unpublished, or, with
+      // a spill store, waited for that push before the store's items, and
+      // parked again), so pass one on; a spurious one costs a look. The
+      // store's items count too: those spilled while nobody waited sent
+      // their wake-ups to nobody, and the mid-way push sends only one.
+      not_empty_.notify_one();
     }
   }
 

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -15,10 +16,12 @@
 #include <stop_token>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "sluice/queue.h"
 #include "sluice/select.h"
 #include "sluice/spill_store.h"
+#include "testutil/memory_spill_store.h"
 #include "testutil/threads.h"
 #include "testutil/wait_for.h"
 
@@ -227,6 +230,64 @@ TEST(SelectorCoreEdgesTest, AWakeUpThatArrivesWhileTheSelectorTakesAnItemIsPasse
   q.close();
   puller.join();
   EXPECT_EQ(pulled_id, 2);
+}
+
+// ---- Passing a wake-up on (Queue::after_pull) ----
+
+// A spill queue whose pullers all parked because a push into memory was
+// still mid-way (a pull waits for it: the store's items come after it).
+// That push's one wake-up goes to one puller; the items spilled meanwhile
+// had sent theirs when nobody waited. The pull that took the memory item
+// passed a wake-up on only while memory held more, and a pull from the
+// store passed none on: the other pullers slept for good beside the
+// store's items.
+TEST(QueueCoreEdgesTest, PullersWokenForAPushMidWayAreAllWokenForTheSpilledItems) {
+  Gate gate;
+  QueueOptions<Item> o;
+  o.capacity = 2;
+  o.policy = OverflowPolicy::kSpill;
+  o.spill_store = std::make_shared<testutil::MemorySpillStore<Item>>(16);
+  Queue<Item> q(std::move(o));
+  ASSERT_TRUE(q.push(Item(0)).ok());  // memory, position 0
+  gate.arm();
+  std::thread mid_way([&] { EXPECT_TRUE(q.push(Item(1, &gate)).ok()); });  // position 1
+  gate.wait_held();  // claimed, not yet published
+  ASSERT_TRUE(q.push(Item(2)).ok());  // memory is full: spilled
+  ASSERT_TRUE(q.push(Item(3)).ok());  // spilled
+  ASSERT_EQ(q.stats().spill_depth, 2u);
+  Result<Item> first = q.try_pull();
+  ASSERT_TRUE(first.ok());
+  EXPECT_EQ(first->id, 0);
+
+  constexpr int kPullers = 3;
+  std::vector<Tid> tids(kPullers);
+  std::vector<int> got(kPullers, -1);
+  std::atomic<int> done{0};
+  std::vector<std::thread> pullers;
+  for (int i = 0; i < kPullers; ++i) {
+    pullers.emplace_back([&, i] {
+      tids[static_cast<std::size_t>(i)].set();
+      Result<Item> r = q.pull();  // waits for position 1, then the store
+      if (r.ok()) got[static_cast<std::size_t>(i)] = r->id;
+      done.fetch_add(1);
+    });
+  }
+  ASSERT_TRUE(eventually([&] {
+    for (const Tid& t : tids) {
+      if (!t.parked()) return false;
+    }
+    return true;
+  }));
+  gate.release();  // position 1 published: one wake-up
+  mid_way.join();
+  EXPECT_TRUE(eventually([&] { return done.load() == kPullers; }, 2s))
+      << done.load() << " of " << kPullers
+      << " pullers returned; the others sleep beside spilled items (" << q.stats().spill_depth
+      << " in the store)";
+  q.close();  // lets stranded pullers go (they then take what is left)
+  for (auto& t : pullers) t.join();
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<int>{1, 2, 3}));
 }
 
 }  // namespace
