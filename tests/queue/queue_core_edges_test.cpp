@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stop_token>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -128,7 +130,7 @@ TEST(SelectorCoreEdgesTest, AWakeUpThatArrivesDuringAFailedLookIsPassedOnWhenThe
   Gate gate;
   Queue<Item> q(4);
   auto slow = unreadable_queue(&gate);
-  Selector<Item> sel{&q, slow.get()};  // its first look: q, then slow
+  Selector<Item> sel{&q, slow.get()};                // its first look: q, then slow
   auto stop = std::make_unique<std::stop_source>();  // on the heap: GCC 12 -O1
   Tid sel_tid;
   Status sel_status = StatusCode::kInternal;
@@ -251,7 +253,7 @@ TEST(QueueCoreEdgesTest, PullersWokenForAPushMidWayAreAllWokenForTheSpilledItems
   ASSERT_TRUE(q.push(Item(0)).ok());  // memory, position 0
   gate.arm();
   std::thread mid_way([&] { EXPECT_TRUE(q.push(Item(1, &gate)).ok()); });  // position 1
-  gate.wait_held();  // claimed, not yet published
+  gate.wait_held();                   // claimed, not yet published
   ASSERT_TRUE(q.push(Item(2)).ok());  // memory is full: spilled
   ASSERT_TRUE(q.push(Item(3)).ok());  // spilled
   ASSERT_EQ(q.stats().spill_depth, 2u);
@@ -288,6 +290,127 @@ TEST(QueueCoreEdgesTest, PullersWokenForAPushMidWayAreAllWokenForTheSpilledItems
   for (auto& t : pullers) t.join();
   std::sort(got.begin(), got.end());
   EXPECT_EQ(got, (std::vector<int>{1, 2, 3}));
+}
+
+// ---- Evicting pushes (Ring::try_push_evicting) racing pulls and close ----
+
+// An item that counts its destructions as the owner of its id.
+struct Counted {
+  static constexpr std::uint64_t kNone = ~std::uint64_t{0};
+  std::uint64_t id = kNone;
+  std::vector<std::atomic<int>>* destroyed = nullptr;
+  Counted(std::uint64_t i, std::vector<std::atomic<int>>* d) : id(i), destroyed(d) {}
+  Counted(Counted&& o) noexcept : id(std::exchange(o.id, kNone)), destroyed(o.destroyed) {}
+  Counted& operator=(Counted&& o) noexcept {
+    if (this != &o) {
+      release();
+      id = std::exchange(o.id, kNone);
+      destroyed = o.destroyed;
+    }
+    return *this;
+  }
+  ~Counted() { release(); }
+  void release() noexcept {
+    if (id != kNone) (*destroyed)[id].fetch_add(1, std::memory_order_relaxed);
+    id = kNone;
+  }
+};
+
+// Producers keep a small queue full (DropOldest, Sample) while consumers
+// pull and a close lands at a random moment: every item is destroyed once
+// (pulled, evicted, refused or drained), none is pulled twice, each
+// consumer sees each producer's items in order, and the counters add up.
+constexpr int kEvictProducers = 3;
+constexpr int kEvictConsumers = 2;
+constexpr std::uint64_t kEvictEach = 20000;
+
+void evictions_racing_pulls_and_close(OverflowPolicy policy, std::size_t cap,
+                                      std::uint64_t close_at) {
+  constexpr int kProducers = kEvictProducers;
+  constexpr int kConsumers = kEvictConsumers;
+  constexpr std::uint64_t kEach = kEvictEach;
+  constexpr std::uint64_t kIds = kProducers * kEach;
+  std::vector<std::atomic<int>> destroyed(kIds);
+  QueueOptions<Counted> o;
+  o.capacity = cap;
+  o.policy = policy;
+  o.sample_every = 3;
+  Queue<Counted> q(o);
+  std::atomic<std::uint64_t> accepted{0}, sampled_out{0}, progress{0};
+  std::vector<std::vector<std::uint64_t>> seen(kConsumers);
+  {
+    std::vector<std::jthread> threads;
+    for (int c = 0; c < kConsumers; ++c) {
+      threads.emplace_back([&, c] {
+        auto& mine = seen[static_cast<std::size_t>(c)];
+        for (;;) {
+          Result<Counted> r = q.pull();
+          if (!r.ok()) {
+            EXPECT_EQ(r.code(), StatusCode::kClosed);
+            return;
+          }
+          mine.push_back(r->id);
+        }
+      });
+    }
+    for (int p = 0; p < kProducers; ++p) {
+      threads.emplace_back([&, p] {
+        for (std::uint64_t i = 0; i < kEach; ++i) {
+          if (progress.fetch_add(1, std::memory_order_relaxed) == close_at) q.close();
+          if (i % 16 == 0) std::this_thread::yield();  // the consumers get turns on 2 cores
+          const Status st = q.push(Counted(static_cast<std::uint64_t>(p) * kEach + i, &destroyed));
+          if (st.ok()) {
+            accepted.fetch_add(1, std::memory_order_relaxed);
+          } else if (st.code() == StatusCode::kSampledOut) {
+            sampled_out.fetch_add(1, std::memory_order_relaxed);
+          } else {
+            EXPECT_EQ(st.code(), StatusCode::kClosed);
+          }
+        }
+      });
+    }
+  }
+  std::uint64_t pulled = 0;
+  std::vector<std::uint64_t> all;
+  for (const auto& mine : seen) {
+    pulled += mine.size();
+    all.insert(all.end(), mine.begin(), mine.end());
+    std::vector<std::uint64_t> last(kProducers, 0);
+    std::vector<bool> any(kProducers, false);
+    for (const std::uint64_t id : mine) {
+      const std::size_t p = static_cast<std::size_t>(id / kEach);
+      EXPECT_TRUE(!any[p] || id > last[p]) << "producer " << p << "'s items out of order";
+      any[p] = true;
+      last[p] = id;
+    }
+  }
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "an item pulled twice";
+  std::uint64_t wrong = 0;
+  for (auto& d : destroyed) wrong += d.load() != 1;
+  EXPECT_EQ(wrong, 0u) << "items destroyed other than once";
+  const QueueStats s = q.stats();
+  EXPECT_EQ(s.pushed, accepted.load());
+  EXPECT_EQ(s.pulled, pulled);
+  EXPECT_EQ(s.sampled_out, sampled_out.load());
+  EXPECT_EQ(s.depth, 0u);
+  EXPECT_EQ(s.pushed, s.pulled + s.evicted);
+  EXPECT_LE(s.high_watermark, cap);
+}
+
+TEST(QueueCoreEdgesTest, EvictionsRacingPullsAndCloseLoseNothingAndCountExactly) {
+  constexpr std::uint64_t kIds = kEvictProducers * kEvictEach;
+  std::mt19937 rng(12345);
+  for (const OverflowPolicy policy : {OverflowPolicy::kDropOldest, OverflowPolicy::kSample}) {
+    for (const std::size_t cap : {std::size_t{1}, std::size_t{2}, std::size_t{7}}) {
+      for (int round = 0; round < 4; ++round) {
+        SCOPED_TRACE(std::string(overflow_policy_name(policy)) + " capacity " +
+                     std::to_string(cap) + " round " + std::to_string(round));
+        evictions_racing_pulls_and_close(policy, cap, kIds / 2 + rng() % (kIds / 2));
+        if (HasFailure()) return;
+      }
+    }
+  }
 }
 
 }  // namespace
