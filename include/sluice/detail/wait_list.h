@@ -316,19 +316,24 @@ StatusCode await_any(std::span<WaitList* const> lists, const Context& ctx, F&& a
              std::chrono::steady_clock::now() < settle_until) {
         spin_pause();
       }
-      if (attempt() == Attempt::kDone) {
-        leave();
-        return StatusCode::kOk;
-      }
-      const auto brief = std::chrono::steady_clock::now() + kRaceBound;
-      WaitList::park(head, ctx, &brief);
-      if (head.word.load(std::memory_order_acquire) == 0 && ctx.err() == StatusCode::kOk) {
-        heavy_fence();
+      // Notified during the settle: look after delisting, as after a park
+      // (below), so that a notification used for the item taken is not
+      // passed on as a spurious wake-up.
+      if (head.word.load(std::memory_order_acquire) == 0) {
         if (attempt() == Attempt::kDone) {
           leave();
           return StatusCode::kOk;
         }
-        WaitList::park(head, ctx);
+        const auto brief = std::chrono::steady_clock::now() + kRaceBound;
+        WaitList::park(head, ctx, &brief);
+        if (head.word.load(std::memory_order_acquire) == 0 && ctx.err() == StatusCode::kOk) {
+          heavy_fence();
+          if (attempt() == Attempt::kDone) {
+            leave();
+            return StatusCode::kOk;
+          }
+          WaitList::park(head, ctx);
+        }
       }
     } else {
       WaitList::park(head, ctx);
