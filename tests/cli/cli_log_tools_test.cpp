@@ -112,5 +112,34 @@ TEST_F(CliLogToolsTest, ARepairRefusedForALiveWriterSaysWhatToDo) {
   EXPECT_EQ(run({"repair", "jobs"}).rc, 0);
 }
 
+// `log verify` over a whole store looks at every queue: one it cannot read
+// (here its topic is a file) is said on stderr, the queues after it are
+// still checked (their damage reported), and the exit code is the unread
+// queue's, not 0 or 11. It stopped at the first such queue.
+TEST_F(CliLogToolsTest, VerifyOfAStoreGoesOnPastAQueueItCannotRead) {
+  for (const char* q : {"a", "b", "c"}) {
+    ASSERT_EQ(run({"create", q}).rc, 0);
+    ASSERT_EQ(run({"put", q}, "one\ntwo\nthree\n").rc, 0);
+  }
+  const fs::path topic_b = queue_dir("b") + "/topic";
+  fs::remove_all(topic_b);
+  std::ofstream(topic_b) << "not a directory";
+  // Damage in c, after b: the first record's payload changed (its CRC no
+  // longer matches; the segment's 32-byte header, the record's 24).
+  overwrite(newest_segment(queue_dir("c") + "/topic"), 32 + 24, "X");
+  for (const char* cmd : {"verify", "inspect"}) {
+    SCOPED_TRACE(cmd);
+    const Outcome r = run({"log", cmd});
+    EXPECT_NE(r.rc, 0) << r.out;
+    EXPECT_NE(r.rc, 11) << r.out;  // b was not checked: damage alone would say 11
+    EXPECT_NE(r.err.find("queues/b/topic"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("queue 'a'"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("queue 'c'"), std::string::npos) << r.out;
+    if (std::string(cmd) == "verify") {
+      EXPECT_NE(r.out.find("queue 'c': damaged"), std::string::npos) << r.out;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice

@@ -275,12 +275,17 @@ void add_log_commands(CLI::App& app, Globals& g) {
       g.rc = fail("log verify", a->target.empty() ? "store" : a->target, targets.status());
       return;
     }
+    // Every queue is looked at: one that cannot be read is said on stderr
+    // and the others are still checked; its exit code wins over damage's
+    // (that queue was not checked at all).
     bool damaged = false;
+    int unread = kExitOk;
     for (const Target& t : *targets) {
       auto x = inspect_topic(t.topic);
       if (!x.ok()) {
-        g.rc = fail_target("log verify", t, x.status());
-        return;
+        const int rc = fail_target("log verify", t, x.status());
+        if (unread == kExitOk) unread = rc;
+        continue;
       }
       std::size_t n = 0;
       for (const LogFinding& f : x->findings) {
@@ -292,7 +297,7 @@ void add_log_commands(CLI::App& app, Globals& g) {
                 << " (segments=" << x->segments.size() << " records=" << x->records
                 << " channels=" << x->channels.size() << ")\n";
     }
-    g.rc = damaged ? kExitDamaged : kExitOk;
+    g.rc = unread != kExitOk ? unread : damaged ? kExitDamaged : kExitOk;
   });
 
   auto* inspect = log->add_subcommand(
@@ -305,11 +310,12 @@ void add_log_commands(CLI::App& app, Globals& g) {
       g.rc = fail("log inspect", a->target.empty() ? "store" : a->target, targets.status());
       return;
     }
-    for (const Target& t : *targets) {
+    for (const Target& t : *targets) {  // as verify: on past a queue it cannot read
       auto x = inspect_topic(t.topic);
       if (!x.ok()) {
-        g.rc = fail_target("log inspect", t, x.status());
-        return;
+        const int rc = fail_target("log inspect", t, x.status());
+        if (g.rc == kExitOk) g.rc = rc;
+        continue;
       }
       a->json ? print_json(t, *x) : print_text(t, *x);
     }
