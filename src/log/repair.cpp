@@ -143,6 +143,17 @@ Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
     if (Status s = (*f)->lock("channel '" + c.name + "' is in use"); !s.ok()) return s;
     File* file = f->get();
     pos_locks.push_back(std::move(*f));
+    // Looked at before the lock: a reader may have written since (and left).
+    // Its write goes to the slot not in use, the damaged one, so any change
+    // of state or generation means there is nothing left to repair here;
+    // writing the old position over it would take its acknowledgements back.
+    auto now = read_position(*file);
+    if (!now.ok()) return now.status();
+    if (damaged ? now->state != PositionState::kDamaged
+                : now->state != PositionState::kValid ||
+                      now->slot.generation != c.slots[c.current_slot].generation) {
+      continue;
+    }
     if (damaged) {
       move(c.file,
            "channel '" + c.name +

@@ -18,10 +18,12 @@
 #include "log/file_system.h"
 #include "log/format.h"
 #include "log/inspect.h"
+#include "log/position.h"
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
 #include "sluice/log/inspect.h"
 #include "sluice/log/topic.h"
+#include "testutil/forwarding_file_system.h"
 #include "testutil/temp_dir.h"
 
 namespace sluice {
@@ -294,6 +296,60 @@ TEST(RepairEdgesTest, RepairRefusesWhileAChannelIsOpenInThisProcess) {
   auto r = repair_topic(dir.string(), {}, options());
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->actions.size(), 2U);  // copied, slot rewritten
+  fs::remove_all(dir);
+  fs::remove_all(dir.string() + ".quarantine");
+}
+
+// A reader that acknowledges between repair's look at the position file and
+// its lock on it (then leaves) wrote the damaged slot with its newer
+// position: repair must not write the older one over it (a redelivery of
+// what the reader acknowledged). It looks again once it holds the lock.
+TEST(RepairEdgesTest, APositionWrittenBetweenTheLookAndTheLockIsKept) {
+  namespace fs = std::filesystem;
+  const fs::path dir = testutil::test_dir("repair-position-race");
+  {
+    auto t = Topic::open(dir.string(), options());
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (std::uint64_t i = 0; i < 10; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
+    auto c = (*t)->channel("c");
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*c)->next().ok());
+    ASSERT_TRUE((*c)->ack(2).ok());  // generation 2, slot 0: next seq 3
+  }
+  const std::string pos = (dir / "channels" / "c.pos").string();
+  {
+    std::fstream f(pos, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(32 + 16);
+    f.write("XXXX", 4);  // slot 1, not the one in use
+  }
+  // Opens the position file for the repair's lock only after "the reader"
+  // acknowledged up to seq 4 (generation 3, slot 1: the damaged one).
+  struct AckFirst final : testutil::ForwardingFileSystem {
+    std::string pos;
+    bool acked = false;
+    Result<std::unique_ptr<log::File>> open(const std::string& p, log::OpenMode m) override {
+      if (!acked && p == pos && m == log::OpenMode::kReadWrite) {
+        acked = true;
+        auto f = ForwardingFileSystem::open(p, log::OpenMode::kReadWrite);
+        EXPECT_TRUE(f.ok()) << f.status();
+        if (f.ok()) {
+          EXPECT_TRUE(log::write_position(**f, 3, 5).ok());
+        }
+      }
+      return ForwardingFileSystem::open(p, m);
+    }
+  } disk;
+  disk.pos = pos;
+  auto r =
+      log::repair_topic(disk, dir.string(), {.dry_run = false, .quarantine_dir = ""}, options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(disk.acked);
+  auto f = log::posix_file_system().open(pos, log::OpenMode::kRead);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto p = log::read_position(**f);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->state, log::PositionState::kValid);
+  EXPECT_EQ(p->slot.next_seq, 5U);  // the reader's, not the 3 repair looked at
   fs::remove_all(dir);
   fs::remove_all(dir.string() + ".quarantine");
 }
