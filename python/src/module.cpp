@@ -874,7 +874,11 @@ class Reader {
     if (!s.ok()) raise_status(s, queue_label(name_));
   }
 
+  // Also ends a get another thread has waiting for messages (an asyncio
+  // task's aget, typically) within one slice: leaving the with block must
+  // not wait for a message that may never come (it stalled the event loop).
   void leave() {
+    leaving_.store(true);
     auto lock = enter();
     std::unique_ptr<QueueReader> r = std::move(r_);
     buf_.clear();
@@ -932,6 +936,7 @@ class Reader {
     check_enter();
     std::unique_lock<std::timed_mutex> lock(mu_, std::try_to_lock);
     while (!lock.owns_lock()) {
+      if (leaving_.load()) raise_left();
       const Clock::time_point now = Clock::now();
       if (call.token.stop_requested()) {
         raise_status(Status(StatusCode::kCancelled, queue_label(name_) + ": get cancelled"),
@@ -952,6 +957,12 @@ class Reader {
       if (!lock.owns_lock() && PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
     return Entered(std::move(lock), owner_);
+  }
+  [[noreturn]] void raise_left() {
+    PyErr_SetString(
+        base_error().ptr(),
+        ("the reader of " + queue_label(name_) + " left its role while this get waited").c_str());
+    throw py::error_already_set();
   }
   void check_enter() {
     check_pid(pid_, "Reader");
@@ -979,7 +990,11 @@ class Reader {
     if (ended_) return false;
     buf_.clear();
     pos_ = 0;
-    Status s = sliced(call, [&](const Context& ctx) { return r_->get(buf_, max, ctx); });
+    Status s = sliced(call, [&](const Context& ctx) {
+      if (leaving_.load()) return Status(StatusCode::kCancelled);
+      return r_->get(buf_, max, ctx);
+    });
+    if (s.code() == StatusCode::kCancelled && leaving_.load()) raise_left();
     if (s.code() == StatusCode::kClosed) {
       ended_ = true;
       return false;
@@ -994,6 +1009,7 @@ class Reader {
     return true;
   }
 
+  std::atomic<bool> leaving_{false};      // leave() called: a get waiting ends
   std::timed_mutex mu_;                   // timed: a get waits for its turn in slices (enter(call))
   std::atomic<std::thread::id> owner_{};  // the thread holding mu_
   std::unique_ptr<QueueReader> r_;

@@ -386,3 +386,31 @@ def test_aput_many_refuses_one_message_as_put_many_does(log):
             with pytest.raises(TypeError, match="for one message, use put"):
                 asyncio.run(w.aput_many(one))
     assert s.stat(name).produced == 0
+
+
+# Leaving a reader's with block while a task waits in its aget: the leave
+# ends that get within a slice (the task gets sluice.Error), instead of
+# waiting, with the event loop stopped, for a message that may never come.
+LEAVE_UNDER_AGET = r"""
+import sluice
+store = sluice.Store(sys.argv[1]); store.create("q")
+async def main():
+    with store.reader("q") as r:
+        t = asyncio.create_task(r.aget())
+        await until_blocked(1)
+    try:
+        await t
+        print("got a message", flush=True)
+    except sluice.Error as e:
+        print(type(e).__name__, "left its role" in str(e), flush=True)
+    store.writer("q").put(b"1")
+    with store.reader("q") as r2:  # the channel is free again, nothing lost
+        print(r2.get(timeout=5).data, flush=True)
+asyncio.run(main())
+"""
+
+
+def test_leaving_a_reader_ends_a_task_waiting_in_its_aget(tmp_path):
+    rc, out, err = run_child(LEAVE_UNDER_AGET, str(tmp_path / "store"))
+    assert rc == 0, err
+    assert out == "Error True\nb'1'\n"
