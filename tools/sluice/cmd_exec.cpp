@@ -125,8 +125,22 @@ class Runner {
         if (i < command_.size()) words_.push_back(command_.substr(i, j - i));
         i = j == std::string::npos ? command_.size() : j;
       }
-      // VAR=value words are the shell's: leave those to it.
-      if (!words_.empty() && words_[0].find('=') != std::string::npos) words_.clear();
+      // VAR=value words are the shell's: leave those to it. So are its
+      // builtins and reserved words (exec, :, exit, read, cd, ...): most
+      // have no program on PATH, and those that do (echo, test, ...) may
+      // behave otherwise.
+      static constexpr std::string_view kShellWords[] = {
+          "!",       ".",        ":",      "[",     "alias",  "bg",   "break", "case",     "cd",
+          "command", "continue", "do",     "done",  "echo",   "elif", "else",  "esac",     "eval",
+          "exec",    "exit",     "export", "fc",    "fg",     "fi",   "for",   "getopts",  "hash",
+          "if",      "jobs",     "kill",   "local", "printf", "pwd",  "read",  "readonly", "return",
+          "set",     "shift",    "test",   "then",  "times",  "trap", "type",  "ulimit",   "umask",
+          "unalias", "unset",    "until",  "wait",  "while",  "{",    "}"};
+      if (!words_.empty() && (words_[0].find('=') != std::string::npos ||
+                              std::find(std::begin(kShellWords), std::end(kShellWords),
+                                        words_[0]) != std::end(kShellWords))) {
+        words_.clear();
+      }
     }
     wake_.fd = ::eventfd(0, EFD_CLOEXEC);
     on_stop_.emplace(stop_, [this] {
@@ -179,10 +193,15 @@ class Runner {
     argv.push_back(nullptr);
 
     pid_t pid = -1;
-    const int err =
-        words_.empty()
-            ? ::posix_spawn(&pid, "/bin/sh", &fa, &attr, argv.data(), envp.data())
-            : ::posix_spawnp(&pid, words_[0].c_str(), &fa, &attr, argv.data(), envp.data());
+    int err = words_.empty()
+                  ? ::posix_spawn(&pid, "/bin/sh", &fa, &attr, argv.data(), envp.data())
+                  : ::posix_spawnp(&pid, words_[0].c_str(), &fa, &attr, argv.data(), envp.data());
+    if (err == ENOEXEC && !words_.empty()) {
+      // An executable file without a #! line: the shell runs it as a script
+      // (as sh -c CMD would have).
+      std::vector<char*> sh_argv = {sh, dash_c, const_cast<char*>(command_.c_str()), nullptr};
+      err = ::posix_spawn(&pid, "/bin/sh", &fa, &attr, sh_argv.data(), envp.data());
+    }
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (err != 0) {
