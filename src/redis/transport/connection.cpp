@@ -1,5 +1,6 @@
 #include "redis/transport/connection.h"
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <poll.h>
 #include <sys/time.h>
@@ -28,6 +29,16 @@ timeval to_timeval(std::chrono::milliseconds ms) {
 }
 
 std::string_view reply_text(const redisReply* r) { return {r->str, r->len}; }
+
+// hiredis 0.14 opens its socket without SOCK_CLOEXEC: a process the program
+// starts (sluice get --exec) would hold the connection, keeping the client
+// alive in the server after the program is gone. Set at once after the
+// connect (a spawn by another thread during the connect itself may still
+// inherit it; hiredis offers no way to open the socket close-on-exec).
+void set_cloexec(int fd) {
+  const int flags = ::fcntl(fd, F_GETFD);
+  if (flags >= 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
 
 // A command's arguments as hiredis's *Argv calls take them.
 struct Argv {
@@ -139,6 +150,7 @@ Status Connection::connect() {
     redisFree(c);
     return {StatusCode::kUnavailable, msg};
   }
+  set_cloexec(c->fd);
   redisSetTimeout(c, to_timeval(options_.io_timeout));
   redisEnableKeepAlive(c);
   ctx_ = c;
@@ -336,6 +348,7 @@ bool Connection::unblock(Context::Clock::time_point hung) {
       side_ = nullptr;
       return false;
     }
+    set_cloexec(side_->fd);
     redisSetTimeout(side_, to_timeval(options_.io_timeout));
     side_node_ = std::move(node);
     if (const std::vector<std::string> auth = auth_command(); !auth.empty()) {
