@@ -68,5 +68,32 @@ TEST_F(CliExecEdgesTest, AnExecutableScriptWithoutShebangRunsAsTheShellRunsIt) {
   EXPECT_NE(stat("q").find("consumed=2\n"), std::string::npos) << stat("q");
 }
 
+// `sluice get q --exec cat | head -c 1`: once head is gone, every command
+// writing to sluice's stdout dies of SIGPIPE. That is not the messages'
+// fault: they must not be retried into the dead-letter queue and
+// acknowledged; the get stops as a plain get does when its reader goes
+// (exit 7), and what was not done comes again.
+TEST_F(CliExecEdgesTest, AClosedStdoutStopsTheGetInsteadOfDeadLetteringEveryMessage) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  std::string input;
+  for (int i = 0; i < 20; ++i) input += "m" + std::to_string(i) + "\n";
+  ASSERT_EQ(run({"put", "q", "--close"}, input).rc, 0);
+  const std::string rc_file = file("rc");
+  testutil::Child sh({"/bin/sh", "-c",
+                      "{ \"$0\" --store \"$1\" get q --exec cat; echo $? > \"$2\"; } | head -c 2",
+                      SLUICE_CLI, store_, rc_file});
+  sh.close_stdin();
+  Outcome o = sh.finish();
+  EXPECT_EQ(o.out, "m0");
+  std::ifstream in(rc_file);
+  int rc = -1;
+  in >> rc;
+  EXPECT_EQ(rc, 7) << o.err;
+  EXPECT_NE(o.err.find("stdout"), std::string::npos) << o.err;
+  EXPECT_EQ(o.err.find("moved to"), std::string::npos) << o.err;
+  EXPECT_EQ(run({"ls"}).out, "q\n");  // nothing was dead-lettered
+  EXPECT_EQ(stat("q").find("consumed=20\n"), std::string::npos) << stat("q");
+}
+
 }  // namespace
 }  // namespace sluice

@@ -66,6 +66,14 @@ struct Fd {
   }
 };
 
+// True once sluice's stdout (the commands' too) is a pipe or socket whose
+// reader went away: a run that failed then most likely died writing to it
+// (SIGPIPE), which is no fault of its message.
+bool stdout_gone() {
+  pollfd p{STDOUT_FILENO, 0, 0};
+  return ::poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)) != 0;
+}
+
 // How one run of the command ended.
 struct Attempt {
   enum Kind : std::uint8_t { kExited, kSignaled, kKilled, kSpawnFailed } kind = kExited;
@@ -439,6 +447,12 @@ int run_exec(Globals& g, const ExecArgs& a) {
       metrics.runs_failed.fetch_add(1, std::memory_order_relaxed);
       if (runner.stopped()) {  // it may have failed because of the stop: not its fault
         tracker.unfinished();
+        return false;
+      }
+      if (stdout_gone()) {  // as a plain get whose reader closed stdout: stop, exit 7
+        tracker.fatal({StatusCode::kIOError, "stdout was closed by its reader (" + last.what() +
+                                                 "); the message was not done"},
+                      kExitIO);
         return false;
       }
       if (last.kind == Attempt::kExited &&
