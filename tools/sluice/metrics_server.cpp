@@ -24,6 +24,11 @@ namespace {
 constexpr std::size_t kMaxHead = 8192;              // a request line and headers
 constexpr std::size_t kMaxConnections = 16;         // at once; more wait in the backlog
 constexpr std::chrono::seconds kConnectionLife{5};  // from accept to the last byte sent
+// After the answer: how long the client may take to close, and how much of
+// what it still sends (a body) is read and dropped. Closing with bytes
+// unread would send a reset that may reach the client before the answer.
+constexpr std::chrono::seconds kLinger{1};
+constexpr std::size_t kMaxDrained = 1 << 20;
 
 std::string response(std::string_view status, std::string_view type, const std::string& body,
                      bool head) {
@@ -107,6 +112,8 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
     std::string in;
     std::string out;  // the response, once the head is in
     std::size_t sent = 0;
+    bool lingering = false;  // answered, its side shut down: reading until the client's end
+    std::size_t drained = 0;
   };
   std::vector<Conn> conns;
   const auto answer = [&](Conn& c) {
@@ -134,7 +141,7 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
     fds.push_back({conns.size() < kMaxConnections ? listen_fd_ : -1, POLLIN, 0});
     auto next = Clock::time_point::max();
     for (const Conn& c : conns) {
-      fds.push_back({c.fd, static_cast<short>(c.out.empty() ? POLLIN : POLLOUT), 0});
+      fds.push_back({c.fd, static_cast<short>(c.out.empty() || c.lingering ? POLLIN : POLLOUT), 0});
       next = std::min(next, c.deadline);
     }
     int ms = -1;
@@ -153,7 +160,12 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
         done[i] = true;
         continue;
       }
-      if (c.out.empty() && (ev & (POLLIN | POLLHUP)) != 0) {
+      if (c.lingering && (ev & (POLLIN | POLLHUP)) != 0) {
+        char buf[4096];
+        const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+        if (n > 0) c.drained += static_cast<std::size_t>(n);
+        done[i] = n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) || c.drained > kMaxDrained;
+      } else if (c.out.empty() && (ev & (POLLIN | POLLHUP)) != 0) {
         char buf[4096];
         const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
         if (n <= 0) {
@@ -173,7 +185,13 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
           done[i] = true;
         } else if (n > 0) {
           c.sent += static_cast<std::size_t>(n);
-          done[i] = c.sent == c.out.size();
+          if (c.sent == c.out.size()) {
+            // The end of the answer; the connection closes once the client
+            // has closed its side too (or at the linger's end).
+            ::shutdown(c.fd, SHUT_WR);
+            c.lingering = true;
+            c.deadline = std::min(c.deadline, now + kLinger);
+          }
         }
       }
     }
@@ -187,7 +205,7 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
       while (conns.size() < kMaxConnections) {
         const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) break;
-        conns.push_back({fd, Clock::now() + kConnectionLife, {}, {}, 0});
+        conns.push_back({fd, Clock::now() + kConnectionLife, {}, {}, 0, false, 0});
       }
     }
   }

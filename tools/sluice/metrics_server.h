@@ -1,6 +1,7 @@
 // --metrics ADDR: the Prometheus text of a running put or get, served over
 // HTTP (GET /metrics) on a thread of its own: one poll() loop over every
-// connection, each answered once and closed, with a cap on a request's head
+// connection, each answered once and closed (once the client has closed its
+// side, read to its end, or after 1 s more), with a cap on a request's head
 // (8 KiB), on a connection's life (5 s) and on connections at once (16), so no
 // client can hold the server, grow the command, or delay its end.
 //
