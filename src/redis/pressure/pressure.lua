@@ -313,7 +313,14 @@ elseif op == 'create' then
 
 elseif op == 'delete' then
   -- ARGV[3]: how long (ms) the :deleting mark outlives this step.
-  if not exists(BOUND) then return {'NOQUEUE'} end
+  if not exists(BOUND) then
+    -- Deleted under our wait by another client (the protocol's Delete drops
+    -- :bound first): a mark left now would outlive the queue, and make the
+    -- next queue of this name, made and closed by a client that knows
+    -- nothing of it, look deleted.
+    redis.call('DEL', DELETING)
+    return {'NOQUEUE'}
+  end
   local pfree = redis.call('LLEN', PFREE)
   local cfree = redis.call('LLEN', CFREE)
   if pfree > 0 and cfree > 0 then
