@@ -974,7 +974,6 @@ Status StreamChannel::read_batch(std::vector<StreamMessage>& out, std::size_t ma
   if (Status s = join(); !s.ok()) return s;
   const std::size_t before = out.size();
   const std::string count = std::to_string(max);
-  bool read_again = false;  // after the stream left the node while a read waited
   for (;;) {
     if (std::chrono::steady_clock::now() >= next_claim_) {
       if (Status s = claim(out, max); !s.ok()) return s;
@@ -998,13 +997,16 @@ Status StreamChannel::read_batch(std::vector<StreamMessage>& out, std::size_t ma
       if (Status s = drained(); !s.ok()) return s;
       continue;
     }
-    if (r->type == REDIS_REPLY_ERROR && !read_again &&
+    if (r->type == REDIS_REPLY_ERROR &&
         text(r.get()).starts_with("UNBLOCKED the stream key no longer exists")) {
       // The stream left this node while the read waited: the topic was
       // deleted, or its slot is migrating (MIGRATE deletes the key from the
       // old node). Read again to tell which: a deleted topic answers NOGROUP
       // (kNotFound), a moved one ASK or MOVED, which the transport follows.
-      read_again = true;
+      // Every time: a read that waits again on the new node may see its
+      // slot move on (a rebalance), and only NOGROUP says "deleted". Only
+      // a read that blocked gets this reply, and the loop looks at ctx's
+      // deadline and stop before each read.
       continue;
     }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 1) {
