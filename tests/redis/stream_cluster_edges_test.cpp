@@ -192,6 +192,32 @@ bool is_primary(std::size_t node) {
          std::string_view(r->element[0]->str, r->element[0]->len) == "master";
 }
 
+// Whether node `by` has learnt that `node` is a primary (CLUSTER NODES):
+// after a failover, gossip reaches the other nodes some time after ROLE
+// says so on the promoted node, and SETSLOT MIGRATING refuses a target it
+// still takes for a replica ("Target node is not a master").
+bool sees_as_primary(std::size_t by, std::size_t node) {
+  auto r = RawRedis(cluster().port(by)).cmd({"CLUSTER", "NODES"});
+  const std::string nodes(r->str, r->len);
+  const std::string id = cluster().id(node);
+  for (std::size_t at = 0; at < nodes.size();) {
+    const std::size_t end = std::min(nodes.find('\n', at), nodes.size());
+    const std::string_view line(nodes.data() + at, end - at);
+    if (line.starts_with(id + " ")) return line.find("master") != std::string_view::npos;
+    at = end + 1;
+  }
+  return false;
+}
+
+// A primary other than `from` to move a slot to, known as one by both.
+std::size_t move_target(std::size_t from) {
+  std::size_t to = 0;
+  while (to == from || !is_primary(to)) ++to;
+  EXPECT_TRUE(testutil::eventually(
+      [&] { return sees_as_primary(from, to) && sees_as_primary(to, from); }));
+  return to;
+}
+
 // A key served by node `node`, for replica_acknowledges().
 std::string probe_on(std::size_t node) {
   for (int i = 0;; ++i) {
@@ -221,8 +247,7 @@ TEST(StreamClusterEdgesTest, AnAppendThroughAskWaitsForTheReplicasOfTheNodeThatR
   RedisOptions seed = c.options();
   seed.io_timeout = std::chrono::milliseconds(1000);  // WAIT waits 750 ms
   const auto [name, from] = topic_off_the_seed("asked");
-  std::size_t to = 0;
-  while (to == from || !is_primary(to)) ++to;
+  const std::size_t to = move_target(from);
   ASSERT_TRUE(testutil::eventually([&] { return c.replica_acknowledges(from, probe_on(from)); }));
   ASSERT_TRUE(testutil::eventually([&] { return c.replica_acknowledges(to, probe_on(to)); }));
 
@@ -272,8 +297,7 @@ TEST(StreamClusterEdgesTest, AnAppendThroughAskWaitsForTheReplicasOfTheNodeThatR
 TEST(StreamClusterEdgesTest, AReadWaitingWhileItsSlotMigratesIsNotToldTheTopicWasDeleted) {
   RedisCluster& c = cluster();
   const auto [name, from] = topic_off_the_seed("migrating.read");
-  std::size_t to = 0;
-  while (to == from || !is_primary(to)) ++to;
+  const std::size_t to = move_target(from);
   StreamTopic t(c.options(), name);
   const std::string chans[] = {"c"};
   ASSERT_EQ(t.create(chans), StatusCode::kOk);
