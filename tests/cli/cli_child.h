@@ -200,6 +200,15 @@ class CliChild : public Child {
   }
 };
 
+// The environment with every variable that picks a store unset (a test sets
+// what it needs); the default directory store lands in `home`.
+inline std::map<std::string, std::string> no_store_env(const std::string& home) {
+  return {{"SLUICE_STORE", ""},   {"SLUICE_REDIS", ""},   {"REDIS_SERVER", ""},
+          {"REDIS_PORT", ""},     {"REDIS_DB", ""},       {"PRESSURE_PREFIX", ""},
+          {"REDIS_USERNAME", ""}, {"REDIS_PASSWORD", ""}, {"REDIS_URL", ""},
+          {"XDG_DATA_HOME", ""},  {"HOME", home}};
+}
+
 // Runs `sluice --store store args...` with `input` on stdin, to the end.
 inline Outcome run_cli(const std::string& store, std::vector<std::string> args,
                        const std::string& input = "") {

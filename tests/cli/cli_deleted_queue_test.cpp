@@ -31,12 +31,7 @@ class CliDeletedQueueTest : public ::testing::Test {
  protected:
   // No variable picks another store; the default directory store (unused)
   // lands in a temporary HOME.
-  std::map<std::string, std::string> env() const {
-    return {{"SLUICE_STORE", ""},   {"SLUICE_REDIS", ""},   {"REDIS_SERVER", ""},
-            {"REDIS_PORT", ""},     {"REDIS_DB", ""},       {"PRESSURE_PREFIX", ""},
-            {"REDIS_USERNAME", ""}, {"REDIS_PASSWORD", ""}, {"REDIS_URL", ""},
-            {"XDG_DATA_HOME", ""},  {"HOME", home_}};
-  }
+  std::map<std::string, std::string> env() const { return testutil::no_store_env(home_); }
   Child start(std::vector<std::string> args) {
     args.insert(args.begin(), {SLUICE_CLI, "--redis", url_});
     return Child(std::move(args), env());

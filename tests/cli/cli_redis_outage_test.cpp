@@ -28,12 +28,7 @@ using Clock = std::chrono::steady_clock;
 
 class CliRedisOutageTest : public ::testing::Test {
  protected:
-  Env base_env() const {
-    return {{"SLUICE_STORE", ""},   {"SLUICE_REDIS", ""},   {"REDIS_SERVER", ""},
-            {"REDIS_PORT", ""},     {"REDIS_DB", ""},       {"PRESSURE_PREFIX", ""},
-            {"REDIS_USERNAME", ""}, {"REDIS_PASSWORD", ""}, {"REDIS_URL", ""},
-            {"XDG_DATA_HOME", ""},  {"HOME", home_}};
-  }
+  Env base_env() const { return testutil::no_store_env(home_); }
   Child start(std::vector<std::string> args) {
     args.insert(args.begin(), {SLUICE_CLI, "--redis", url_});
     return Child(std::move(args), base_env());

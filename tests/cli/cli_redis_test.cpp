@@ -39,12 +39,7 @@ class CliRedisTest : public ::testing::Test {
  protected:
   // Every variable that picks a store is unset unless a test sets it; the
   // default directory store lands in a temporary HOME.
-  Env base_env() const {
-    return {{"SLUICE_STORE", ""},   {"SLUICE_REDIS", ""},   {"REDIS_SERVER", ""},
-            {"REDIS_PORT", ""},     {"REDIS_DB", ""},       {"PRESSURE_PREFIX", ""},
-            {"REDIS_USERNAME", ""}, {"REDIS_PASSWORD", ""}, {"REDIS_URL", ""},
-            {"XDG_DATA_HOME", ""},  {"HOME", home_}};
-  }
+  Env base_env() const { return testutil::no_store_env(home_); }
   // sluice [global...] args... with stdin `input`, in base_env() + env.
   Outcome run_with(std::vector<std::string> args, const Env& env, const std::string& input = "") {
     Env e = base_env();

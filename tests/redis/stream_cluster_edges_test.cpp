@@ -48,19 +48,7 @@ Status through_failover(Op op) {
 
 // Whether node `node` has a client blocked (flags b) in `command`.
 bool blocked_in(std::size_t node, std::string_view command) {
-  auto r = RawRedis(cluster().port(node)).cmd({"CLIENT", "LIST"});
-  const std::string list(r->str, r->len);
-  const std::string cmd = "cmd=" + std::string(command);
-  for (std::size_t at = 0; at < list.size();) {
-    const std::size_t end = std::min(list.find('\n', at), list.size());
-    const std::string_view line(list.data() + at, end - at);
-    if (line.find(" flags=b ") != std::string_view::npos &&
-        line.find(cmd + " ") != std::string_view::npos) {
-      return true;
-    }
-    at = end + 1;
-  }
-  return false;
+  return RawRedis(cluster().port(node)).blocked_in(command);
 }
 
 // Whether node `node` is a replica now (ROLE).
@@ -213,8 +201,8 @@ bool sees_as_primary(std::size_t by, std::size_t node) {
 std::size_t move_target(std::size_t from) {
   std::size_t to = 0;
   while (to == from || !is_primary(to)) ++to;
-  EXPECT_TRUE(testutil::eventually(
-      [&] { return sees_as_primary(from, to) && sees_as_primary(to, from); }));
+  EXPECT_TRUE(
+      testutil::eventually([&] { return sees_as_primary(from, to) && sees_as_primary(to, from); }));
   return to;
 }
 

@@ -34,18 +34,7 @@ RedisCluster& cluster() {
 
 // Whether node `node` has a client blocked (flags b) in `command`.
 bool blocked_in(std::size_t node, std::string_view command) {
-  auto r = RawRedis(cluster().port(node)).cmd({"CLIENT", "LIST"});
-  const std::string list(r->str, r->len);
-  const std::string cmd = "cmd=" + std::string(command) + " ";
-  for (std::size_t at = 0; at < list.size();) {
-    const std::size_t end = std::min(list.find('\n', at), list.size());
-    const std::string_view line(list.data() + at, end - at);
-    if (line.find(" flags=b ") != std::string_view::npos && line.find(cmd) != std::string_view::npos) {
-      return true;
-    }
-    at = end + 1;
-  }
-  return false;
+  return RawRedis(cluster().port(node)).blocked_in(command);
 }
 
 // Blocking calls that wait on the server longer than the test takes, so

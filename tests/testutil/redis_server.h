@@ -89,6 +89,23 @@ class RawRedis {
     const std::string info(r->str, r->len);
     return std::stoll(info.substr(info.find("blocked_clients:") + 16));
   }
+  // Whether a client is blocked (flags b) in `command` (lower case, as
+  // CLIENT LIST has it: "xreadgroup", "blpop").
+  bool blocked_in(std::string_view command) {
+    auto r = cmd({"CLIENT", "LIST"});
+    const std::string list(r->str, r->len);
+    const std::string want = "cmd=" + std::string(command) + " ";
+    for (std::size_t at = 0; at < list.size();) {
+      const std::size_t end = std::min(list.find('\n', at), list.size());
+      const std::string_view line(list.data() + at, end - at);
+      if (line.find(" flags=b ") != std::string_view::npos &&
+          line.find(want) != std::string_view::npos) {
+        return true;
+      }
+      at = end + 1;
+    }
+    return false;
+  }
   // Every key under `pattern` with its type and value, one line each, sorted.
   std::vector<std::string> dump(const std::string& pattern, const std::string& strip) {
     auto keys = cmd({"KEYS", pattern});
