@@ -241,6 +241,24 @@ TEST(RepairEdgesTest, AFormat1TopicKeepsItsFormatThroughARepair) {
   EXPECT_EQ(delivered(fs), want);
 }
 
+// A topic of 10 records on the real disk whose channel "c" acknowledged up
+// to seq 2 (generation 2 in slot 0: next seq 3), and whose spare slot 1 is
+// damaged (what repair rewrites).
+void ten_records_and_a_bad_spare_slot(const std::filesystem::path& dir) {
+  {
+    auto t = Topic::open(dir.string(), options());
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (std::uint64_t i = 0; i < 10; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
+    auto c = (*t)->channel("c");
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*c)->next().ok());
+    ASSERT_TRUE((*c)->ack(2).ok());
+  }
+  std::fstream f(dir / "channels" / "c.pos", std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(32 + 16);
+  f.write("XXXX", 4);
+}
+
 // A channel open in this process (a read-only topic's reader, beside the
 // repair): POSIX locks do not conflict within a process, so its lock did not
 // keep the repair out, which rewrote the position file under it; and the
@@ -250,20 +268,7 @@ TEST(RepairEdgesTest, AFormat1TopicKeepsItsFormatThroughARepair) {
 TEST(RepairEdgesTest, RepairRefusesWhileAChannelIsOpenInThisProcess) {
   namespace fs = std::filesystem;
   const fs::path dir = testutil::test_dir("repair-channel-here");
-  {
-    auto t = Topic::open(dir.string(), options());
-    ASSERT_TRUE(t.ok()) << t.status();
-    for (std::uint64_t i = 0; i < 10; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
-    auto c = (*t)->channel("c");
-    ASSERT_TRUE(c.ok()) << c.status();
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*c)->next().ok());
-    ASSERT_TRUE((*c)->ack(2).ok());  // generation 2, slot 0
-  }
-  {
-    std::fstream f(dir / "channels" / "c.pos", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(32 + 16);
-    f.write("XXXX", 4);  // slot 1, not the one in use
-  }
+  ASSERT_NO_FATAL_FAILURE(ten_records_and_a_bad_spare_slot(dir));
   TopicOptions ro = options();
   ro.read_only = true;
   {
@@ -307,21 +312,8 @@ TEST(RepairEdgesTest, RepairRefusesWhileAChannelIsOpenInThisProcess) {
 TEST(RepairEdgesTest, APositionWrittenBetweenTheLookAndTheLockIsKept) {
   namespace fs = std::filesystem;
   const fs::path dir = testutil::test_dir("repair-position-race");
-  {
-    auto t = Topic::open(dir.string(), options());
-    ASSERT_TRUE(t.ok()) << t.status();
-    for (std::uint64_t i = 0; i < 10; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
-    auto c = (*t)->channel("c");
-    ASSERT_TRUE(c.ok()) << c.status();
-    for (int i = 0; i < 3; ++i) ASSERT_TRUE((*c)->next().ok());
-    ASSERT_TRUE((*c)->ack(2).ok());  // generation 2, slot 0: next seq 3
-  }
+  ASSERT_NO_FATAL_FAILURE(ten_records_and_a_bad_spare_slot(dir));
   const std::string pos = (dir / "channels" / "c.pos").string();
-  {
-    std::fstream f(pos, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(32 + 16);
-    f.write("XXXX", 4);  // slot 1, not the one in use
-  }
   // Opens the position file for the repair's lock only after "the reader"
   // acknowledged up to seq 4 (generation 3, slot 1: the damaged one).
   struct AckFirst final : testutil::ForwardingFileSystem {
