@@ -146,6 +146,8 @@ struct BatcherStats {
   std::uint64_t buffered = 0;         // in the batch being built
   std::uint64_t flushing = 0;         // inside sink calls
   std::uint64_t try_add_refused = 0;  // try_add calls that found the input full or closed
+  // Per flush (a sink call, counted as it starts; a batch dropped before one
+  // is none): once no sink call runs, they sum to flushes_ok + flushes_failed.
   std::array<std::uint64_t, kFlushReasonCount> flushes_by_reason{};
   std::uint64_t flushes_ok = 0;
   std::uint64_t flushes_failed = 0;
@@ -540,8 +542,6 @@ class BatcherCore {
       if (!aborted) {
         stats_.buffered -= n;
         stats_.flushing += n;
-        ++stats_.flushes_by_reason[static_cast<std::size_t>(reason)];
-        stats_.batch_size.observe(static_cast<double>(n));
       }
     }
     if (aborted) {
@@ -573,6 +573,10 @@ class BatcherCore {
     {
       std::lock_guard lock(stats_mu_);
       aborted = aborted_;
+      if (!aborted) {  // a flush is a sink call: a batch dropped before one is none
+        ++stats_.flushes_by_reason[static_cast<std::size_t>(b.info.reason)];
+        stats_.batch_size.observe(static_cast<double>(b.items.size()));
+      }
     }
     if (aborted) {  // the deadline passed before the sink got it
       drop_dispatched(b);
