@@ -595,8 +595,13 @@ class BatcherCore {
       const bool last = attempt >= opt_.max_attempts;
       const auto ta = std::chrono::steady_clock::now();
       bool threw = false;
-      st = last ? call_sink(std::move(b.items), b.info, ctx, threw)
-                : call_sink(copy_items(b.items), b.info, ctx, threw);
+      if (last) {
+        st = call_sink(std::move(b.items), b.info, ctx, threw);
+      } else {
+        std::vector<T> copy;
+        st = copy_items(b.items, copy);  // a copy that throws fails this attempt only
+        if (st.ok()) st = call_sink(std::move(copy), b.info, ctx, threw);
+      }
       const std::chrono::duration<double> took = std::chrono::steady_clock::now() - ta;
       const bool retry = !st.ok() && !last && !ctx.stop_requested() && !ctx.expired();
       if (threw || retry) {  // the common success takes no extra lock
@@ -650,12 +655,24 @@ class BatcherCore {
   }
 
   // A copy for an attempt that may be retried; create() refuses
-  // max_attempts > 1 for a T that cannot be copied.
-  static std::vector<T> copy_items(const std::vector<T>& items) {
+  // max_attempts > 1 for a T that cannot be copied. T's copy may throw
+  // (bad_alloc): that is a failed attempt, like a throwing sink, and must
+  // not leave the batcher's thread.
+  static Status copy_items(const std::vector<T>& items, std::vector<T>& out) noexcept {
     if constexpr (std::is_copy_constructible_v<T>) {
-      return items;
+      try {
+        out = items;
+        return Status::Ok();
+      } catch (const std::exception& e) {
+        return {StatusCode::kInternal, std::string("copying the batch for an attempt threw: ") +
+                                           e.what()};
+      } catch (...) {
+        return {StatusCode::kInternal, "copying the batch for an attempt threw"};
+      }
     } else {
-      return {};  // unreachable: create() refused these options
+      (void)items;
+      (void)out;
+      return Status::Ok();  // unreachable: create() refused these options
     }
   }
 

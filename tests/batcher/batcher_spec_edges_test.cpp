@@ -11,6 +11,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <future>
+#include <new>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -155,6 +157,60 @@ TEST(BatcherSpecEdgesTest, ABatchDroppedBeforeTheSinkGotItIsNotCountedAsAFlush) 
   EXPECT_EQ(reasons(s), s.flushes_ok + s.flushes_failed);
   EXPECT_EQ(reason(s, FlushReason::kSize), 2u);
   EXPECT_EQ(s.batch_size.count(), 2u);  // batch sizes of the flushes made
+}
+
+// An item whose copy can throw (std::bad_alloc for any item that owns
+// memory). With max_attempts > 1 each attempt but the last gets a copy of
+// the batch, made on the run loop's (or a flusher's) thread outside the try
+// that turns a throwing sink into a failed attempt (F1): the throw left the
+// thread and took the process down (std::terminate). The header says a sink
+// that throws is caught and "nothing escapes into any thread"; the copy for
+// an attempt is the batcher's own doing, so it must fail that attempt only.
+struct CopyMayThrow {
+  static inline std::atomic<int> copies_to_fail{0};
+  int v = 0;
+  CopyMayThrow() = default;
+  explicit CopyMayThrow(int x) : v(x) {}
+  CopyMayThrow(const CopyMayThrow& o) : v(o.v) {
+    if (copies_to_fail.load() > 0 && copies_to_fail.fetch_sub(1) > 0) throw std::bad_alloc();
+  }
+  CopyMayThrow(CopyMayThrow&&) noexcept = default;
+  CopyMayThrow& operator=(const CopyMayThrow&) = default;
+  CopyMayThrow& operator=(CopyMayThrow&&) noexcept = default;
+};
+
+TEST(BatcherSpecEdgesTest, ACopyForARetryableAttemptThatThrowsFailsThatAttemptOnly) {
+  for (const std::size_t flushers : {1, 2}) {
+    SCOPED_TRACE("flushers " + std::to_string(flushers));
+    std::mutex mu;
+    std::vector<std::vector<int>> written;
+    BatcherOptions<CopyMayThrow> o;
+    o.max_batch_size = 2;
+    o.max_batch_delay = 1h;
+    o.max_attempts = 2;
+    o.flushers = flushers;
+    o.sink = [&](std::vector<CopyMayThrow>&& batch, const Context&) {
+      std::vector<int> vs;
+      for (auto& x : batch) vs.push_back(x.v);
+      std::lock_guard lock(mu);
+      written.push_back(vs);
+      return Status::Ok();
+    };
+    auto b = std::move(Batcher<CopyMayThrow>::create(std::move(o))).value();
+    CopyMayThrow::copies_to_fail = 1;  // the copy for the first batch's first attempt
+    auto ack = b->add_with_ack(CopyMayThrow(1));
+    ASSERT_TRUE(ack.ok());
+    ASSERT_TRUE(b->add(CopyMayThrow(2)).ok());
+    EXPECT_TRUE(ack->get().ok());  // the last attempt has the items themselves: no copy
+    ASSERT_TRUE(b->shutdown().ok());
+    const BatcherStats s = b->stats();
+    EXPECT_EQ(s.flushed_ok, 2u);
+    EXPECT_EQ(s.flushes_ok, 1u);
+    EXPECT_EQ(s.retries, 1u);
+    EXPECT_EQ(s.sink_exceptions, 0u);  // the sink never threw
+    std::lock_guard lock(mu);
+    EXPECT_EQ(written, (std::vector<std::vector<int>>{{1, 2}}));
+  }
 }
 
 }  // namespace
