@@ -213,5 +213,128 @@ TEST(BatcherSpecEdgesTest, ACopyForARetryableAttemptThatThrowsFailsThatAttemptOn
   }
 }
 
+// M2 in every snapshot while everything moves at once: adders on several
+// threads (add, try_add, add_batch, add_with_ack), manual flushes, the time
+// trigger on the real clock, a sink that fails, throws and is retried, one
+// or three flushers (never more sink calls at once), then a shutdown whose
+// deadline may cut the drain short.
+TEST(BatcherSpecEdgesTest, ConservationHoldsInEverySnapshotUnderEveryRace) {
+  for (const std::size_t flushers : {1, 3}) {
+    for (const bool cut_short : {false, true}) {
+      SCOPED_TRACE("flushers " + std::to_string(flushers) + (cut_short ? ", cut short" : ""));
+      std::atomic<int> calls{0}, active{0}, peak{0};
+      BatcherOptions<int> o;
+      o.max_batch_size = 7;
+      o.max_batch_delay = 100us;
+      o.queue_depth = 16;
+      o.flushers = flushers;
+      o.max_attempts = 2;
+      o.sink = [&](std::vector<int>&& batch, const Context&) -> Status {
+        const int a = ++active;
+        int p = peak.load();
+        while (a > p && !peak.compare_exchange_weak(p, a)) {
+        }
+        const int k = calls++;
+        for (std::size_t i = 1; i < batch.size(); ++i) {
+          if (batch[i] / 100000 == batch[i - 1] / 100000 && batch[i] < batch[i - 1]) {
+            ADD_FAILURE() << "O1: one adder's items out of order within a batch";
+          }
+        }
+        --active;
+        if (k % 5 == 1) throw std::runtime_error("sink threw");
+        if (k % 5 == 3) return Status(StatusCode::kIOError, "sink failed");
+        return Status::Ok();
+      };
+      auto b = std::move(Batcher<int>::create(std::move(o))).value();
+      std::atomic<bool> stop{false};
+      std::atomic<std::uint64_t> accepted{0};
+      std::vector<std::future<Status>> acks;
+      std::mutex acks_mu;
+      std::jthread observer([&] {
+        while (!stop.load()) {
+          const BatcherStats s = b->stats();
+          ASSERT_EQ(s.enqueued, s.flushed_ok + s.flushed_fail + s.dropped_on_shutdown + s.in_flight);
+          ASSERT_EQ(s.in_flight, s.queued + s.buffered + s.flushing);
+          // The input holds 16 at most; `queued` also counts what the loop has
+          // pulled and not yet counted (docs/design.md), one batch's worth.
+          ASSERT_LE(s.queued, 16u + 7u);
+        }
+      });
+      {
+        std::vector<std::jthread> threads;
+        for (int t = 0; t < 4; ++t) {
+          threads.emplace_back([&, t] {
+            for (int i = 0; i < 3000; ++i) {
+              int v = t * 100000 + i;
+              Status st;
+              switch (i % 4) {
+                case 0:
+                  st = b->add(int{v});
+                  break;
+                case 1:
+                  st = b->try_add(int{v});
+                  break;
+                case 2: {
+                  std::vector<int> one{v};
+                  st = b->add_batch(std::span<int>(one));
+                  break;
+                }
+                default: {
+                  auto r = b->add_with_ack(int{v});
+                  st = r.status();
+                  if (r.ok()) {
+                    std::lock_guard lock(acks_mu);
+                    acks.push_back(std::move(r).value());
+                  }
+                }
+              }
+              if (st.ok()) {
+                accepted++;
+              } else {
+                ASSERT_TRUE(st.code() == StatusCode::kWouldBlock || st.code() == StatusCode::kClosed)
+                    << st;
+                if (st.code() == StatusCode::kClosed) return;
+              }
+            }
+          });
+        }
+        threads.emplace_back([&] {
+          for (int i = 0; i < 200; ++i) {
+            const Status st = b->flush();
+            if (st.code() == StatusCode::kClosed) return;
+          }
+        });
+        if (cut_short) {
+          threads.emplace_back([&] {
+            while (accepted.load() < 2000) std::this_thread::yield();
+            (void)b->shutdown(with_timeout(0s));
+          });
+        }
+      }
+      const Status st = b->shutdown(cut_short ? with_timeout(0s) : Context());
+      if (!cut_short) {
+        EXPECT_TRUE(st.ok()) << st;
+      }
+      ASSERT_TRUE(eventually([&] { return b->stats().in_flight == 0; }));
+      stop = true;
+      observer.join();
+      const BatcherStats s = b->stats();
+      EXPECT_EQ(s.enqueued, accepted.load());
+      EXPECT_EQ(s.enqueued, s.flushed_ok + s.flushed_fail + s.dropped_on_shutdown);
+      if (!cut_short) {
+        EXPECT_EQ(s.dropped_on_shutdown, 0u);
+      }
+      std::uint64_t reasons = 0;
+      for (auto r : s.flushes_by_reason) reasons += r;
+      EXPECT_EQ(reasons, s.flushes_ok + s.flushes_failed);
+      EXPECT_LE(peak.load(), static_cast<int>(flushers));
+      for (auto& f : acks) {
+        ASSERT_EQ(f.wait_for(0s), std::future_status::ready);
+        (void)f.get();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sluice
