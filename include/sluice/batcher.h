@@ -267,11 +267,24 @@ class BatcherCore {
     input_.close();
     shut_.request_stop();  // after the close: a waiter it wakes sees kClosed on its next add
     wake();
+    bool cut_before = false;  // by an earlier shutdown's deadline
+    {
+      std::lock_guard lock(stats_mu_);
+      cut_before = aborted_;
+    }
     std::unique_lock lock(done_mu_);
-    if (detail::wait_for(done_cv_, lock, ctx, [&] { return finished_; })) return StatusCode::kOk;
+    if (detail::wait_for(done_cv_, lock, ctx, [&] { return finished_; })) {
+      lock.unlock();
+      // kOk says every accepted item reached the sink (I6): not if that
+      // deadline dropped some.
+      std::lock_guard stats_lock(stats_mu_);
+      if (cut_before && stats_.dropped_on_shutdown > 0) return abort_status_;
+      return StatusCode::kOk;
+    }
     lock.unlock();
-    abort();
-    return ctx.err();
+    const Status err = ctx.err();
+    abort(err);
+    return err;
   }
 
   BatcherStats stats() const {
@@ -443,12 +456,15 @@ class BatcherCore {
   }
 
   // Shutdown deadline passed: everything not yet handed to the sink is dropped.
-  void abort() {
+  void abort(const Status& why) {
     std::uint64_t dropped = 0;
     {
       std::lock_guard lock(stats_mu_);
       if (!aborted_) {
         aborted_ = true;
+        abort_status_ = Status(why.code(),
+                               "an earlier shutdown's deadline cut the drain short: items not yet "
+                               "handed to the sink were dropped (dropped_on_shutdown)");
         const std::uint64_t pushed = input_.stats().pushed;  // final: input is closed
         dropped = (pushed - taken_) + stats_.buffered;
         stats_.dropped_on_shutdown += dropped;
@@ -815,6 +831,7 @@ class BatcherCore {
   BatcherStats stats_;       // guarded by stats_mu_ (enqueued/queued/in_flight derived)
   std::uint64_t taken_ = 0;  // items the run loop took from input_; guarded by stats_mu_
   bool aborted_ = false;     // guarded by stats_mu_
+  Status abort_status_;      // why aborted_: later shutdowns return it; guarded by stats_mu_
   bool abandoned_ = false;   // guarded by stats_mu_
 
   std::mutex wake_mu_;
@@ -925,7 +942,8 @@ class Batcher {
   // first: sink calls in progress are cancelled, every item not yet handed to
   // the sink is counted in dropped_on_shutdown (I7, S7), and the context's
   // error is returned at once. Idempotent: later calls wait for the first's
-  // drain (S2).
+  // drain (S2); one called after a deadline cut it short returns that error
+  // (kDeadlineExceeded / kCancelled), not kOk: the drain was not clean (I6).
   Status shutdown(const Context& ctx = {}) { return core_->shutdown(ctx); }
 
   BatcherStats stats() const { return core_->stats(); }

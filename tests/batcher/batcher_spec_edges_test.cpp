@@ -159,6 +159,52 @@ TEST(BatcherSpecEdgesTest, ABatchDroppedBeforeTheSinkGotItIsNotCountedAsAFlush) 
   EXPECT_EQ(s.batch_size.count(), 2u);  // batch sizes of the flushes made
 }
 
+// I6: "after Shutdown(ctx) returns nil, every item that Add accepted before
+// Shutdown was called has been passed to sink.Write"; S2: later calls wait
+// for the first's drain. A shutdown called after an earlier one's deadline
+// had cut the drain short (items dropped) waited, then returned kOk, as if
+// the drain had been clean.
+TEST(BatcherSpecEdgesTest, AShutdownAfterADeadlineCutTheDrainShortDoesNotSayItWasClean) {
+  std::atomic<int> calls{0};
+  BatcherOptions<int> o;
+  o.max_batch_size = 2;
+  o.max_batch_delay = 1h;
+  o.sink = [&](std::vector<int>&&, const Context& ctx) {
+    calls++;
+    std::mutex m;
+    std::condition_variable_any cv;
+    std::unique_lock lock(m);
+    cv.wait(lock, ctx.token(), [] { return false; });  // until the shutdown deadline
+    return Status(StatusCode::kCancelled);
+  };
+  auto b = std::move(Batcher<int>::create(std::move(o))).value();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(b->add(int{i}).ok());
+  ASSERT_TRUE(eventually([&] { return calls.load() == 1; }));
+  EXPECT_EQ(b->shutdown(with_timeout(20ms)).code(), StatusCode::kDeadlineExceeded);
+  ASSERT_TRUE(eventually([&] { return b->stats().flushing == 0; }));
+  const Status again = b->shutdown();
+  EXPECT_EQ(again.code(), StatusCode::kDeadlineExceeded) << again;
+  const BatcherStats s = b->stats();
+  EXPECT_EQ(s.dropped_on_shutdown, 3u);
+  EXPECT_EQ(s.flushed_fail, 2u);
+  EXPECT_EQ(s.enqueued, s.flushed_ok + s.flushed_fail + s.dropped_on_shutdown);
+}
+
+// ...while a shutdown after a clean drain, or after a deadline that dropped
+// nothing, still says kOk (S2, T5).
+TEST(BatcherSpecEdgesTest, AShutdownAfterACleanDrainSaysOk) {
+  BatcherOptions<int> o;
+  o.max_batch_size = 2;
+  o.max_batch_delay = 1h;
+  o.sink = [](std::vector<int>&&, const Context&) { return Status::Ok(); };
+  auto b = std::move(Batcher<int>::create(std::move(o))).value();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(b->add(int{i}).ok());
+  ASSERT_TRUE(b->shutdown().ok());
+  EXPECT_TRUE(b->shutdown(with_timeout(0s)).ok());  // finished: the wait ends at once
+  EXPECT_TRUE(b->shutdown().ok());
+  EXPECT_EQ(b->stats().flushed_ok, 5u);
+}
+
 // An item whose copy can throw (std::bad_alloc for any item that owns
 // memory). With max_attempts > 1 each attempt but the last gets a copy of
 // the batch, made on the run loop's (or a flusher's) thread outside the try
