@@ -267,18 +267,13 @@ class BatcherCore {
     input_.close();
     shut_.request_stop();  // after the close: a waiter it wakes sees kClosed on its next add
     wake();
-    bool cut_before = false;  // by an earlier shutdown's deadline
-    {
-      std::lock_guard lock(stats_mu_);
-      cut_before = aborted_;
-    }
     std::unique_lock lock(done_mu_);
     if (detail::wait_for(done_cv_, lock, ctx, [&] { return finished_; })) {
       lock.unlock();
-      // kOk says every accepted item reached the sink (I6): not if that
-      // deadline dropped some.
+      // kOk says every accepted item reached the sink (I6): not if another
+      // shutdown's deadline dropped some, before this call or during it.
       std::lock_guard stats_lock(stats_mu_);
-      if (cut_before && stats_.dropped_on_shutdown > 0) return abort_status_;
+      if (aborted_ && stats_.dropped_on_shutdown > 0) return abort_status_;
       return StatusCode::kOk;
     }
     lock.unlock();
@@ -463,8 +458,8 @@ class BatcherCore {
       if (!aborted_) {
         aborted_ = true;
         abort_status_ = Status(why.code(),
-                               "an earlier shutdown's deadline cut the drain short: items not yet "
-                               "handed to the sink were dropped (dropped_on_shutdown)");
+                               "a shutdown's deadline cut the drain short: items not yet handed "
+                               "to the sink were dropped (dropped_on_shutdown)");
         const std::uint64_t pushed = input_.stats().pushed;  // final: input is closed
         dropped = (pushed - taken_) + stats_.buffered;
         stats_.dropped_on_shutdown += dropped;
@@ -680,8 +675,8 @@ class BatcherCore {
         out = items;
         return Status::Ok();
       } catch (const std::exception& e) {
-        return {StatusCode::kInternal, std::string("copying the batch for an attempt threw: ") +
-                                           e.what()};
+        return {StatusCode::kInternal,
+                std::string("copying the batch for an attempt threw: ") + e.what()};
       } catch (...) {
         return {StatusCode::kInternal, "copying the batch for an attempt threw"};
       }
@@ -942,8 +937,9 @@ class Batcher {
   // first: sink calls in progress are cancelled, every item not yet handed to
   // the sink is counted in dropped_on_shutdown (I7, S7), and the context's
   // error is returned at once. Idempotent: later calls wait for the first's
-  // drain (S2); one called after a deadline cut it short returns that error
-  // (kDeadlineExceeded / kCancelled), not kOk: the drain was not clean (I6).
+  // drain (S2), and return that deadline's error (kDeadlineExceeded /
+  // kCancelled), not kOk, if it dropped items: kOk means every accepted item
+  // reached the sink (I6).
   Status shutdown(const Context& ctx = {}) { return core_->shutdown(ctx); }
 
   BatcherStats stats() const { return core_->stats(); }
