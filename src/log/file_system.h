@@ -69,9 +69,10 @@ class File {
   // the inherited descriptor (O_CLOEXEC: at exec).
   virtual Status lock(const std::string& what) = 0;
   // The PID of whoever holds lock() on this file through another File (this
-  // process's PID if it is one of ours), 0 if none, -1 if it is held by a
-  // process that cannot be named (the PID it recorded is gone: a forked
-  // child kept it). The lock taken through this File does not count.
+  // process's PID if one of its open Files holds it), 0 if none, -1 if it
+  // is held by a process that cannot be named (a forked child kept it: the
+  // PID it recorded is gone, or is this process's, which let go of it). The
+  // lock taken through this File does not count.
   virtual Result<int> lock_holder() = 0;
   // An exclusive flock on the file, held while the File lives. Like lock(),
   // it excludes a second holder in the same process too (another open of

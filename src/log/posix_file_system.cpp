@@ -1,6 +1,7 @@
 // The production FileSystem: plain POSIX calls.
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>  // pthread_atfork
 #include <signal.h>  // kill(pid, 0)
 #include <stdio.h>   // renameat2
 #include <sys/file.h>
@@ -14,6 +15,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <tuple>
 
 #include "log/file_system.h"
 
@@ -53,11 +58,45 @@ struct flock holder_range(int pid) {
   return fl;
 }
 
+// The files this process holds lock() on through a File still open here,
+// by (device, inode, PID). A lock carrying this process's PID that is not
+// among them was left with a child forked from it (it shares the open file
+// and keeps the lock after this process closes its File): lock_holder()
+// must not name this process then. Entries made in a parent never match
+// in its child (another PID). Forks wait for the mutex, so a child never
+// starts with it held.
+struct HeldLocks {
+  using Key = std::tuple<dev_t, ino_t, pid_t>;
+  std::mutex mu;
+  std::multiset<Key> held;
+};
+
+HeldLocks& held_locks() {
+  static HeldLocks* const h = [] {
+    auto* p = new HeldLocks;  // never destroyed: Files may close at exit
+    ::pthread_atfork([] { held_locks().mu.lock(); }, [] { held_locks().mu.unlock(); },
+                     [] { held_locks().mu.unlock(); });
+    return p;
+  }();
+  return *h;
+}
+
+std::optional<HeldLocks::Key> lock_key(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return std::nullopt;
+  return HeldLocks::Key{st.st_dev, st.st_ino, ::getpid()};
+}
+
 class PosixFile final : public File {
  public:
   PosixFile(std::string path, int fd) : File(std::move(path)), fd_(fd) {}
   ~PosixFile() override {
     if (map_ != nullptr) ::munmap(map_, map_len_);
+    if (locked_) {
+      HeldLocks& h = held_locks();
+      std::lock_guard g(h.mu);
+      if (auto it = h.held.find(*locked_); it != h.held.end()) h.held.erase(it);
+    }
     ::close(fd_);
   }
 
@@ -163,7 +202,17 @@ class PosixFile final : public File {
 
   Status lock(const std::string& what) override {
     struct flock fl = holder_range(static_cast<int>(::getpid()));
-    if (::fcntl(fd_, F_OFD_SETLK, &fl) == 0) return Status::Ok();
+    if (::fcntl(fd_, F_OFD_SETLK, &fl) == 0) {
+      if (!locked_) {
+        locked_ = lock_key(fd_);
+        if (locked_) {
+          HeldLocks& h = held_locks();
+          std::lock_guard g(h.mu);
+          h.held.insert(*locked_);
+        }
+      }
+      return Status::Ok();
+    }
     if (errno != EAGAIN && errno != EACCES) return io_error("fcntl(F_OFD_SETLK)", path(), errno);
     auto pid = lock_holder();
     if (pid.ok() && *pid > 0) return {StatusCode::kInUse, what + " by PID " + std::to_string(*pid)};
@@ -184,6 +233,14 @@ class PosixFile final : public File {
     // after its parent exits: a PID that is gone is not reported.
     if (who.l_start == 0 && who.l_len > kPidBase && who.l_len - kPidBase <= INT_MAX) {
       const auto pid = static_cast<pid_t>(who.l_len - kPidBase);
+      if (pid == ::getpid()) {
+        // Ours only if a File of this process holds it: else a child we
+        // forked kept it after we let go.
+        const auto key = lock_key(fd_);
+        HeldLocks& h = held_locks();
+        std::lock_guard g(h.mu);
+        return key && h.held.contains(*key) ? static_cast<int>(pid) : -1;
+      }
       if (::kill(pid, 0) == 0 || errno == EPERM) return static_cast<int>(pid);
     }
     return -1;  // held, by a process we cannot name
@@ -198,6 +255,7 @@ class PosixFile final : public File {
   int fd_;
   char* map_ = nullptr;
   std::size_t map_len_ = 0;
+  std::optional<HeldLocks::Key> locked_;  // in held_locks() while this File holds lock()
 };
 
 class PosixFileSystem final : public FileSystem {
