@@ -2,8 +2,8 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>  // pthread_atfork
-#include <signal.h>  // kill(pid, 0)
-#include <stdio.h>   // renameat2
+#include <signal.h>   // kill(pid, 0)
+#include <stdio.h>    // renameat2
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
