@@ -1,5 +1,7 @@
 #include "sluice/log/channel.h"
 
+#include <unistd.h>  // getpid
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -369,14 +371,31 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
   c->name = std::string(name);
   c->path = t.channel_path(name);
   c->durable_positions = options.durable_positions;
-  auto created = t.fs.open(c->path, log::OpenMode::kCreateNew);
-  const bool fresh = created.ok();
-  if (!fresh && created.status().code() != StatusCode::kAlreadyExists) return created.status();
-  auto f = fresh ? std::move(created) : t.fs.open(c->path, log::OpenMode::kReadWrite);
-  if (!f.ok()) return f.status();
-  c->file = std::move(*f);
-  if (Status s = c->file->lock("channel '" + std::string(name) + "' is in use"); !s.ok()) {
-    return s;
+  bool fresh = false;
+  for (int attempt = 0;; ++attempt) {
+    auto created = t.fs.open(c->path, log::OpenMode::kCreateNew);
+    fresh = created.ok();
+    if (!fresh && created.status().code() != StatusCode::kAlreadyExists) return created.status();
+    auto f = fresh ? std::move(created) : t.fs.open(c->path, log::OpenMode::kReadWrite);
+    if (!f.ok()) return f.status();
+    c->file = std::move(*f);
+    if (Status s = c->file->lock("channel '" + std::string(name) + "' is in use"); !s.ok()) {
+      return s;
+    }
+    // The name may have gone between our open and our lock (delete_channel,
+    // repair's move to the quarantine hold the lock while they remove it):
+    // our lock would then be on a file nobody reaches, and a later opener
+    // would make a fresh one beside us (two consumers). The file at the
+    // name now must be the one we locked: held by this process.
+    auto at_name = t.fs.open(c->path, log::OpenMode::kRead);
+    if (!at_name.ok() && at_name.code() != StatusCode::kNotFound) return at_name.status();
+    Result<int> holder = at_name.ok() ? (*at_name)->lock_holder() : Result<int>(0);
+    if (!holder.ok()) return holder.status();
+    if (*holder == static_cast<int>(::getpid())) break;
+    if (attempt == 8) {
+      return Status(StatusCode::kInUse, "channel '" + std::string(name) +
+                                            "' is being deleted and made again meanwhile");
+    }
   }
   std::uint64_t start = 0;
   if (fresh) {
