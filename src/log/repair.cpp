@@ -139,10 +139,23 @@ Result<TopicRepairReport> repair_topic(FileSystem& fs, const std::string& dir,
                           c.slots[1 - c.current_slot].set && !c.slots[1 - c.current_slot].valid;
     if (!damaged && !bad_slot) continue;
     auto f = fs.open(c.file, OpenMode::kReadWrite);
-    if (!f.ok()) return f.status();
+    if (!f.ok()) {
+      if (f.code() == StatusCode::kNotFound) continue;  // deleted since the look
+      return f.status();
+    }
     if (Status s = (*f)->lock("channel '" + c.name + "' is in use"); !s.ok()) return s;
     File* file = f->get();
     pos_locks.push_back(std::move(*f));
+    // Deleted between the open and the lock (delete_channel holds the lock
+    // while it removes the name): the file at the name, if any, is then not
+    // the one we hold, and nothing of that channel is left to repair.
+    {
+      auto at_name = fs.open(c.file, OpenMode::kRead);
+      if (!at_name.ok() && at_name.code() != StatusCode::kNotFound) return at_name.status();
+      Result<int> holder = at_name.ok() ? (*at_name)->lock_holder() : Result<int>(0);
+      if (!holder.ok()) return holder.status();
+      if (*holder != static_cast<int>(::getpid())) continue;
+    }
     // Looked at before the lock: a reader may have written since (and left).
     // Its write goes to the slot not in use, the damaged one, so any change
     // of state or generation means there is nothing left to repair here;
