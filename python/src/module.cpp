@@ -877,7 +877,11 @@ class Reader {
   // Also ends a get another thread has waiting for messages (an asyncio
   // task's aget, typically) within one slice: leaving the with block must
   // not wait for a message that may never come (it stalled the event loop).
+  // A leave() refused (a signal handler's, inside this thread's own call;
+  // a forked child's) must not set leaving_: it would end that get, and
+  // every later one, as if the reader had left.
   void leave() {
+    check_enter();
     leaving_.store(true);
     auto lock = enter();
     std::unique_ptr<QueueReader> r = std::move(r_);
