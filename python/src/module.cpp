@@ -1263,7 +1263,12 @@ PYBIND11_MODULE(_sluice, m) {
   using sluice::StatusCode;
   m.doc() = "The sluice store's C++ binding (use the `sluice` package, not this module).";
   process_id();
-  pthread_atfork(nullptr, nullptr, [] { process_id().store(getpid(), std::memory_order_relaxed); });
+  pthread_atfork(nullptr, nullptr, [] {
+    process_id().store(getpid(), std::memory_order_relaxed);
+    // The threads counted on their way back to the GIL are the parent's:
+    // the child's exit would wait for them for ever.
+    g_restoring.store(0);
+  });
   py::module_::import("atexit").attr("register")(py::cpp_function([] {
     g_exit_thread.store(pthread_self());
     g_exiting.store(true);

@@ -5,6 +5,7 @@ Scenarios that could hang run in a child python3 with a deadline. States
 are observed, not slept for.
 """
 
+import platform
 import subprocess
 
 import pytest
@@ -77,4 +78,69 @@ print("ok")
 
 def test_a_refused_leave_from_a_signal_handler_leaves_the_reader_usable(tmp_path):
     rc, out, err = run_child(REFUSED_LEAVE, str(tmp_path / "store"))
+    assert rc == 0 and out.strip() == "ok", (rc, out, err)
+
+
+# fork() while another thread is on its way back from a store call to the
+# GIL (in the binding's NoGil, counted for the exit): the child has no such
+# thread, and its exit must not wait for it. The parent holds the GIL (a
+# huge switch interval; /proc read through ctypes.PyDLL, which keeps the
+# GIL) until the thread is seen sleeping in futex(), which it only does
+# waiting for the GIL.
+FORK_WHILE_RESTORING = r"""
+import ctypes, os, platform, sys, threading, time
+import sluice
+FUTEX = {"x86_64": b"202", "aarch64": b"98"}[platform.machine()]
+store = sluice.Store(sys.argv[1]); store.create("q")
+calls = 0
+stop = False
+def loop():
+    global calls
+    while not stop:
+        store.stat("q")
+        calls += 1
+t = threading.Thread(target=loop, daemon=True)
+t.start()
+deadline = time.monotonic() + 20
+while calls < 10:
+    assert time.monotonic() < deadline, "the thread made no calls"
+    time.sleep(0.001)
+libc = ctypes.PyDLL(None)
+libc.pread.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_long]
+fd = os.open(f"/proc/self/task/{t.native_id}/syscall", os.O_RDONLY)
+buf = ctypes.create_string_buffer(256)
+sys.setswitchinterval(1000.0)
+# From here on this thread keeps the GIL (it never asks the other to drop
+# it): the other one, once out of its store call, waits for it.
+seen = 0
+deadline = time.monotonic() + 20
+while seen < 3:
+    assert time.monotonic() < deadline, "the thread never waited for the GIL"
+    n = libc.pread(fd, buf, 255, 0)
+    seen = seen + 1 if n > 0 and buf.raw[:n].split()[0] == FUTEX else 0
+pid = os.fork()
+if pid == 0:
+    sys.setswitchinterval(0.005)
+    sys.exit(0)  # the exit hooks run
+sys.setswitchinterval(0.005)
+stop = True
+deadline = time.monotonic() + 10
+while True:
+    done, status = os.waitpid(pid, os.WNOHANG)
+    if done:
+        break
+    if time.monotonic() > deadline:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise SystemExit("the child made by fork() hung at exit")
+    time.sleep(0.01)
+assert os.waitstatus_to_exitcode(status) == 0, status
+print("ok")
+"""
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64"),
+                    reason="futex's number in /proc/PID/syscall")
+def test_the_exit_of_a_child_forked_while_a_thread_returned_to_the_gil(tmp_path):
+    rc, out, err = run_child(FORK_WHILE_RESTORING, str(tmp_path / "store"))
     assert rc == 0 and out.strip() == "ok", (rc, out, err)
