@@ -793,7 +793,9 @@ class Reader {
         channel_(std::move(channel)),
         channel_py_(py::str(channel_)),
         prefetch_(prefetch),
-        pid_(this_pid()) {}
+        pid_(this_pid()) {
+    publish();
+  }
   ~Reader() {
     if (this_pid() != pid_) (void)r_.release();  // the parent's: see the file comment
   }
@@ -825,7 +827,7 @@ class Reader {
     check_enter();
     std::unique_lock<std::timed_mutex> lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) return py::none();
-    const Entered entered(std::move(lock), owner_);
+    const Entered entered(std::move(lock), *this);
     live();
     if (pos_ == buf_.size()) return py::none();
     return (to_python(buf_[pos_++], channel_py_));
@@ -891,17 +893,20 @@ class Reader {
     r.reset();  // gives back what is held
   }
 
+  // The counters as the last call on the reader left them, read without
+  // taking it: a get another thread (an asyncio task's aget) has waiting
+  // for a message holds it, and changes none of them until it hands out.
   std::uint64_t delivered() {
-    auto lock = enter();
-    return live().delivered() - (buf_.size() - pos_);
+    published();
+    return delivered_.load();
   }
   std::uint64_t acked() {
-    auto lock = enter();
-    return live().acked();
+    published();
+    return acked_.load();
   }
   std::uint64_t skipped_damaged() {
-    auto lock = enter();
-    return live().skipped_damaged();
+    published();
+    return skipped_damaged_.load();
   }
   bool open() const { return r_ != nullptr; }
   bool ended() const { return ended_; }
@@ -912,18 +917,36 @@ class Reader {
   // Held for one call: mu_, and which thread holds it.
   class Entered {
    public:
-    Entered(std::unique_lock<std::timed_mutex> lock, std::atomic<std::thread::id>& owner)
-        : lock_(std::move(lock)), owner_(owner) {
-      owner_.store(std::this_thread::get_id());
+    Entered(std::unique_lock<std::timed_mutex> lock, Reader& reader)
+        : lock_(std::move(lock)), reader_(reader) {
+      reader_.owner_.store(std::this_thread::get_id());
     }
-    ~Entered() { owner_.store({}); }
+    ~Entered() {
+      reader_.publish();
+      reader_.owner_.store({});
+    }
     Entered(const Entered&) = delete;
     Entered& operator=(const Entered&) = delete;
 
    private:
     std::unique_lock<std::timed_mutex> lock_;
-    std::atomic<std::thread::id>& owner_;
+    Reader& reader_;
   };
+
+  // With mu_ held: the counters the properties read.
+  void publish() {
+    if (!r_) {
+      left_.store(true);
+      return;
+    }
+    delivered_.store(r_->delivered() - (buf_.size() - pos_));
+    acked_.store(r_->acked());
+    skipped_damaged_.store(r_->skipped_damaged());
+  }
+  void published() {
+    check_pid(pid_, "Reader");
+    if (left_.load()) live();  // raises: the role is left
+  }
 
   // Takes the reader for one call. The fork check comes first: a child may
   // inherit mu_ locked by a parent thread that was in a get. A call from a
@@ -931,7 +954,7 @@ class Reader {
   // on the reader gets an error, not a deadlock.
   Entered enter() {
     check_enter();
-    return Entered(take(mu_), owner_);
+    return Entered(take(mu_), *this);
   }
   // enter() for a get, whose wait for its turn (while another thread's get
   // waits for messages) ends as its own wait would: by its timeout, its
@@ -960,7 +983,7 @@ class Reader {
       }
       if (!lock.owns_lock() && PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
-    return Entered(std::move(lock), owner_);
+    return Entered(std::move(lock), *this);
   }
   [[noreturn]] void raise_left() {
     PyErr_SetString(
@@ -1016,6 +1039,8 @@ class Reader {
   std::atomic<bool> leaving_{false};      // leave() called: a get waiting ends
   std::timed_mutex mu_;                   // timed: a get waits for its turn in slices (enter(call))
   std::atomic<std::thread::id> owner_{};  // the thread holding mu_
+  std::atomic<bool> left_{false};         // r_ gone (published)
+  std::atomic<std::uint64_t> delivered_{0}, acked_{0}, skipped_damaged_{0};  // published
   std::unique_ptr<QueueReader> r_;
   std::string name_;
   std::string channel_;
