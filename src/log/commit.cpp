@@ -63,7 +63,11 @@ void Commit::flush_loop() {
     const Status s = seg->file->sync();  // an error shows on the next sync()
     lk.lock();
     ++syncs_;
-    if (s.ok()) mark_synced(target);
+    if (s.ok()) {
+      mark_synced(target);
+    } else {
+      dirty_ = true;  // not made durable: the next interval tries again
+    }
   }
 }
 
