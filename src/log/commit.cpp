@@ -192,6 +192,10 @@ Status Commit::mark_closed() {
   // and lose a record it ends.
   if (Status s = sync_locked(); !s.ok()) return s;
   closing = true;  // from here the mark may be on disk: no append may follow it
+  // Appenders asleep at the bound can only return kClosed now: wake them
+  // whether the mark gets written or not (a failure below returns without
+  // notify.close()).
+  notify.acked();
   Segment& last = *segs.back();
   if (last.written > kSegmentHeaderSize) {
     // Synced header, then directory entry (roll_to): a cut leaves no mark,

@@ -1,5 +1,6 @@
 // The writer's durability modes at their edges, found by a second review:
-// the interval flusher after a failed sync. Each test failed on the code
+// the interval flusher after a failed sync; a close that failed after it
+// began refusing appends, with an appender asleep at the bound. Each test failed on the code
 // before its fix.
 #include <gtest/gtest.h>
 
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "log/fault_file_system.h"
 #include "log/format.h"
@@ -29,6 +31,16 @@ class FlakySegmentSync final : public testutil::ForwardingFileSystem {
   std::atomic<int> fail{0};
   std::atomic<int> failed{0};
   std::atomic<int> synced{0};
+  std::atomic<int> fail_dir_syncs{0};  // the next n directory syncs fail
+
+  Status sync_dir(const std::string& d) override {
+    for (int n = fail_dir_syncs.load(); n > 0;) {
+      if (fail_dir_syncs.compare_exchange_weak(n, n - 1)) {
+        return {StatusCode::kIOError, "fsync " + d + ": Input/output error"};
+      }
+    }
+    return ForwardingFileSystem::sync_dir(d);
+  }
 
  protected:
   std::unique_ptr<log::File> wrap(std::unique_ptr<log::File> f) override {
@@ -85,6 +97,47 @@ TEST(WriterSecondLookTest, TheIntervalFlusherSyncsAgainAfterAFailedSync) {
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ((*after)->next_seq(), 1u);
   opened->reset();
+}
+
+// A close() that fails once appends are refused (here: the directory sync
+// of its closed mark) refuses every later append (docs/durability.md). An
+// append asleep at the bound (kBlock, no deadline) was not woken: it slept
+// until an acknowledgement came, for ever if none did, though all it could
+// ever return was kClosed.
+TEST(WriterSecondLookTest, AnAppendAsleepAtTheBoundReturnsWhenACloseFailsAfterRefusingAppends) {
+  testutil::FaultFileSystem disk;
+  FlakySegmentSync fs(disk);
+  TopicOptions o;
+  o.durability = Durability::kNone;
+  o.max_unconsumed = 1;
+  const std::string dir = "/fault/topic";
+  auto opened = log::open_topic(fs, dir, o);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  Topic& t = **opened;
+  auto ch = t.channel("c");
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  ASSERT_TRUE(t.append("fills the bound").ok());
+  std::atomic<bool> done{false};
+  Status waited;
+  std::thread appender([&] {
+    waited = t.append("waits").status();
+    done = true;
+  });
+  ASSERT_TRUE(testutil::eventually([&] { return t.stats().bound_waits == 1; }));
+  fs.fail_dir_syncs = 2;  // the mark's segment, and the clean-up after it
+  const Status closed = t.close();
+  EXPECT_EQ(closed.code(), StatusCode::kIOError) << closed;
+  const bool returned = testutil::eventually([&] { return done.load(); }, 5s);
+  EXPECT_TRUE(returned) << "the append at the bound still waits after the failed close";
+  if (!returned) {  // free it: an acknowledgement wakes it
+    auto m = (*ch)->next(with_timeout(0ms));
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_TRUE((*ch)->ack(m->seq).ok());
+  }
+  appender.join();
+  EXPECT_EQ(waited.code(), StatusCode::kClosed) << waited;
+  auto again = t.append("after");
+  EXPECT_EQ(again.status().code(), StatusCode::kClosed) << again.status();
 }
 
 }  // namespace
