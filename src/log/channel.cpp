@@ -447,8 +447,10 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     MutexLock lk(t.mu);
     auto& reg = t.open_channels.find(c->name)->second;
     // A cap that deleted records from `start` on while this channel was
-    // opening did not charge it (it had no position yet): charge it now.
-    if (!t.reader && c->acked < t.first_seq) c->capped_here += t.first_seq - c->acked;
+    // opening did not charge it (it had no position yet): charge it now. In
+    // a read-only topic, the refresh above forgot the segments a cap deleted
+    // since `start` was taken: the seek starts past them, uncounted else.
+    if (c->acked < t.first_seq) c->capped_here += t.first_seq - c->acked;
     reg.acked = c->acked;
     reg.file = c->file.get();
     if (!t.reader) t.position_moved_back(c->acked);

@@ -1,14 +1,18 @@
 // The writer's durability modes at their edges, found by a second review:
 // the interval flusher after a failed sync; a close that failed after it
-// began refusing appends, with an appender asleep at the bound. Each test failed on the code
-// before its fix.
+// began refusing appends, with an appender asleep at the bound; a channel
+// opened in a read-only topic while a cap deletes its records. Each test
+// failed on the code before its fix.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "log/fault_file_system.h"
 #include "log/format.h"
@@ -16,6 +20,7 @@
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
 #include "testutil/forwarding_file_system.h"
+#include "testutil/temp_dir.h"
 #include "testutil/wait_for.h"
 
 namespace sluice {
@@ -138,6 +143,67 @@ TEST(WriterSecondLookTest, AnAppendAsleepAtTheBoundReturnsWhenACloseFailsAfterRe
   EXPECT_EQ(waited.code(), StatusCode::kClosed) << waited;
   auto again = t.append("after");
   EXPECT_EQ(again.status().code(), StatusCode::kClosed) << again.status();
+}
+
+// The real disk; runs `before_open` once, at the first open of a file whose
+// path ends with `suffix` (then forwards the open).
+class OpenHook final : public testutil::ForwardingFileSystem {
+ public:
+  std::string suffix;
+  std::function<void()> before_open;
+  Result<std::unique_ptr<log::File>> open(const std::string& path, log::OpenMode mode) override {
+    if (before_open && path.ends_with(suffix)) std::exchange(before_open, nullptr)();
+    return ForwardingFileSystem::open(path, mode);
+  }
+};
+
+// A channel opened in a read-only topic (another process than the writer's)
+// at a stored position whose segments a retention cap deletes while it
+// opens: the open computed its start from what it knew, then looked at the
+// writer's latest (which forgot the deleted segments) and started at the
+// oldest segment left, so the records between were dropped and counted
+// nowhere (skipped_retention() 0). A channel opened a moment later counted
+// them; the writer's process charged a channel in that window already.
+TEST(WriterSecondLookTest, AReadOnlyChannelCountsWhatACapDeletesWhileItOpens) {
+  const auto dir = testutil::test_dir("writer-second-look");
+  std::filesystem::create_directories(dir);
+  TopicOptions o;
+  o.segment_bytes = 4096;
+  o.max_message_bytes = 1024;
+  o.durability = Durability::kNone;
+  o.max_retained_bytes = 8192;
+  auto writer = Topic::open(dir.string(), o);
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  Topic& w = **writer;
+  ASSERT_TRUE(w.append("first").ok());
+  {
+    auto c = w.channel("c");  // at seq 0, then closed
+    ASSERT_TRUE(c.ok()) << c.status();
+  }
+  OpenHook fs;
+  TopicOptions ro = o;
+  ro.read_only = true;
+  auto reader = log::open_topic(fs, dir.string(), ro);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  Topic& r = **reader;
+  const std::string big(1000, 'x');
+  fs.suffix = "/channels/c.pos";
+  fs.before_open = [&] {  // the channel's open has looked at the topic
+    for (int i = 0; i < 40; ++i) ASSERT_TRUE(w.append(big).ok());
+    ASSERT_GT(w.first_seq(), 0u) << "the cap deleted nothing";
+  };
+  auto ch = r.channel("c");
+  ASSERT_TRUE(ch.ok()) << ch.status();
+  const std::uint64_t first = r.first_seq();
+  ASSERT_GT(first, 0u);
+  auto m = (*ch)->next(with_timeout(0ms));
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->seq, first);
+  EXPECT_EQ((*ch)->skipped_retention(), first) << "records the cap dropped, counted once";
+  ch->reset();
+  reader->reset();
+  writer->reset();
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
