@@ -55,18 +55,20 @@ void Commit::flush_loop() {
   MutexLock lk(mu);
   while (!stopping_) {
     stop_cv_.wait_for(mu, opt.sync_interval);
-    if (!dirty_ || stopping_) continue;
+    if (!dirty_ || stopping_ || !sync_failed_.ok()) continue;
     dirty_ = false;
     auto seg = segs.back();  // earlier segments were synced when they were sealed
     const std::uint64_t target = next_seq;
     lk.unlock();
-    const Status s = seg->file->sync();  // an error shows on the next sync()
+    const Status s = seg->file->sync();
     lk.lock();
     ++syncs_;
     if (s.ok()) {
       mark_synced(target);
     } else {
-      dirty_ = true;  // not made durable: the next interval tries again
+      // Not retried: a second fdatasync would return 0 for pages whose
+      // write-back failed. Appends and sync() now say so (sync_failed_).
+      (void)failed_sync(s, *seg);
     }
   }
 }
@@ -96,7 +98,7 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   const bool deferred = opt.durability == Durability::kNone;
   if (!deferred) {
     ++syncs_;
-    if (Status s = old->file->sync(); !s.ok()) return s;
+    if (Status s = old->file->sync(); !s.ok()) return failed_sync(s, *old);
     // Its records are on disk: the next open need not read them. A summary
     // that fails to write only makes that open read the segment.
     if (old->skips.empty()) (void)write_summary(fs, *old, next_seq, old->max_time);
@@ -215,7 +217,7 @@ Status Commit::mark_closed() {
                           last.timed ? kFormatVersion : kUntimedFormatVersion);
     if (Status s = last.file->pwrite(header, sizeof header, 0); !s.ok()) return s;
     ++syncs_;
-    if (Status s = last.file->sync(); !s.ok()) return s;
+    if (Status s = last.file->sync(); !s.ok()) return failed_sync(s, last);
   }
   closed.store(true, std::memory_order_release);
   if (waiters > 0) data_cv.notify_all();
@@ -225,6 +227,7 @@ Status Commit::mark_closed() {
 
 Result<std::uint64_t> Commit::write_batch(std::span<const std::string_view> payloads,
                                           std::size_t bytes) {
+  if (!sync_failed_.ok()) return sync_failed_;
   Segment* seg = segs.back().get();
   if (Status s = reserve(*seg, seg->written + bytes, wopt_); !s.ok()) return s;
   const std::uint64_t at = seg->written;
@@ -291,12 +294,26 @@ void Commit::bump_epoch() {
   sync_epoch_.notify_all();
 }
 
+Status Commit::failed_sync(const Status& s, const Segment& seg) {
+  if (sync_failed_.ok()) {
+    sync_failed_ = Status(StatusCode::kIOError,
+                          std::string(s.message()) + " (syncing " + seg.path +
+                              "): records appended since the last successful sync may be lost "
+                              "and a later sync cannot tell, so this topic refuses appends and "
+                              "syncs: reopen it (recovery keeps what is on disk)");
+  }
+  return s;
+}
+
 Status Commit::wait_durable(std::uint64_t upto) {
   for (;;) {
     if (synced_.load(std::memory_order_acquire) >= upto) return Status::Ok();
     const std::uint32_t epoch = sync_epoch_.load(std::memory_order_acquire);
     MutexLock lk(mu);
     if (synced_seq_ >= upto) return Status::Ok();
+    // A sync failed after these records were written: whether they are on
+    // disk, no later sync can tell.
+    if (!sync_failed_.ok()) return sync_failed_;
     if (syncing_) {
       // A follower: sleep until the running sync ends (it may not cover
       // these records: then look again, and maybe lead the next one).
@@ -329,8 +346,8 @@ Status Commit::wait_durable(std::uint64_t upto) {
     ++syncs_;
     syncing_ = false;
     if (!s.ok()) {
-      bump_epoch();  // a follower takes the lead and tries again
-      return s;
+      bump_epoch();  // followers wake to the failure (sync_failed_)
+      return failed_sync(s, *seg);
     }
     if (target > synced_seq_) {
       publish(*seg, end, target);
@@ -345,14 +362,15 @@ Status Commit::wait_durable(std::uint64_t upto) {
 }
 
 Status Commit::sync_locked() {
+  if (!sync_failed_.ok()) return sync_failed_;
   for (const auto& seg : unsynced_) {
     ++syncs_;
-    if (Status s = seg->file->sync(); !s.ok()) return s;
+    if (Status s = seg->file->sync(); !s.ok()) return failed_sync(s, *seg);
   }
   unsynced_.clear();
   const std::shared_ptr<Segment> last = segs.back();
   ++syncs_;
-  if (Status s = last->file->sync(); !s.ok()) return s;
+  if (Status s = last->file->sync(); !s.ok()) return failed_sync(s, *last);
   dirty_ = false;
   mark_synced(next_seq);
   publish(*last, last->written, next_seq);

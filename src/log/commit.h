@@ -138,6 +138,14 @@ class Commit : public TopicCore {
   bool gathering_ SLUICE_GUARDED_BY(mu) = false;
   CondVar arrive_cv_;
   bool dirty_ SLUICE_GUARDED_BY(mu) = false;  // written since the last sync
+  // Set by a segment sync that failed: Linux marks the pages whose write-back
+  // failed clean, so a later fdatasync returns 0 without writing them, and a
+  // record covered by a successful-looking sync may still be lost. Every
+  // later append, sync and wait for durability fails with it: reopen the
+  // topic (what recovery then finds is what is there).
+  Status sync_failed_ SLUICE_GUARDED_BY(mu);
+  // Records `s` (a failed sync of `seg`) in sync_failed_; returns s.
+  Status failed_sync(const Status& s, const Segment& seg) SLUICE_REQUIRES(mu);
   // kNone: sealed segments whose records are not synced yet (their headers
   // and directory entries were, at the roll).
   std::vector<std::shared_ptr<Segment>> unsynced_ SLUICE_GUARDED_BY(mu);
