@@ -502,9 +502,23 @@ class Stage {
       if (!results.empty()) {
         written = ordered_ ? emit_ordered(seq, results, ctx, id) : emit_all(results, ctx, id);
       }
+      // First-success: results holds only the success this worker claimed.
+      // Only its writer stops the stage, once it is written: a stop while
+      // it waited for room in the output would drop it.
+      const bool success_written =
+          opt_.errors == ErrorMode::kFirstSuccess && written && !results.empty();
       results.clear();
       if (!written) break;
-      if (opt_.errors == ErrorMode::kFirstSuccess && first_success_written_) stop_.request_stop();
+      if (success_written) {
+        first_success_written_.store(true, std::memory_order_relaxed);
+        stop_.request_stop();
+        break;
+      }
+      // Another worker claimed the success: take no more items.
+      if (opt_.errors == ErrorMode::kFirstSuccess &&
+          success_claimed_.load(std::memory_order_relaxed)) {
+        break;
+      }
     }
     exit_thread();
   }
@@ -529,9 +543,10 @@ class Stage {
       if (mode_status_.ok()) mode_status_ = res.status();
       return false;
     }
+    // Claimed: the caller writes it, then stops the stage. mode_status_
+    // keeps the first error: wait()'s answer should the write fail.
     stopped_by_mode_ = true;
-    mode_status_ = Status::Ok();
-    first_success_written_ = true;  // the caller writes it, then stops the stage
+    success_claimed_.store(true, std::memory_order_relaxed);
     return true;
   }
 
@@ -610,15 +625,19 @@ class Stage {
         std::lock_guard rl(result_mu_);
         // What stopped the stage first decides; first-success's error counts
         // only once every item failed (nothing else stopped it).
-        if (stopped_by_mode_) {
-          result_ = mode_status_;
+        // First-success: a claimed success decides only once written (a
+        // stop from outside or a closed output can fail its write).
+        const bool first_success = opt_.errors == ErrorMode::kFirstSuccess;
+        if (stopped_by_mode_ &&
+            (!first_success || first_success_written_.load(std::memory_order_relaxed))) {
+          result_ = first_success ? Status::Ok() : mode_status_;
         } else if (external_stop_.load(std::memory_order_relaxed)) {
           result_ = StatusCode::kCancelled;
         } else if (output_closed_.load(std::memory_order_relaxed)) {
           result_ = Status(
               StatusCode::kClosed,
               "stage " + opt_.name + ": its output was closed before every result was written");
-        } else if (opt_.errors == ErrorMode::kFirstSuccess && !mode_status_.ok()) {
+        } else if (first_success && !mode_status_.ok()) {
           result_ = mode_status_;
         }
       }
@@ -655,7 +674,8 @@ class Stage {
   std::mutex result_mu_;
   bool stopped_by_mode_ = false;  // guarded by result_mu_
   Status mode_status_;            // guarded by result_mu_
-  std::atomic<bool> first_success_written_{false};
+  std::atomic<bool> success_claimed_{false};        // first-success: a worker writes one
+  std::atomic<bool> first_success_written_{false};  // ... and it is in the output
   std::atomic<std::uint64_t> errors_after_stop_{0};
 
   std::mutex done_mu_;
