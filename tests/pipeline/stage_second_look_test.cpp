@@ -68,5 +68,28 @@ TEST(StageSecondLook, FirstSuccessWaitingForRoomIsNotStoppedByAnotherWorker) {
   EXPECT_EQ(got, (std::vector<int>{0, 1}));
 }
 
+// First-success: a cancel from outside while the success waits for room:
+// it is never written, so wait() says kCancelled, not kOk.
+TEST(StageSecondLook, FirstSuccessCancelledBeforeItsWriteReportsCancelled) {
+  Queue<int> in(8);
+  StageOptions<int> o;
+  o.width = 1;
+  o.errors = ErrorMode::kFirstSuccess;
+  o.output_capacity = 1;
+  auto r = Stage<int, int>::create(
+      in, [](int&& x, const Context&) -> Result<int> { return x; }, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto st = std::move(r).value();
+  ASSERT_TRUE(st->output().push(Result<int>(0)).ok());  // fills the output
+  ASSERT_TRUE(in.push(1).ok());
+  in.close();
+  ASSERT_TRUE(eventually([&] { return st->stats().blocked_on_output_s > 0; }));
+  st->cancel();
+  EXPECT_EQ(st->wait().code(), StatusCode::kCancelled);
+  std::vector<int> got;
+  for (auto& res : st->output()) got.push_back(*res);
+  EXPECT_EQ(got, (std::vector<int>{0}));
+}
+
 }  // namespace
 }  // namespace sluice
