@@ -60,7 +60,12 @@ class AimdLimit {
   std::uint64_t decreases() const noexcept { return decreases_; }
   double baseline() const noexcept { return baseline_; }
 
-  void observe(double seconds) {
+  // `ok`: the call succeeded. A failed call's latency measures the service
+  // only when it is slower than the baseline (a timeout: overload); a fast
+  // failure (refused, rejected) is no sample, or a burst of them would set
+  // the baseline to their pace and back every later window off as slow.
+  void observe(double seconds, bool ok = true) {
+    if (!ok && !(baseline_ > 0 && seconds > baseline_)) return;
     window_sum_ += seconds;
     // About one call per worker in a window: the window spans one round.
     if (++window_n_ < (std::max<std::size_t>)(limit_, 8)) return;

@@ -447,12 +447,13 @@ class Stage {
     ++active_;
     return true;
   }
-  // Gives the place back; with a latency sample, feeds the limit (AIMD).
-  void leave(std::optional<Clock::duration> took) {
+  // Gives the place back; with a latency sample, feeds the limit (AIMD);
+  // `ok`: the call succeeded (a fast failure is no sample, AimdLimit::observe).
+  void leave(std::optional<Clock::duration> took, bool ok = true) {
     std::lock_guard lock(gate_mu_);
     --active_;
     const std::size_t before = aimd_->limit();
-    if (took) aimd_->observe(std::chrono::duration<double>(*took).count());
+    if (took) aimd_->observe(std::chrono::duration<double>(*took).count(), ok);
     // Wake only as many as there are places: up to `width` workers wait
     // here, and waking them all per call swamped the cores.
     if (active_ < aimd_->limit()) gate_cv_.notify_one();
@@ -478,6 +479,7 @@ class Stage {
       c.busy.store(true, std::memory_order_relaxed);
       const auto t0 = timing ? Clock::now() : Clock::time_point{};
       bool stopped = false;
+      bool all_ok = true;  // adaptive: one item, whose latency may be a sample
       // batch_cap_ > 1 only with kContinue: no result is skipped below.
       for (std::size_t i = 0; i < batch.size(); ++i) {
         Result<Out> res = invoke(std::move(batch[i]), ctx);
@@ -485,14 +487,17 @@ class Stage {
           stopped = true;
           break;
         }
-        if (!res.ok()) c.errors.fetch_add(1, std::memory_order_relaxed);
+        if (!res.ok()) {
+          c.errors.fetch_add(1, std::memory_order_relaxed);
+          all_ok = false;
+        }
         // Filtered in an ordered mode only once fail-fast has stopped the
         // stage: its place stays unwritten, so nothing after it is written.
         if (!apply_error_mode(res)) continue;
         results.push_back(std::move(res));
       }
       const auto took = timing ? Clock::now() - t0 : Clock::duration{};
-      if (adaptive) leave(took);
+      if (adaptive) leave(took, all_ok);
       c.busy.store(false, std::memory_order_relaxed);
       const std::size_t n = batch.size();
       batch.clear();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -89,6 +90,54 @@ TEST(StageSecondLook, FirstSuccessCancelledBeforeItsWriteReportsCancelled) {
   std::vector<int> got;
   for (auto& res : st->output()) got.push_back(*res);
   EXPECT_EQ(got, (std::vector<int>{0}));
+}
+
+// Adaptive: a failed call's latency is not the service's pace. A burst of
+// instant failures (connection refused) made the baseline microseconds, so
+// every later window of real calls was "slow": the limit fell to its floor
+// and stayed there for hundreds of calls (the baseline follows a slower
+// pace only at the floor, by 5% a window).
+TEST(StageSecondLook, AimdLimitIgnoresFastFailures) {
+  AdaptiveConcurrency a;
+  a.enabled = true;
+  a.initial = 8;
+  detail::AimdLimit limit(a, 8);
+  for (int i = 0; i < 64; ++i) limit.observe(1e-6, /*ok=*/false);
+  for (int i = 0; i < 64; ++i) limit.observe(1e-3);
+  EXPECT_EQ(limit.limit(), 8u);
+  EXPECT_EQ(limit.decreases(), 0u);
+  EXPECT_DOUBLE_EQ(limit.baseline(), 1e-3);
+  // A failure slower than the baseline (a timeout) still counts: overload.
+  for (int i = 0; i < 64; ++i) limit.observe(10e-3, /*ok=*/false);
+  EXPECT_LT(limit.limit(), 8u);
+}
+
+TEST(StageSecondLook, AdaptiveStageKeepsItsLimitAfterABurstOfThrowingCalls) {
+  Queue<int> in(64);
+  StageOptions<int> o;
+  o.width = 4;
+  o.adaptive.enabled = true;
+  o.adaptive.initial = 4;
+  auto r = Stage<int, int>::create(
+      in,
+      [](int&& x, const Context&) -> Result<int> {
+        if (x < 32) throw std::runtime_error("connection refused");
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the service's work
+        return x;
+      },
+      o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto st = std::move(r).value();
+  for (int i = 0; i < 64; ++i) ASSERT_TRUE(in.push(int{i}).ok());
+  in.close();
+  std::size_t ok = 0;
+  for (auto& res : st->output()) ok += res.ok() ? 1 : 0;
+  EXPECT_EQ(st->wait(), Status::Ok());
+  EXPECT_EQ(ok, 32u);
+  // Before: 4 -> 3 -> 2 -> 1 over the windows of real calls (all "slow"
+  // against a baseline of microseconds). Now the baseline is theirs; at
+  // most scheduling noise moves it.
+  EXPECT_GE(st->stats().concurrency_limit, 2u);
 }
 
 }  // namespace
