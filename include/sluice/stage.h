@@ -233,7 +233,8 @@ class Stage {
   }
 
  private:
-  struct alignas(detail::kCacheLine) WorkerCounters {  // each written by one worker
+  struct alignas(detail::kCacheLine) WorkerCounters {  // each written by one worker (per key,
+    // `in` and a key error's counts by the dispatcher: atomic adds)
     std::atomic<std::uint64_t> in{0}, out{0}, errors{0}, blocked_in_ns{0}, blocked_out_ns{0};
     // Start of the wait in progress (steady-clock ns), 0 when not waiting, so
     // that stats() shows a stall while it lasts.
@@ -360,6 +361,8 @@ class Stage {
         if (!emit(std::move(err), ctx, 0)) break;
         continue;
       }
+      // Taken from the input now (its worker's count: the item is its own).
+      workers_[k].in.fetch_add(1, std::memory_order_relaxed);
       if (!parts_[k]->push(std::move(*r), ctx).ok()) break;
     }
     for (auto& p : parts_) p->close();
@@ -400,7 +403,8 @@ class Stage {
       });
     }
     if (r.count == 0) return false;
-    c.in.fetch_add(r.count, std::memory_order_relaxed);
+    // Per key, the dispatcher counted the item when it took it from the input.
+    if (opt_.ordering != Ordering::kPerKey) c.in.fetch_add(r.count, std::memory_order_relaxed);
     if (ordered_) {
       seq = pos - base_;
       const std::uint64_t last = seq + r.count - 1;

@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -138,6 +140,39 @@ TEST(StageSecondLook, AdaptiveStageKeepsItsLimitAfterABurstOfThrowingCalls) {
   // against a baseline of microseconds). Now the baseline is theirs; at
   // most scheduling noise moves it.
   EXPECT_GE(st->stats().concurrency_limit, 2u);
+}
+
+// Per-key: items_in is "items taken from the input". The dispatcher takes
+// them and parks them in its workers' queues; they were counted only when a
+// worker took one, so items the stage held (and a cancel dropped) were in
+// no counter at all: not in the input's depth, not in items_in.
+TEST(StageSecondLook, PerKeyCountsItemsWhenTakenFromTheInput) {
+  Queue<int> in(16);
+  StageOptions<int> o;
+  o.width = 1;
+  o.ordering = Ordering::kPerKey;
+  o.key = [](const int& x) { return static_cast<std::size_t>(x); };
+  std::mutex mu;
+  std::condition_variable_any cv;
+  auto r = Stage<int, int>::create(
+      in,
+      [&](int&& x, const Context& ctx) -> Result<int> {
+        std::unique_lock lock(mu);
+        cv.wait(lock, ctx.token(), [] { return false; });  // until the stage stops
+        return x;
+      },
+      o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto st = std::move(r).value();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(in.push(int{i}).ok());
+  ASSERT_TRUE(eventually([&] { return in.stats().pulled == 5 && st->stats().busy_workers == 1; }));
+  const StageStats s = st->stats();
+  EXPECT_EQ(s.input_depth, 0u);
+  EXPECT_EQ(s.items_in, 5u);
+  st->cancel();
+  EXPECT_EQ(st->wait().code(), StatusCode::kCancelled);
+  EXPECT_EQ(st->stats().items_in, 5u);  // all dropped by the cancel
+  EXPECT_EQ(st->stats().items_out, 0u);
 }
 
 }  // namespace
