@@ -233,8 +233,7 @@ class Stage {
   }
 
  private:
-  struct alignas(detail::kCacheLine) WorkerCounters {  // each written by one worker (per key,
-    // `in` and a key error's counts by the dispatcher: atomic adds)
+  struct alignas(detail::kCacheLine) WorkerCounters {  // each written by one thread
     std::atomic<std::uint64_t> in{0}, out{0}, errors{0}, blocked_in_ns{0}, blocked_out_ns{0};
     // Start of the wait in progress (steady-clock ns), 0 when not waiting, so
     // that stats() shows a stall while it lasts.
@@ -296,7 +295,8 @@ class Stage {
                  ? (opt_.window != 0 ? opt_.window : kStrictLagPerWorker * opt_.width)
                  : opt_.window + opt_.width),
         batch_cap_(batch_cap(opt_, ordered_, lag_)),
-        workers_(opt_.width) {
+        // Per key, one more for the dispatcher.
+        workers_(opt_.width + (opt_.ordering == Ordering::kPerKey ? 1 : 0)) {
     if (ordered_) {
       slots_.resize(lag_);
       emitted_.assign(lag_, false);
@@ -343,26 +343,28 @@ class Stage {
   };
 
   // Per-key: route each item to its worker's queue, in input order.
+  // Its counters are the last of workers_: items taken from the input, and
+  // the key errors it writes.
   void dispatch() {
     const Context ctx(stop_.get_token());
+    const std::size_t self = opt_.width;
+    WorkerCounters& c = workers_[self];
     for (;;) {
       Result<In> r = input_.pull(ctx);
       if (!r.ok()) break;
+      c.in.fetch_add(1, std::memory_order_relaxed);
       std::size_t k = 0;
       try {
         k = opt_.key(*r) % opt_.width;
       } catch (...) {
         // No worker owns an item without a key: its result is the error,
-        // written here (counted as worker 0's).
-        workers_[0].in.fetch_add(1, std::memory_order_relaxed);
-        workers_[0].errors.fetch_add(1, std::memory_order_relaxed);
+        // written here.
+        c.errors.fetch_add(1, std::memory_order_relaxed);
         Result<Out> err = Status(StatusCode::kInternal, "stage key " + thrown_what());
         if (!apply_error_mode(err)) continue;
-        if (!emit(std::move(err), ctx, 0)) break;
+        if (!emit(std::move(err), ctx, self)) break;
         continue;
       }
-      // Taken from the input now (its worker's count: the item is its own).
-      workers_[k].in.fetch_add(1, std::memory_order_relaxed);
       if (!parts_[k]->push(std::move(*r), ctx).ok()) break;
     }
     for (auto& p : parts_) p->close();

@@ -175,5 +175,44 @@ TEST(StageSecondLook, PerKeyCountsItemsWhenTakenFromTheInput) {
   EXPECT_EQ(st->stats().items_out, 0u);
 }
 
+// Per-key: the dispatcher writes a key error's result itself. It kept its
+// wait for room in worker 0's counters, so when worker 0 waited for room
+// too, whichever finished first cleared the wait still in progress of the
+// other (one start time for two waits): stats() stopped showing that stall.
+TEST(StageSecondLook, PerKeyDispatcherAndWorkerWaitingForRoomAreBothShown) {
+  Queue<int> in(16);
+  StageOptions<int> o;
+  o.width = 1;
+  o.ordering = Ordering::kPerKey;
+  o.output_capacity = 1;
+  o.key = [](const int& x) -> std::size_t {
+    if (x < 0) throw std::runtime_error("no key");
+    return static_cast<std::size_t>(x);
+  };
+  auto r = Stage<int, int>::create(
+      in, [](int&& x, const Context&) -> Result<int> { return x; }, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto st = std::move(r).value();
+  Queue<Result<int>>& out = st->output();
+  ASSERT_TRUE(out.push(Result<int>(0)).ok());  // fills the output
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(in.push(1).ok());  // worker 0 waits for room
+  ASSERT_TRUE(eventually([&] { return out.stats().waiting_pushers == 1; }));
+  ASSERT_TRUE(in.push(-1).ok());  // its key throws: the dispatcher waits for room
+  ASSERT_TRUE(eventually([&] { return out.stats().waiting_pushers == 2; }));
+  ASSERT_TRUE(out.pull().ok());  // room for one of them
+  ASSERT_TRUE(eventually([&] { return out.stats().waiting_pushers == 1; }));
+  // The first one's wait, at most this long, may still be on its way into
+  // the total; the other's wait goes on, so the total grows past it.
+  const double first_wait =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s1 = st->stats().blocked_on_output_s;
+  EXPECT_TRUE(eventually(
+      [&] { return st->stats().blocked_on_output_s > s1 + first_wait + 0.05; },
+      std::chrono::seconds(5)));
+  st->cancel();
+  EXPECT_EQ(st->wait().code(), StatusCode::kCancelled);
+}
+
 }  // namespace
 }  // namespace sluice
