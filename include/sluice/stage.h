@@ -683,8 +683,8 @@ class Stage {
   std::vector<bool> emitted_;                      // guarded by reorder_mu_
 
   std::mutex result_mu_;
-  bool stopped_by_mode_ = false;  // guarded by result_mu_
-  Status mode_status_;            // guarded by result_mu_
+  bool stopped_by_mode_ = false;                    // guarded by result_mu_
+  Status mode_status_;                              // guarded by result_mu_
   std::atomic<bool> success_claimed_{false};        // first-success: a worker writes one
   std::atomic<bool> first_success_written_{false};  // ... and it is in the output
   std::atomic<std::uint64_t> errors_after_stop_{0};

@@ -4,14 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <string>
-
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <mutex>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -207,9 +206,8 @@ TEST(StageSecondLook, PerKeyDispatcherAndWorkerWaitingForRoomAreBothShown) {
   const double first_wait =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double s1 = st->stats().blocked_on_output_s;
-  EXPECT_TRUE(eventually(
-      [&] { return st->stats().blocked_on_output_s > s1 + first_wait + 0.05; },
-      std::chrono::seconds(5)));
+  EXPECT_TRUE(eventually([&] { return st->stats().blocked_on_output_s > s1 + first_wait + 0.05; },
+                         std::chrono::seconds(5)));
   st->cancel();
   EXPECT_EQ(st->wait().code(), StatusCode::kCancelled);
 }
