@@ -89,6 +89,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "sluice/bound_policy.h"
@@ -481,6 +482,10 @@ class StreamChannel {
   // When the messages this handle gave back with a delay are due (each
   // dropped once a complete claim scan after it has run).
   std::vector<std::chrono::steady_clock::time_point> retry_due_;
+  // The ids this handle gave back with a delay, until due: no longer its
+  // own, so nack() and give_back() (everything it holds) leave them be
+  // (their delay stays). Dropped when due or read again.
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> delayed_;
   std::uint64_t dead_lettered_ = 0;
   std::chrono::milliseconds visibility_;
   // With keep_alive, once this handle first holds a message.

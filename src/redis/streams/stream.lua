@@ -349,12 +349,20 @@ end
 -- raises the delivery count, toward the dead letters. '0' (a reader that
 -- gives back what it never handed on): the count is lowered by one first,
 -- so that claim leaves it as it was. Ids it does not hold are ignored
--- (acknowledged, or claimed by another meanwhile). Reply: how many.
+-- (acknowledged, or claimed by another meanwhile). All of them, except
+-- some: '*' then the ids to leave as they are (given back earlier with a
+-- delay still running: no longer held, and the delay must stay). Reply:
+-- how many.
 if op == 'release' then
   local ch, me, counted = ARGV[2], ARGV[3], ARGV[6] == '1'
   local idle = string.format('%d', math.max(visibility(ch, ARGV[4]) - tonumber(ARGV[5]), 0))
   local ids, counts = {}, {}
-  if #ARGV > 6 then
+  local all, except = #ARGV <= 6, {}
+  if ARGV[7] == '*' then
+    all = true
+    for i = 8, #ARGV do except[ARGV[i]] = true end
+  end
+  if not all then
     for i = 7, #ARGV do
       local p = redis.call('XPENDING', STREAM, ch, ARGV[i], ARGV[i], 1)
       if p[1] and p[1][2] == me then
@@ -367,8 +375,10 @@ if op == 'release' then
     while true do
       local p = redis.call('XPENDING', STREAM, ch, from, '+', 1000, me)
       for _, e in ipairs(p) do
-        ids[#ids + 1] = e[1]
-        counts[#ids] = e[4]
+        if not except[e[1]] then
+          ids[#ids + 1] = e[1]
+          counts[#ids] = e[4]
+        end
       end
       if #p < 1000 then break end
       from = '(' .. p[#p][1]

@@ -958,6 +958,10 @@ Status StreamChannel::next_batch(std::vector<StreamMessage>& out, std::size_t ma
                                  const Context& ctx) {
   const std::size_t before = out.size();
   Status s = read_batch(out, max, ctx);
+  // Back to this handle: held again (a give_back() of everything takes it).
+  if (!delayed_.empty()) {
+    for (std::size_t i = before; i < out.size(); ++i) delayed_.erase(out[i].id);
+  }
   if (topic_.opt_.keep_alive && out.size() > before) {
     if (!keep_alive_) {
       keep_alive_.reset(new KeepAlive(topic_.conn_->options(), topic_.keys_, channel_, consumer_,
@@ -1072,8 +1076,21 @@ Status StreamChannel::release(std::span<const std::string> ids, std::chrono::mil
   const std::string vis = std::to_string(visibility_.count());
   const std::string wait = std::to_string(delay.count());
   std::vector<std::string_view> args;
-  std::size_t at = 0;
-  do {
+  if (ids.empty()) {
+    // Everything it holds: not what it gave back with a delay still running
+    // (the script would make those claimable at once).
+    const auto now = std::chrono::steady_clock::now();
+    std::erase_if(delayed_, [&](const auto& d) { return d.second <= now; });
+    args.assign({"release", channel_, consumer_, vis, wait, counted ? "1" : "0"});
+    if (!delayed_.empty()) {
+      args.push_back("*");
+      for (const auto& d : delayed_) args.push_back(d.first);
+    }
+    CallError err;
+    Reply r = run(*topic_.conn_, topic_.keys_, args, err);
+    if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "nack");
+  }
+  for (std::size_t at = 0; at < ids.size(); at += kChunk) {
     const std::size_t n = std::min(kChunk, ids.size() - at);
     args.assign({"release", channel_, consumer_, vis, wait, counted ? "1" : "0"});
     args.insert(args.end(), ids.begin() + static_cast<std::ptrdiff_t>(at),
@@ -1081,17 +1098,18 @@ Status StreamChannel::release(std::span<const std::string> ids, std::chrono::mil
     CallError err;
     Reply r = run(*topic_.conn_, topic_.keys_, args, err);
     if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "nack");
-    at += n;
-  } while (at < ids.size());
+  }
   // Scan the pending entries again from the start at the next read, or once
   // the delay is over (a few ms late: the server's clock decides idleness).
   cursor_ = "0-0";
+  for (const std::string& id : ids) delayed_.erase(id);  // given back again: this delay rules
   if (delay.count() == 0) {
     next_claim_ = {};
   } else {
     const auto due = std::chrono::steady_clock::now() + delay + std::chrono::milliseconds(5);
     retry_due_.push_back(due);
     next_claim_ = std::min(next_claim_, due);
+    for (const std::string& id : ids) delayed_[id] = due;
   }
   return Status::Ok();
 }
