@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,37 @@ TEST_F(StreamSecondLookTest, NackAllKeepsTheDelayOfAnEarlierNack) {
   auto early = b.next(with_timeout(1s));
   EXPECT_EQ(early.status().code(), StatusCode::kDeadlineExceeded)
       << "the nacked message came back before its delay";
+}
+
+// An entry deleted from the stream by hand (XDEL) while a consumer holds
+// it: claim and the keep-alive's touch count it as dropped for the channel
+// (XCLAIM and XAUTOCLAIM drop it from the pending list). nack and give_back
+// give back with XCLAIM too, which dropped it silently: the channel's
+// unacknowledged count kept it for ever (stats did not add up: 1
+// unacknowledged, nothing pending, nothing to read; at a bound of 1 every
+// append waited).
+TEST_F(StreamSecondLookTest, ANackOfAnEntryDeletedByHandCountsItAsDropped) {
+  for (const bool counted : {true, false}) {
+    SCOPED_TRACE(counted ? "nack" : "give_back");
+    StreamTopicOptions o;
+    o.visibility_timeout = 10s;
+    auto t = topic(o);
+    ASSERT_EQ(t.destroy(), StatusCode::kOk);
+    auto c = joined("work", o);
+    ASSERT_EQ(t.append("job").status(), StatusCode::kOk);
+    auto m = c.next(with_timeout(5s));
+    ASSERT_TRUE(m.ok()) << m.status();
+    RawRedis raw(server_.port());
+    ASSERT_EQ(raw.integer({"XDEL", testutil::stream_key("t"), m->id}), 1);
+    ASSERT_EQ(counted ? c.nack(*m) : c.give_back(std::span<const std::string>(&m->id, 1)),
+              StatusCode::kOk);
+    auto st = t.stats();
+    ASSERT_TRUE(st.ok()) << st.status();
+    ASSERT_EQ(st->channels.size(), 1U);
+    EXPECT_EQ(st->channels[0].pending, 0U);
+    EXPECT_EQ(st->channels[0].unacknowledged, 0U) << "a message no one can ever read";
+    EXPECT_EQ(st->channels[0].skipped_retention, 1U);
+  }
 }
 
 }  // namespace

@@ -384,6 +384,10 @@ if op == 'release' then
       from = '(' .. p[#p][1]
     end
   end
+  -- An id held but deleted from the stream by hand: XCLAIM drops it from
+  -- the pending list and does not return it; counted as dropped, as in
+  -- claim and touch (else the channel's unacknowledged count kept it).
+  local gone = 0
   if counted then
     for i = 1, #ids, 1000 do
       local cmd = { 'XCLAIM', STREAM, ch, me, '0' }
@@ -393,15 +397,21 @@ if op == 'release' then
       cmd[#cmd + 1] = 'IDLE'
       cmd[#cmd + 1] = idle
       cmd[#cmd + 1] = 'JUSTID'
-      redis.call(unpack(cmd))
+      gone = gone + math.min(i + 999, #ids) - i + 1 - #redis.call(unpack(cmd))
     end
   else
     for i = 1, #ids do
-      redis.call('XCLAIM', STREAM, ch, me, '0', ids[i], 'IDLE', idle, 'RETRYCOUNT',
-                 math.max(counts[i] - 1, 0), 'JUSTID')
+      local r = redis.call('XCLAIM', STREAM, ch, me, '0', ids[i], 'IDLE', idle, 'RETRYCOUNT',
+                           math.max(counts[i] - 1, 0), 'JUSTID')
+      if #r == 0 then gone = gone + 1 end
     end
   end
-  return #ids
+  if gone > 0 then
+    redis.call('HINCRBY', ACKED, ch, gone)
+    redis.call('HINCRBY', META, 'dropped:' .. ch, gone)
+    wake()
+  end
+  return #ids - gone
 end
 
 -- claim CHANNEL CONSUMER VIS_MS CURSOR COUNT MAX_DELIVERIES: takes over
