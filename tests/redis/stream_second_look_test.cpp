@@ -2,6 +2,7 @@
 // its fix.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <span>
 #include <string>
@@ -103,6 +104,48 @@ TEST_F(StreamSecondLookTest, ANackOfAnEntryDeletedByHandCountsItAsDropped) {
     EXPECT_EQ(st->channels[0].unacknowledged, 0U) << "a message no one can ever read";
     EXPECT_EQ(st->channels[0].skipped_retention, 1U);
   }
+}
+
+// consume() on a keep_alive handle whose ack of a batch fails: it returned
+// the error before giving back the batch's failures (and left what it could
+// not acknowledge kept claimed), so the handle's keep-alive went on renewing
+// them for as long as the handle lived: never delivered again to anyone,
+// though the header promises they come again after the visibility timeout.
+// The ack is made to fail by taking XACK from the user (ACL), which the
+// keep-alive's touch does not use.
+TEST_F(StreamSecondLookTest, AConsumeWhoseAckFailedLetsItsBatchGoWithKeepAlive) {
+  StreamTopicOptions o;
+  o.visibility_timeout = 1s;
+  o.keep_alive = true;
+  auto t = topic(o);
+  auto a = joined("work", o);
+  auto b = joined("work", o);
+  ASSERT_EQ(testutil::append(t, {"ok", "fails"}), StatusCode::kOk);
+  RawRedis raw(server_.port());
+  Status s = a.consume(
+      [&](const StreamMessage& m) {
+        if (m.payload == "ok") {
+          raw.cmd({"ACL", "SETUSER", "default", "-xack"});
+          return Status::Ok();
+        }
+        return Status{StatusCode::kInternal, "handler failed"};
+      },
+      with_timeout(10s), 2);
+  raw.cmd({"ACL", "SETUSER", "default", "+xack"});
+  ASSERT_FALSE(s.ok());
+  ASSERT_NE(s.code(), StatusCode::kDeadlineExceeded) << s;
+  // a lives on (its keep-alive runs); b gets both again: "fails" at once
+  // (given back), "ok" once a's claim on it ran out (not acknowledged).
+  std::vector<std::string> got;
+  const Context ctx = with_timeout(8s);
+  while (got.size() < 2) {
+    auto m = b.next(ctx);
+    ASSERT_TRUE(m.ok()) << "came again: " << got.size() << " of 2: " << m.status();
+    got.push_back(m->payload);
+    ASSERT_EQ(b.ack(*m), StatusCode::kOk);
+  }
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<std::string>{"fails", "ok"}));
 }
 
 }  // namespace

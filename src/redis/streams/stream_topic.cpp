@@ -1067,10 +1067,11 @@ Status StreamChannel::ack(std::span<const std::string> ids) {
 
 Status StreamChannel::release(std::span<const std::string> ids, std::chrono::milliseconds delay,
                               bool counted) {
-  if (Status s = join(); !s.ok()) return s;
   // No longer kept claimed, before the script gives them back (empty ids:
-  // everything this consumer holds).
+  // everything this consumer holds); also if it cannot: they come again
+  // after the visibility timeout then.
   if (keep_alive_) keep_alive_->remove(ids, ids.empty(), true);
+  if (Status s = join(); !s.ok()) return s;
   // Claimable once idle for the visibility timeout: the script sets the
   // idle time that far short of it, and the message waits out the delay first.
   const std::string vis = std::to_string(visibility_.count());
@@ -1189,9 +1190,18 @@ Status StreamChannel::consume(const std::function<Status(const StreamMessage&)>&
       }
       (ok ? done : failed).push_back(std::move(msgs[i].id));
     }
-    if (Status s = ack(done); !s.ok()) return s;
-    if (Status s = nack(failed); !s.ok()) return s;
-    if (Status s = give_back(unhandled); !s.ok()) return s;
+    // Each of the three is tried even if one before failed, and what could
+    // not be acknowledged is no longer kept claimed: else a keep-alive
+    // renewed them for as long as the handle lived (delivered to no one),
+    // where they must come again after the visibility timeout. nack and
+    // give_back stop keeping theirs before their script runs.
+    Status acked = ack(done);
+    if (!acked.ok() && keep_alive_) keep_alive_->remove(done, false, false);
+    Status nacked = nack(failed);
+    Status back = give_back(unhandled);
+    if (!acked.ok()) return acked;
+    if (!nacked.ok()) return nacked;
+    if (!back.ok()) return back;
     if (!stop.ok()) return stop;
   }
 }
