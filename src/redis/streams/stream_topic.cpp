@@ -943,6 +943,7 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
     return Status::Ok();
   }
   std::erase_if(retry_due_, [&](auto due) { return due <= now; });
+  std::erase_if(delayed_, [&](const auto& d) { return d.second <= now; });  // claimable again
   next_claim_ = now + visibility_ / 2;
   for (const auto due : retry_due_) next_claim_ = std::min(next_claim_, due);
   return Status::Ok();
