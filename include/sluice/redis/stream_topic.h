@@ -406,7 +406,8 @@ class StreamChannel {
   // they are delivered again (to this consumer's next read at once, to the
   // channel's other consumers within visibility_timeout / 2), each counting
   // as a failed delivery toward max_deliveries. Ids it does not hold are
-  // ignored. nack() gives back everything it holds.
+  // ignored. nack() gives back everything it holds (not what this handle
+  // gave back with a delay still running: that delay stays).
   Status nack(std::span<const std::string> ids);
   Status nack(const StreamMessage& m) { return nack(std::span<const std::string>(&m.id, 1)); }
   Status nack();
