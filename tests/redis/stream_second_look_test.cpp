@@ -148,5 +148,36 @@ TEST_F(StreamSecondLookTest, AConsumeWhoseAckFailedLetsItsBatchGoWithKeepAlive) 
   EXPECT_EQ(got, (std::vector<std::string>{"fails", "ok"}));
 }
 
+// nack(m) then give_back() (everything it holds, e.g. a worker that nacks a
+// failure and gives back the rest as it stops): the nacked message is still
+// in this consumer's pending list until claimed, and give_back lowered its
+// delivery count, so the nack's failed delivery was not counted: a message
+// that always fails, nacked and given back in turn, never reached the dead
+// letters.
+TEST_F(StreamSecondLookTest, GiveBackAllDoesNotUncountAnEarlierNack) {
+  StreamTopicOptions o;
+  o.visibility_timeout = 10s;
+  o.max_deliveries = 2;
+  auto t = topic(o);
+  auto c = joined("work", o);
+  ASSERT_EQ(t.append("poison").status(), StatusCode::kOk);
+  auto m = c.next(with_timeout(5s));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->deliveries, 1U);
+  ASSERT_EQ(c.nack(*m), StatusCode::kOk);
+  ASSERT_EQ(c.give_back(), StatusCode::kOk);
+  auto again = c.next(with_timeout(5s));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->deliveries, 2U) << "the nack's failed delivery was not counted";
+  ASSERT_EQ(c.nack(*again), StatusCode::kOk);
+  ASSERT_EQ(c.give_back(), StatusCode::kOk);
+  // A third delivery is past max_deliveries: dead-lettered, not delivered.
+  auto third = c.next(with_timeout(1s));
+  EXPECT_EQ(third.status().code(), StatusCode::kDeadlineExceeded);
+  auto st = t.stats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->dead_letters, 1U);
+}
+
 }  // namespace
 }  // namespace sluice

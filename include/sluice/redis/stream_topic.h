@@ -407,7 +407,7 @@ class StreamChannel {
   // channel's other consumers within visibility_timeout / 2), each counting
   // as a failed delivery toward max_deliveries. Ids it does not hold are
   // ignored. nack() gives back everything it holds (not what this handle
-  // gave back with a delay still running: that delay stays).
+  // gave back already and has not had again: a delay stays, a count too).
   Status nack(std::span<const std::string> ids);
   Status nack(const StreamMessage& m) { return nack(std::span<const std::string>(&m.id, 1)); }
   Status nack();
@@ -483,9 +483,11 @@ class StreamChannel {
   // When the messages this handle gave back with a delay are due (each
   // dropped once a complete claim scan after it has run).
   std::vector<std::chrono::steady_clock::time_point> retry_due_;
-  // The ids this handle gave back with a delay, until due: no longer its
-  // own, so nack() and give_back() (everything it holds) leave them be
-  // (their delay stays). Dropped when due or read again.
+  // The ids this handle gave back (nack, give_back; with when they are
+  // due): no longer its own, though still in its pending list until
+  // claimed, so nack() and give_back() (everything it holds) leave them be
+  // (a delay stays, a nack's count is not lowered). Dropped when read
+  // again, or at a complete claim scan once due.
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> delayed_;
   std::uint64_t dead_lettered_ = 0;
   std::chrono::milliseconds visibility_;

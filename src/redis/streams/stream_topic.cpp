@@ -943,7 +943,9 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
     return Status::Ok();
   }
   std::erase_if(retry_due_, [&](auto due) { return due <= now; });
-  std::erase_if(delayed_, [&](const auto& d) { return d.second <= now; });  // claimable again
+  // A complete scan after they were due claimed them (to this handle: read
+  // again, or to another): no longer in this consumer's pending list.
+  std::erase_if(delayed_, [&](const auto& d) { return d.second <= now; });
   next_claim_ = now + visibility_ / 2;
   for (const auto due : retry_due_) next_claim_ = std::min(next_claim_, due);
   return Status::Ok();
@@ -1079,10 +1081,9 @@ Status StreamChannel::release(std::span<const std::string> ids, std::chrono::mil
   const std::string wait = std::to_string(delay.count());
   std::vector<std::string_view> args;
   if (ids.empty()) {
-    // Everything it holds: not what it gave back with a delay still running
-    // (the script would make those claimable at once).
-    const auto now = std::chrono::steady_clock::now();
-    std::erase_if(delayed_, [&](const auto& d) { return d.second <= now; });
+    // Everything it holds: not what it gave back and has not been claimed
+    // since (still in its pending list): the script would make one with a
+    // delay claimable at once, and lower the count a nack raises.
     args.assign({"release", channel_, consumer_, vis, wait, counted ? "1" : "0"});
     if (!delayed_.empty()) {
       args.push_back("*");
@@ -1104,14 +1105,13 @@ Status StreamChannel::release(std::span<const std::string> ids, std::chrono::mil
   // Scan the pending entries again from the start at the next read, or once
   // the delay is over (a few ms late: the server's clock decides idleness).
   cursor_ = "0-0";
-  for (const std::string& id : ids) delayed_.erase(id);  // given back again: this delay rules
+  const auto due = std::chrono::steady_clock::now() + delay + std::chrono::milliseconds(5);
+  for (const std::string& id : ids) delayed_[id] = due;  // given back again: this delay rules
   if (delay.count() == 0) {
     next_claim_ = {};
   } else {
-    const auto due = std::chrono::steady_clock::now() + delay + std::chrono::milliseconds(5);
     retry_due_.push_back(due);
     next_claim_ = std::min(next_claim_, due);
-    for (const std::string& id : ids) delayed_[id] = due;
   }
   return Status::Ok();
 }
