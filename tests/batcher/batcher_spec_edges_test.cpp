@@ -12,9 +12,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <future>
-#include <new>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <set>
 #include <span>
 #include <stdexcept>
@@ -299,7 +299,8 @@ TEST(BatcherSpecEdgesTest, ConservationHoldsInEverySnapshotUnderEveryRace) {
       std::jthread observer([&] {
         while (!stop.load()) {
           const BatcherStats s = b->stats();
-          ASSERT_EQ(s.enqueued, s.flushed_ok + s.flushed_fail + s.dropped_on_shutdown + s.in_flight);
+          ASSERT_EQ(s.enqueued,
+                    s.flushed_ok + s.flushed_fail + s.dropped_on_shutdown + s.in_flight);
           ASSERT_EQ(s.in_flight, s.queued + s.buffered + s.flushing);
           // The input holds 16 at most; `queued` also counts what the loop has
           // pulled and not yet counted (docs/design.md), one batch's worth.
@@ -337,7 +338,8 @@ TEST(BatcherSpecEdgesTest, ConservationHoldsInEverySnapshotUnderEveryRace) {
               if (st.ok()) {
                 accepted++;
               } else {
-                ASSERT_TRUE(st.code() == StatusCode::kWouldBlock || st.code() == StatusCode::kClosed)
+                ASSERT_TRUE(st.code() == StatusCode::kWouldBlock ||
+                            st.code() == StatusCode::kClosed)
                     << st;
                 if (st.code() == StatusCode::kClosed) return;
               }
