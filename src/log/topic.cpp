@@ -47,6 +47,17 @@ Result<std::unique_ptr<Topic>> Topic::Impl::open(log::FileSystem& fs, const std:
   if (Status s = log::validate(options); !s.ok()) return s;
   if (options.read_only) {
     if (!fs.is_dir(dir)) return Status(StatusCode::kNotFound, "no topic in " + dir);
+  } else if (hooks.existing_only) {
+    // One level, not create_dirs: if dir goes meanwhile, this fails
+    // (kNotFound) rather than making it again.
+    if (!fs.is_dir(dir)) return Status(StatusCode::kNotFound, "no topic in " + dir);
+    if (!fs.is_dir(dir + "/channels")) {
+      if (Status s = fs.create_dir(dir + "/channels");
+          !s.ok() && s.code() != StatusCode::kAlreadyExists) {
+        if (!fs.is_dir(dir)) return Status(StatusCode::kNotFound, "no topic in " + dir);
+        return s;
+      }
+    }
   } else if (Status s = log::create_dirs(fs, dir + "/channels"); !s.ok()) {
     return s;
   }

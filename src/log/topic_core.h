@@ -37,6 +37,11 @@ struct OpenHooks {
   bool untimed = false;
   // The wall clock appends read (empty: std::chrono::system_clock::now).
   std::function<std::chrono::system_clock::time_point()> clock;
+  // A writer opens only a topic whose directory is there: nothing above it
+  // is made (kNotFound instead). The store's queues: a writer racing a
+  // delete, which renames the queue's directory away, must not make it
+  // again as a queue without its queue.meta.
+  bool existing_only = false;
 };
 
 // Where a reader starts to look for a seq: a record of `seg` at byte `off`

@@ -329,10 +329,19 @@ Result<std::unique_ptr<Topic>> DirStore::writer_topic(std::string_view name, con
                                                       const Context& ctx) {
   const std::string dir = queue_dir(name) + "/topic";
   const TopicOptions o = topic_options(opt_, meta.bound, meta.max_age, false);
-  auto topic = wait_for_role<std::unique_ptr<Topic>>(ctx, [&] { return topic_at(dir, o); });
+  // Only the topic create() made: a delete may rename the queue away after
+  // its queue.meta was read, and the writer's open must not make the
+  // directory again (a queue with no queue.meta, that create calls existing).
+  log::OpenHooks existing;
+  existing.existing_only = true;
+  auto topic = wait_for_role<std::unique_ptr<Topic>>(
+      ctx, [&] { return log::open_topic(fs_, dir, o, existing); });
   if (!topic.ok() && topic.code() == StatusCode::kInUse) {
     return Status(StatusCode::kInUse, "queue '" + std::string(name) + "' has a writer: " +
                                           std::string(topic.status().message()));
+  }
+  if (!topic.ok() && !fs_.exists(queue_dir(name))) {  // deleted meanwhile
+    return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "'");
   }
   return topic;
 }

@@ -1,0 +1,97 @@
+// The embedded store, a second look: a writer, a close or a seek racing a
+// delete of the same queue.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "log/file_system.h"
+#include "sluice/store.h"
+#include "store/dir_store.h"
+#include "testutil/forwarding_file_system.h"
+#include "testutil/temp_dir.h"
+
+namespace sluice {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The real file system, with a hook run before is_dir() looks.
+class HookedFs final : public testutil::ForwardingFileSystem {
+ public:
+  std::function<void(const std::string&)> before_is_dir;
+  bool is_dir(const std::string& p) override {
+    if (before_is_dir) before_is_dir(p);
+    return ForwardingFileSystem::is_dir(p);
+  }
+};
+
+// A writer that has read queue.meta and is about to open the topic when
+// another process deletes the queue: the writer's open made the queue's
+// topic directory again (queues/q/topic, no queue.meta), a half queue that
+// `ls` lists, `stat` and `put` call missing and `create` calls existing.
+TEST(StoreSecondLookTest, WriterRacingADeleteLeavesNoHalfQueue) {
+  const fs::path dir = testutil::test_dir("store_second_look");
+  HookedFs hooked;
+  auto racer = store::DirStore::open(hooked, dir.string(), StoreOptions{});
+  ASSERT_TRUE(racer.ok()) << racer.status();
+  auto other = QueueStore::open(dir.string(), StoreOptions{});  // another "process"
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE((*other)->create("q", QueueSpec{}).ok());
+
+  bool deleted = false;
+  hooked.before_is_dir = [&](const std::string& p) {
+    if (deleted || !p.ends_with("/queues/q/topic/channels")) return;
+    deleted = true;
+    Status s = (*other)->remove("q");
+    ASSERT_TRUE(s.ok()) << s;
+  };
+  {
+    auto w = (*racer)->writer("q", {});  // dropped (with any lock) before looking
+    ASSERT_TRUE(deleted);
+    hooked.before_is_dir = nullptr;
+    EXPECT_EQ(w.status().code(), StatusCode::kNotFound) << w.status();
+  }
+
+  EXPECT_FALSE(fs::exists(dir / "queues" / "q")) << "the delete left a half queue behind";
+  auto names = (*other)->list();
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(std::count(names->begin(), names->end(), "q"), 0);
+  Status again = (*other)->create("q", QueueSpec{});
+  EXPECT_TRUE(again.ok()) << "create after delete: " << again;
+  fs::remove_all(dir);
+}
+
+// The same for close(), which opens the topic as its writer too.
+TEST(StoreSecondLookTest, CloseRacingADeleteLeavesNoHalfQueue) {
+  const fs::path dir = testutil::test_dir("store_second_look");
+  HookedFs hooked;
+  auto racer = store::DirStore::open(hooked, dir.string(), StoreOptions{});
+  ASSERT_TRUE(racer.ok()) << racer.status();
+  auto other = QueueStore::open(dir.string(), StoreOptions{});
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE((*other)->create("q", QueueSpec{}).ok());
+
+  bool deleted = false;
+  hooked.before_is_dir = [&](const std::string& p) {
+    if (deleted || !p.ends_with("/queues/q/topic/channels")) return;
+    deleted = true;
+    Status s = (*other)->remove("q");
+    ASSERT_TRUE(s.ok()) << s;
+  };
+  Status c = (*racer)->close("q", {});
+  ASSERT_TRUE(deleted);
+  hooked.before_is_dir = nullptr;
+  EXPECT_EQ(c.code(), StatusCode::kNotFound) << c;
+  EXPECT_FALSE(fs::exists(dir / "queues" / "q")) << "the delete left a half queue behind";
+  Status again = (*other)->create("q", QueueSpec{});
+  EXPECT_TRUE(again.ok()) << "create after delete: " << again;
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sluice
