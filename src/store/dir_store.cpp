@@ -686,12 +686,18 @@ Result<QueueInfo> DirStore::stat(std::string_view name) {
   info.bound = meta->bound;
   info.max_age = meta->max_age;
   const std::string tdir = queue_dir(name) + "/topic";
+  // A delete may rename the queue away under us (ls -l stats what it
+  // listed): that is "no queue", not the error of a directory gone.
+  const auto gone_or = [&](Status s) {
+    if (fs_.exists(queue_dir(name))) return s;
+    return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "'");
+  };
   auto topic = topic_at(tdir, topic_options(opt_, meta->bound, meta->max_age, true));
-  if (!topic.ok()) return topic.status();
+  if (!topic.ok()) return gone_or(topic.status());
   info.produced = (*topic)->next_seq();
   info.closed = (*topic)->closed();
   auto channels = (*topic)->channels();
-  if (!channels.ok()) return channels.status();
+  if (!channels.ok()) return gone_or(channels.status());
   info.channels = *channels;
   // The slowest channel's durable position, read from its file: opening the
   // channel would take it from a reader that has it.

@@ -24,9 +24,12 @@ namespace fs = std::filesystem;
 class HookedFs final : public testutil::ForwardingFileSystem {
  public:
   std::function<void(const std::string&)> before_is_dir;
+  std::function<void(const std::string&)> after_is_dir;
   bool is_dir(const std::string& p) override {
     if (before_is_dir) before_is_dir(p);
-    return ForwardingFileSystem::is_dir(p);
+    const bool r = ForwardingFileSystem::is_dir(p);
+    if (after_is_dir) after_is_dir(p);
+    return r;
   }
 };
 
@@ -90,6 +93,32 @@ TEST(StoreSecondLookTest, CloseRacingADeleteLeavesNoHalfQueue) {
   EXPECT_FALSE(fs::exists(dir / "queues" / "q")) << "the delete left a half queue behind";
   Status again = (*other)->create("q", QueueSpec{});
   EXPECT_TRUE(again.ok()) << "create after delete: " << again;
+  fs::remove_all(dir);
+}
+
+// stat of a queue deleted after its queue.meta was read: "no queue"
+// (kNotFound, which `sluice ls -l` skips), not the I/O error of resolving
+// a topic directory that is gone.
+TEST(StoreSecondLookTest, StatRacingADeleteSaysNoQueue) {
+  const fs::path dir = testutil::test_dir("store_second_look");
+  HookedFs hooked;
+  auto racer = store::DirStore::open(hooked, dir.string(), StoreOptions{});
+  ASSERT_TRUE(racer.ok()) << racer.status();
+  auto other = QueueStore::open(dir.string(), StoreOptions{});
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE((*other)->create("q", QueueSpec{}).ok());
+
+  bool deleted = false;
+  hooked.after_is_dir = [&](const std::string& p) {
+    if (deleted || !p.ends_with("/queues/q/topic")) return;
+    deleted = true;
+    Status s = (*other)->remove("q");
+    ASSERT_TRUE(s.ok()) << s;
+  };
+  auto info = (*racer)->stat("q");
+  ASSERT_TRUE(deleted);
+  hooked.after_is_dir = nullptr;
+  EXPECT_EQ(info.status().code(), StatusCode::kNotFound) << info.status();
   fs::remove_all(dir);
 }
 
