@@ -214,7 +214,9 @@ class PressureQueue {
   // (the rules of repair(): same host, its pid does not exist; another host,
   // no connection carries its process's name). For consumers named after
   // the client that runs them, so a restarted one recovers a dead one's
-  // messages without taking a live one's. Returns how many were put back;
+  // messages without taking a live one's. A consumer of a longer tag that
+  // starts with `tag` is left alone while the process its name ends with is
+  // alive (its name cannot be told from `tag` + another host's id). Returns how many were put back;
   // lists of an earlier queue of this name are dropped, not put back.
   Result<std::uint64_t> requeue_orphans(std::string_view tag);
 

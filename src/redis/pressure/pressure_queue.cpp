@@ -127,10 +127,25 @@ std::optional<bool> holder_gone(std::string_view holder, ClientList&& client_lis
     // still list a killed process's connection for a moment.
     return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
   }
+  // `holder` may be cut from a longer name at the wrong place (requeue_orphans
+  // with a tag that is a prefix of another: "ingest" and "ingest-retry" read
+  // "-retry<host>_pid<N>"): the process whose name ends it may be alive.
+  const bool alive_here = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  if (host.ends_with(hostname()) && alive_here) return false;
   const std::optional<std::string> clients = client_list();
   if (!clients) return std::nullopt;
   const std::string proc = std::string(host) + "_pid" + std::to_string(pid);
-  if (clients->find("name=" + proc + " ") != std::string::npos) return false;
+  for (std::size_t at_name = clients->find("name="); at_name != std::string::npos;
+       at_name = clients->find("name=", at_name + 5)) {
+    const std::size_t from = at_name + 5;
+    const std::size_t to = clients->find_first_of(" \n", from);
+    const std::string_view conn_name =
+        std::string_view(*clients).substr(from, to == std::string::npos ? to : to - from);
+    if (!conn_name.empty() && std::string_view(proc).ends_with(conn_name) &&
+        conn_name.find("_pid") != std::string_view::npos) {
+      return false;  // that process, or one whose name ends it: alive
+    }
+  }
   // sluice ids end in _tid<M>, and sluice names every connection after its
   // process: none open means it is gone. The existing clients name none.
   if (std::string_view(p, rest.data() + rest.size()).starts_with("_tid")) return true;
