@@ -216,8 +216,9 @@ class PressureQueue {
   // the client that runs them, so a restarted one recovers a dead one's
   // messages without taking a live one's. A consumer of a longer tag that
   // starts with `tag` is left alone while the process its name ends with is
-  // alive (its name cannot be told from `tag` + another host's id). Returns how many were put back;
-  // lists of an earlier queue of this name are dropped, not put back.
+  // alive (its name cannot be told from `tag` + another host's id).
+  // Returns how many were put back; lists of an earlier queue of this name
+  // are dropped, not put back.
   Result<std::uint64_t> requeue_orphans(std::string_view tag);
 
   // Names of the queues under options.prefix (SCAN for their :bound keys),
