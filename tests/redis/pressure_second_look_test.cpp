@@ -2,15 +2,18 @@
 // Each test failed on the code before its fix.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include "sluice/redis/pressure_queue.h"
 #include "testutil/redis_server.h"
+#include "testutil/wait_for.h"
 
 namespace sluice {
 namespace {
 
+using namespace std::chrono_literals;
 using testutil::RawRedis;
 using testutil::RedisServer;
 
@@ -42,6 +45,33 @@ TEST_F(PressureSecondLookTest, RequeueOrphansLeavesALiveConsumerOfALongerTagAlon
   EXPECT_EQ(*back, 0U) << "a live consumer's in-flight message was put back";
   EXPECT_EQ(*other.length(), 0U);
   EXPECT_EQ(*live.inflight(consumer), std::vector<std::string>{"m"});
+}
+
+// ack(consumer, n) acknowledges the n oldest in flight: it is not
+// idempotent. When its reply is lost (the server hung after it got the
+// request) it may have run, and a retry would acknowledge n more, messages
+// the consumer has not processed: lost if it then dies. The failure must say
+// that its effect is unknown, as put, get and purge do, not look like a
+// refused call to retry.
+TEST_F(PressureSecondLookTest, AnAckWhoseReplyIsLostSaysItsEffectIsUnknown) {
+  RedisOptions o = server_.options();
+  o.io_timeout = 200ms;
+  PressureQueue q(o, "q");
+  ASSERT_TRUE(q.create(0).ok());
+  ASSERT_TRUE(q.put("a").ok());
+  ASSERT_TRUE(q.put("b").ok());
+  std::vector<std::string> got;
+  ASSERT_TRUE(q.get_many_reliable("c", got, 2).ok());
+  server_.pause();
+  Status s = q.ack("c", 1);
+  server_.resume();
+  EXPECT_EQ(s.code(), StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find("acknowledged is unknown"), std::string_view::npos) << s;
+  // It did run once the server resumed: "a" is acknowledged, "b" is not.
+  EXPECT_TRUE(testutil::eventually([&] {
+    auto in = q.inflight("c");
+    return in.ok() && *in == std::vector<std::string>{"b"};
+  }));
 }
 
 }  // namespace

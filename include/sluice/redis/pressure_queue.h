@@ -202,7 +202,10 @@ class PressureQueue {
   Result<std::string> get_reliable(std::string_view consumer, const Context& ctx = {});
   Status get_many_reliable(std::string_view consumer, std::vector<std::string>& out,
                            std::size_t max, const Context& ctx = {});
-  // Acknowledge the `n` oldest in-flight messages. kNotFound if none.
+  // Acknowledge the `n` oldest in-flight messages. kNotFound if none. Not
+  // idempotent: kUnavailable saying "acknowledged is unknown" when the
+  // connection broke after the request was sent; check inflight() before a
+  // retry, which would acknowledge n more if the first one ran.
   Status ack(std::string_view consumer, std::size_t n = 1);
   // The consumer's in-flight messages, oldest first.
   Result<std::vector<std::string>> inflight(std::string_view consumer);

@@ -706,7 +706,16 @@ Status PressureQueue::ack(std::string_view consumer, std::size_t n) {
   impl_->key13 = impl_->inflight_of(consumer);
   Answer a;
   CallError err;
-  if (Status s = impl_->run("ack", extra, a, err); !s.ok()) return s;
+  if (Status s = impl_->run("ack", extra, a, err); !s.ok()) {
+    // Not idempotent: a retry of one that ran acknowledges n more.
+    if (err.maybe_ran) {
+      return {StatusCode::kUnavailable,
+              std::string(s.message()) + "; whether the " + count +
+                  " oldest in-flight message(s) were acknowledged is unknown (see inflight(): a "
+                  "retry of an ack that ran acknowledges as many more)"};
+    }
+    return s;
+  }
   if (a.word == "STALE" && a.size() == 2) return impl_->stale(consumer, integer(a.at(1)));
   if (a.word == "NONE") {
     return {StatusCode::kNotFound,
