@@ -72,6 +72,20 @@ def python_child(code, *args, **kw):
     return subprocess.Popen([sys.executable, "-c", code, *args], env=os.environ.copy(), **kw)
 
 
+def run_python_child(code, *args, deadline=30):
+    """Runs `code` in a child python3 to its end: (returncode, stdout, stderr);
+    a child still running after `deadline` seconds fails the test as hung."""
+    child = python_child(code, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out, err = child.communicate(timeout=deadline)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        out, err = child.communicate()
+        pytest.fail(f"child still running after {deadline}s (hung)\n"
+                    f"stdout: {out!r}\nstderr: {err!r}")
+    return child.returncode, out.decode(), err.decode()
+
+
 def wait_for(predicate, timeout=20.0, what="a condition"):
     """Polls `predicate` until it is true (another process's state), or fails."""
     deadline = time.monotonic() + timeout

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from conftest import python_child
+from conftest import python_child, run_python_child
 
 # Shared by the children: `blocked_threads()` lists the threads that are
 # inside a store call run by the event loop's executor and sleeping there.
@@ -58,15 +58,7 @@ DEADLINE = 30
 
 
 def run_child(code, *args):
-    child = python_child(HELPERS + code, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = child.communicate(timeout=DEADLINE)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        out, err = child.communicate()
-        pytest.fail(f"child still running after {DEADLINE}s (hung)\n"
-                    f"stdout: {out!r}\nstderr: {err!r}")
-    return child.returncode, out.decode(), err.decode()
+    return run_python_child(HELPERS + code, *args, deadline=DEADLINE)
 
 
 # A loop closed (not asyncio.run: nothing cancels its tasks) while a task

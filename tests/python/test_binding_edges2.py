@@ -10,21 +10,13 @@ import subprocess
 
 import pytest
 
-from conftest import python_child
+from conftest import run_python_child
 
 DEADLINE = 20
 
 
 def run_child(code, *args):
-    child = python_child(code, *args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        out, err = child.communicate(timeout=DEADLINE)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        out, err = child.communicate()
-        pytest.fail(f"child still running after {DEADLINE}s (hung)\n"
-                    f"stdout: {out!r}\nstderr: {err!r}")
-    return child.returncode, out.decode(), err.decode()
+    return run_python_child(code, *args, deadline=DEADLINE)
 
 
 # A signal handler that calls leave() on the reader whose get (in the same
