@@ -6,7 +6,6 @@ are observed, not slept for.
 """
 
 import platform
-import subprocess
 
 import pytest
 
