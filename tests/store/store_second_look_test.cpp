@@ -33,93 +33,80 @@ class HookedFs final : public testutil::ForwardingFileSystem {
   }
 };
 
+// A store opened twice: `racer` through HookedFs, `other` (another
+// "process") on the real disk, with queue "q" made.
+class StoreSecondLookTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto r = store::DirStore::open(hooked, dir.string(), StoreOptions{});
+    ASSERT_TRUE(r.ok()) << r.status();
+    racer = std::move(*r);
+    auto o = QueueStore::open(dir.string(), StoreOptions{});
+    ASSERT_TRUE(o.ok()) << o.status();
+    other = std::move(*o);
+    ASSERT_TRUE(other->create("q", QueueSpec{}).ok());
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  // A hook deleting "q" (through `other`) the first time it sees a path
+  // ending with `suffix`; `deleted` says it ran.
+  std::function<void(const std::string&)> delete_at(std::string suffix) {
+    return [this, suffix = std::move(suffix)](const std::string& p) {
+      if (deleted || !p.ends_with(suffix)) return;
+      deleted = true;
+      Status s = other->remove("q");
+      ASSERT_TRUE(s.ok()) << s;
+    };
+  }
+
+  const fs::path dir = testutil::test_dir("store_second_look");
+  HookedFs hooked;
+  std::unique_ptr<QueueStore> racer;
+  std::unique_ptr<QueueStore> other;
+  bool deleted = false;
+};
+
 // A writer that has read queue.meta and is about to open the topic when
 // another process deletes the queue: the writer's open made the queue's
 // topic directory again (queues/q/topic, no queue.meta), a half queue that
 // `ls` lists, `stat` and `put` call missing and `create` calls existing.
-TEST(StoreSecondLookTest, WriterRacingADeleteLeavesNoHalfQueue) {
-  const fs::path dir = testutil::test_dir("store_second_look");
-  HookedFs hooked;
-  auto racer = store::DirStore::open(hooked, dir.string(), StoreOptions{});
-  ASSERT_TRUE(racer.ok()) << racer.status();
-  auto other = QueueStore::open(dir.string(), StoreOptions{});  // another "process"
-  ASSERT_TRUE(other.ok()) << other.status();
-  ASSERT_TRUE((*other)->create("q", QueueSpec{}).ok());
-
-  bool deleted = false;
-  hooked.before_is_dir = [&](const std::string& p) {
-    if (deleted || !p.ends_with("/queues/q/topic/channels")) return;
-    deleted = true;
-    Status s = (*other)->remove("q");
-    ASSERT_TRUE(s.ok()) << s;
-  };
+TEST_F(StoreSecondLookTest, WriterRacingADeleteLeavesNoHalfQueue) {
+  hooked.before_is_dir = delete_at("/queues/q/topic/channels");
   {
-    auto w = (*racer)->writer("q", {});  // dropped (with any lock) before looking
+    auto w = racer->writer("q", {});  // dropped (with any lock) before looking
     ASSERT_TRUE(deleted);
     hooked.before_is_dir = nullptr;
     EXPECT_EQ(w.status().code(), StatusCode::kNotFound) << w.status();
   }
 
   EXPECT_FALSE(fs::exists(dir / "queues" / "q")) << "the delete left a half queue behind";
-  auto names = (*other)->list();
+  auto names = other->list();
   ASSERT_TRUE(names.ok()) << names.status();
   EXPECT_EQ(std::count(names->begin(), names->end(), "q"), 0);
-  Status again = (*other)->create("q", QueueSpec{});
+  Status again = other->create("q", QueueSpec{});
   EXPECT_TRUE(again.ok()) << "create after delete: " << again;
-  fs::remove_all(dir);
 }
 
 // The same for close(), which opens the topic as its writer too.
-TEST(StoreSecondLookTest, CloseRacingADeleteLeavesNoHalfQueue) {
-  const fs::path dir = testutil::test_dir("store_second_look");
-  HookedFs hooked;
-  auto racer = store::DirStore::open(hooked, dir.string(), StoreOptions{});
-  ASSERT_TRUE(racer.ok()) << racer.status();
-  auto other = QueueStore::open(dir.string(), StoreOptions{});
-  ASSERT_TRUE(other.ok()) << other.status();
-  ASSERT_TRUE((*other)->create("q", QueueSpec{}).ok());
-
-  bool deleted = false;
-  hooked.before_is_dir = [&](const std::string& p) {
-    if (deleted || !p.ends_with("/queues/q/topic/channels")) return;
-    deleted = true;
-    Status s = (*other)->remove("q");
-    ASSERT_TRUE(s.ok()) << s;
-  };
-  Status c = (*racer)->close("q", {});
+TEST_F(StoreSecondLookTest, CloseRacingADeleteLeavesNoHalfQueue) {
+  hooked.before_is_dir = delete_at("/queues/q/topic/channels");
+  Status c = racer->close("q", {});
   ASSERT_TRUE(deleted);
   hooked.before_is_dir = nullptr;
   EXPECT_EQ(c.code(), StatusCode::kNotFound) << c;
   EXPECT_FALSE(fs::exists(dir / "queues" / "q")) << "the delete left a half queue behind";
-  Status again = (*other)->create("q", QueueSpec{});
+  Status again = other->create("q", QueueSpec{});
   EXPECT_TRUE(again.ok()) << "create after delete: " << again;
-  fs::remove_all(dir);
 }
 
 // stat of a queue deleted after its queue.meta was read: "no queue"
 // (kNotFound, which `sluice ls -l` skips), not the I/O error of resolving
 // a topic directory that is gone.
-TEST(StoreSecondLookTest, StatRacingADeleteSaysNoQueue) {
-  const fs::path dir = testutil::test_dir("store_second_look");
-  HookedFs hooked;
-  auto racer = store::DirStore::open(hooked, dir.string(), StoreOptions{});
-  ASSERT_TRUE(racer.ok()) << racer.status();
-  auto other = QueueStore::open(dir.string(), StoreOptions{});
-  ASSERT_TRUE(other.ok()) << other.status();
-  ASSERT_TRUE((*other)->create("q", QueueSpec{}).ok());
-
-  bool deleted = false;
-  hooked.after_is_dir = [&](const std::string& p) {
-    if (deleted || !p.ends_with("/queues/q/topic")) return;
-    deleted = true;
-    Status s = (*other)->remove("q");
-    ASSERT_TRUE(s.ok()) << s;
-  };
-  auto info = (*racer)->stat("q");
+TEST_F(StoreSecondLookTest, StatRacingADeleteSaysNoQueue) {
+  hooked.after_is_dir = delete_at("/queues/q/topic");
+  auto info = racer->stat("q");
   ASSERT_TRUE(deleted);
   hooked.after_is_dir = nullptr;
   EXPECT_EQ(info.status().code(), StatusCode::kNotFound) << info.status();
-  fs::remove_all(dir);
 }
 
 }  // namespace
