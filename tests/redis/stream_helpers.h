@@ -1,6 +1,6 @@
 // Helpers of the Streams tests (stream_topic_test.cpp, stream_cluster_test.cpp,
 // stream_failover_test.cpp): key names, numbered messages, an append of a
-// vector, and reads that acknowledge or not.
+// vector, reads that acknowledge or not, and a fixture with its own server.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sluice/redis/stream_topic.h"
+#include "testutil/redis_server.h"
 
 namespace sluice::testutil {
 
@@ -57,5 +58,18 @@ inline std::vector<std::string> take(StreamChannel& c, std::size_t n) {
   for (StreamMessage& m : read_messages(c, n)) out.push_back(std::move(m.payload));
   return out;
 }
+
+// A test with its own redis-server and topic "t": topic() a handle,
+// joined(name) a consumer of channel `name` that has joined.
+class StreamServerTest : public ::testing::Test {
+ protected:
+  StreamTopic topic(StreamTopicOptions o = {}) { return {server_.options(), "t", std::move(o)}; }
+  StreamChannel joined(const std::string& name, StreamTopicOptions o = {}) {
+    StreamChannel c{server_.options(), "t", name, std::move(o)};
+    EXPECT_EQ(c.join(), StatusCode::kOk);
+    return c;
+  }
+  RedisServer server_;
+};
 
 }  // namespace sluice::testutil

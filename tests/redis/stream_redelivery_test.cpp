@@ -20,16 +20,7 @@ using namespace std::chrono_literals;
 using testutil::RawRedis;
 using testutil::RedisServer;
 
-class StreamRedeliveryTest : public ::testing::Test {
- protected:
-  StreamTopic topic(StreamTopicOptions o = {}) { return {server_.options(), "t", std::move(o)}; }
-  StreamChannel joined(const std::string& name, StreamTopicOptions o = {}) {
-    StreamChannel c{server_.options(), "t", name, std::move(o)};
-    EXPECT_EQ(c.join(), StatusCode::kOk);
-    return c;
-  }
-  RedisServer server_;
-};
+using StreamRedeliveryTest = testutil::StreamServerTest;
 
 // A message given back with a delay (nack(ids, retry_after)) on a closed
 // topic: the header promises it comes again after the delay, but the

@@ -19,16 +19,7 @@ using namespace std::chrono_literals;
 using testutil::RawRedis;
 using testutil::RedisServer;
 
-class StreamSecondLookTest : public ::testing::Test {
- protected:
-  StreamTopic topic(StreamTopicOptions o = {}) { return {server_.options(), "t", std::move(o)}; }
-  StreamChannel joined(const std::string& name, StreamTopicOptions o = {}) {
-    StreamChannel c{server_.options(), "t", name, std::move(o)};
-    EXPECT_EQ(c.join(), StatusCode::kOk);
-    return c;
-  }
-  RedisServer server_;
-};
+using StreamSecondLookTest = testutil::StreamServerTest;
 
 // A message nacked with a delay is no longer held by its consumer (its
 // keep-alive lets it go). give_back() "gives back everything it holds", but
