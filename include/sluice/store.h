@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "sluice/context.h"
+#include "sluice/message_batch.h"
 #include "sluice/status.h"
 
 namespace sluice {
@@ -196,6 +197,9 @@ class QueueReader {
   virtual Status get(std::vector<StoreMessage>& out, std::size_t max, const Context& ctx) = 0;
   // The same, the messages' bytes only.
   Status get(std::vector<std::string>& out, std::size_t max, const Context& ctx);
+  // The same into one buffer: the embedded store fills it without an
+  // allocation per message (the others through get()).
+  virtual Status get_batch(MessageBatch& out, std::size_t max, const Context& ctx);
 
   // Acknowledgement is of a prefix. Number the messages get() has handed
   // out 0, 1, 2, ... in the order it returned them (release() takes back

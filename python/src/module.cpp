@@ -326,14 +326,19 @@ PyObject* checked(PyObject* o) {
   return o;
 }
 
-py::object to_python(const StoreMessage& m, const py::object& channel) {
+// A sluice.Message of data, id (Streams) and what the entry knows.
+py::object make_message(std::string_view data_bytes, std::string_view id_chars,
+                        const std::optional<std::uint64_t>& seq,
+                        const std::optional<std::chrono::system_clock::time_point>& time,
+                        const std::optional<std::uint32_t>& deliveries, const py::object& channel) {
   // Each field owned here until the message takes it (an exception frees it).
   auto field = [](PyObject* o) { return py::reinterpret_steal<py::object>(checked(o)); };
-  py::object data =
-      field(PyBytes_FromStringAndSize(m.data.data(), static_cast<Py_ssize_t>(m.data.size())));
+  py::object data = field(
+      PyBytes_FromStringAndSize(data_bytes.data(), static_cast<Py_ssize_t>(data_bytes.size())));
   py::object id;
-  if (!m.seq && !m.id.empty()) {
-    id = field(PyUnicode_FromStringAndSize(m.id.data(), static_cast<Py_ssize_t>(m.id.size())));
+  if (!seq && !id_chars.empty()) {
+    id = field(
+        PyUnicode_FromStringAndSize(id_chars.data(), static_cast<Py_ssize_t>(id_chars.size())));
   }
   auto* o = PyObject_New(MessageObject, g_message_type);
   if (o == nullptr) throw py::error_already_set();
@@ -341,13 +346,22 @@ py::object to_python(const StoreMessage& m, const py::object& channel) {
   o->channel = py::object(channel).release().ptr();
   o->id = id ? id.release().ptr() : nullptr;
   o->has = 0;
-  o->seq = m.seq.value_or(0);
-  if (m.seq) o->has |= kHasSeq;
-  o->time = m.time ? std::chrono::duration<double>(m.time->time_since_epoch()).count() : 0.0;
-  if (m.time) o->has |= kHasTime;
-  o->deliveries = m.deliveries.value_or(0);
-  if (m.deliveries) o->has |= kHasDeliveries;
+  o->seq = seq.value_or(0);
+  if (seq) o->has |= kHasSeq;
+  o->time = time ? std::chrono::duration<double>(time->time_since_epoch()).count() : 0.0;
+  if (time) o->has |= kHasTime;
+  o->deliveries = deliveries.value_or(0);
+  if (deliveries) o->has |= kHasDeliveries;
   return py::reinterpret_steal<py::object>(reinterpret_cast<PyObject*>(o));
+}
+
+py::object to_python(const StoreMessage& m, const py::object& channel) {
+  return make_message(m.data, m.id, m.seq, m.time, m.deliveries, channel);
+}
+
+py::object to_python(const MessageBatch& b, std::size_t i, const py::object& channel) {
+  const MessageBatch::Entry& e = b.entry(i);
+  return make_message(b.data(i), b.id(i), e.seq, e.time, e.deliveries, channel);
 }
 
 // Bytes for a put: a view of bytes or str (immutable, so no copy: the
@@ -809,7 +823,7 @@ class Reader {
     auto lock = enter(call);
     live();
     if (pos_ == buf_.size() && !fill(prefetch_, call)) return py::none();
-    return (to_python(buf_[pos_++], channel_py_));
+    return to_python(buf_, pos_++, channel_py_);
   }
 
   // asyncio's halves of next(): fetch without handing out (false at the
@@ -830,7 +844,7 @@ class Reader {
     const Entered entered(std::move(lock), *this);
     live();
     if (pos_ == buf_.size()) return py::none();
-    return (to_python(buf_[pos_++], channel_py_));
+    return to_python(buf_, pos_++, channel_py_);
   }
 
   // 1..n messages (what is fetched already first, without waiting); [] at
@@ -840,10 +854,12 @@ class Reader {
     const Call call = call_of(timeout, cancel);
     auto lock = enter(call);
     live();
-    py::list out;
-    if (pos_ == buf_.size() && !fill(n, call)) return out;
-    for (; pos_ < buf_.size() && out.size() < n; ++pos_) {
-      out.append((to_python(buf_[pos_], channel_py_)));
+    if (pos_ == buf_.size() && !fill(n, call)) return py::list();
+    const std::size_t k = std::min(n, buf_.size() - pos_);
+    py::list out(k);
+    for (std::size_t i = 0; i < k; ++i, ++pos_) {
+      PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i),
+                      to_python(buf_, pos_, channel_py_).release().ptr());
     }
     return out;
   }
@@ -1019,7 +1035,7 @@ class Reader {
     pos_ = 0;
     Status s = sliced(call, [&](const Context& ctx) {
       if (leaving_.load()) return Status(StatusCode::kCancelled);
-      return r_->get(buf_, max, ctx);
+      return r_->get_batch(buf_, max, ctx);
     });
     if (s.code() == StatusCode::kCancelled && leaving_.load()) raise_left();
     if (s.code() == StatusCode::kClosed) {
@@ -1047,7 +1063,7 @@ class Reader {
   py::object channel_py_;
   std::size_t prefetch_;
   pid_t pid_;
-  std::vector<StoreMessage> buf_;
+  MessageBatch buf_;  // fetched; buf_[pos_..] not handed out yet
   std::size_t pos_ = 0;
   bool ended_ = false;
 };

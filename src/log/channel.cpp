@@ -18,6 +18,21 @@ namespace sluice {
 
 using log::MutexLock;
 
+namespace {
+
+// Into m's buffer (reused: no allocation once it is large enough).
+void copy_record(const log::RecordView& v, LogMessage& m) {
+  m.seq = v.seq;
+  m.payload.assign(v.payload);
+  if (v.timed) {
+    m.time = log::time_of(v.time);
+  } else {
+    m.time.reset();
+  }
+}
+
+}  // namespace
+
 struct Channel::Impl {
   explicit Impl(std::shared_ptr<Topic::Impl> t) : topic(t), r(std::move(t)) {}
 
@@ -40,18 +55,20 @@ struct Channel::Impl {
     topic->open_channels.erase(name);
   }
 
-  // Reads 1..max messages into slot(0), slot(1), ... (reusing their
-  // buffers), waiting for the first; got = how many.
-  template <class Slot>
-  Status fill_batch(std::size_t max, Slot&& slot, std::size_t& got, const Context& ctx) {
+  // Reads 1..max records, handing each to take(view) (the view is valid
+  // during the call only), waiting for the first; got = how many.
+  template <class Take>
+  Status fill_batch(std::size_t max, Take&& take, std::size_t& got, const Context& ctx) {
     got = 0;
     if (max == 0) return {StatusCode::kInvalidArgument, "next_batch: max must be at least 1"};
     if (ctx.stop_requested()) return StatusCode::kCancelled;
     for (;;) {
       while (got < max) {
         bool have = false;
-        if (Status s = r.read_one(&slot(got), have); !s.ok()) return got > 0 ? Status::Ok() : s;
+        log::RecordView v;
+        if (Status s = r.read_record(&v, have); !s.ok()) return got > 0 ? Status::Ok() : s;
         if (!have) break;
+        take(got, v);
         ++got;
       }
       if (got > 0) return Status::Ok();
@@ -186,16 +203,29 @@ std::uint64_t Channel::skipped_retention() const {
 Status Channel::next_batch(std::vector<LogMessage>& out, std::size_t max, const Context& ctx) {
   const std::size_t base = out.size();
   std::size_t got = 0;
-  // Grows one message at a time: a small batch does not pay for `max`.
+  // Grows one message at a time (a small batch does not pay for `max`),
+  // reusing the buffers of messages already there.
   Status s = impl_->fill_batch(
       max,
-      [&](std::size_t i) -> LogMessage& {
+      [&](std::size_t i, const log::RecordView& v) {
         if (out.size() == base + i) out.emplace_back();
-        return out[base + i];
+        copy_record(v, out[base + i]);
       },
       got, ctx);
   out.resize(base + got);
   return s;
+}
+
+Status Channel::next_batch(MessageBatch& out, std::size_t max, const Context& ctx) {
+  std::size_t got = 0;
+  return impl_->fill_batch(
+      max,
+      [&](std::size_t, const log::RecordView& v) {
+        MessageBatch::Entry& e = out.add(v.payload);
+        e.seq = v.seq;
+        if (v.timed) e.time = log::time_of(v.time);
+      },
+      got, ctx);
 }
 
 Result<LogMessage> Channel::next(const Context& ctx) {
@@ -318,7 +348,7 @@ Status Channel::consume(const std::function<Status(const LogMessage&)>& handler,
   for (;;) {
     std::size_t n = 0;
     Status got = impl_->fill_batch(
-        batch, [&](std::size_t i) -> LogMessage& { return msgs[i]; }, n, ctx);
+        batch, [&](std::size_t i, const log::RecordView& v) { copy_record(v, msgs[i]); }, n, ctx);
     if (!got.ok()) return got;
     for (std::size_t i = 0; i < n; ++i) {
       Status st;

@@ -34,6 +34,19 @@ Status Reader::fill(std::uint64_t at, std::size_t n) {
 }
 
 Status Reader::read_one(LogMessage* m, bool& have) {
+  RecordView v;
+  if (Status s = read_record(&v, have); !s.ok() || !have || m == nullptr) return s;
+  m->seq = v.seq;
+  m->payload.assign(v.payload);
+  if (v.timed) {
+    m->time = time_of(v.time);
+  } else {
+    m->time.reset();
+  }
+  return Status::Ok();
+}
+
+Status Reader::read_record(RecordView* out, bool& have) {
   have = false;
   Topic::Impl& t = *topic_;
   for (;;) {
@@ -121,15 +134,7 @@ Status Reader::read_one(LogMessage* m, bool& have) {
     off_ += v.size;
     ++next_seq_;
     if (v.seq < min_seq_) continue;
-    if (m != nullptr) {
-      m->seq = v.seq;
-      m->payload.assign(v.payload);
-      if (v.timed) {
-        m->time = time_of(v.time);
-      } else {
-        m->time.reset();
-      }
-    }
+    *out = v;
     have = true;
     return Status::Ok();
   }

@@ -33,6 +33,9 @@ class Reader {
   // advances (have = true), or finds nothing new yet (have = false).
   // kCorruption for a record damaged after recovery; kIOError.
   Status read_one(LogMessage* m, bool& have);
+  // read_one without the copy: *v views the record where the reader holds
+  // it, valid until the reader's next call (copy what is kept).
+  Status read_record(RecordView* v, bool& have);
 
   Topic::Impl& topic() const { return *topic_; }
   const std::shared_ptr<Topic::Impl>& topic_ptr() const { return topic_; }

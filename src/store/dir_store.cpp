@@ -159,6 +159,15 @@ class DirReader final : public QueueReader {
     return Status::Ok();
   }
 
+  Status get_batch(MessageBatch& out, std::size_t max, const Context& ctx) override {
+    if (max == 0) return {StatusCode::kInvalidArgument, "get: max is 0"};
+    const std::size_t base = out.size();
+    Status s = channel_->next_batch(out, max, ctx);
+    if (!s.ok()) return s;
+    for (std::size_t i = base; i < out.size(); ++i) held_.push_back(*out.entry(i).seq);
+    return Status::Ok();
+  }
+
   Status ack_prefix(std::uint64_t n) override {
     if (n > delivered()) return beyond(n, delivered());
     if (n <= acked_) return Status::Ok();

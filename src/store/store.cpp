@@ -70,4 +70,17 @@ Status QueueReader::get(std::vector<std::string>& out, std::size_t max, const Co
   return s;
 }
 
+Status QueueReader::get_batch(MessageBatch& out, std::size_t max, const Context& ctx) {
+  if (max == 0) return {StatusCode::kInvalidArgument, "get: max is 0"};
+  std::vector<StoreMessage> got;
+  Status s = get(got, max, ctx);
+  for (const StoreMessage& m : got) {
+    MessageBatch::Entry& e = out.add(m.data, m.id);
+    e.seq = m.seq;
+    e.time = m.time;
+    e.deliveries = m.deliveries;
+  }
+  return s;
+}
+
 }  // namespace sluice

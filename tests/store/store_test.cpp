@@ -222,6 +222,51 @@ TEST_P(StoreTest, PutGetAckInOrder) {
   EXPECT_TRUE(out.empty());
 }
 
+// get_batch (one buffer, no string per message) hands out what get would:
+// the same bytes, seq or id and time, and counts toward the same prefix.
+TEST_P(StoreTest, GetBatchHandsOutWhatGetWouldAndCountsTowardTheSamePrefix) {
+  ASSERT_EQ(create("q", 100), StatusCode::kOk);
+  auto w = writer("q");
+  std::vector<std::string> msgs = seq(0, 8);
+  msgs[3] = "";                                              // empty messages are messages
+  msgs[5] = std::string("a\0b\xff", 4);                      // any bytes
+  msgs[6] = std::string(MessageBatch::kKeepBytes + 1, 'x');  // past what a batch keeps
+  ASSERT_EQ(put(*w, msgs), StatusCode::kOk);
+  auto r = reader("q");
+  const Context ctx = with_timeout(10s);
+  MessageBatch b;
+  while (b.size() < 3) ASSERT_EQ(r->get_batch(b, 3 - b.size(), ctx), StatusCode::kOk);
+  std::vector<StoreMessage> rest;
+  while (rest.size() < 2) ASSERT_EQ(r->get(rest, 2 - rest.size(), ctx), StatusCode::kOk);
+  const std::size_t before = b.size();
+  while (b.size() < before + 3) {
+    ASSERT_EQ(r->get_batch(b, before + 3 - b.size(), ctx), StatusCode::kOk);  // appends
+  }
+  ASSERT_EQ(b.size(), 6U);
+  EXPECT_EQ(r->delivered(), 8U);
+  for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(b.data(i), msgs[i]) << i;
+  for (std::size_t i = 3; i < 6; ++i) EXPECT_EQ(b.data(i), msgs[i + 2]) << i;
+  EXPECT_EQ(rest[0].data, msgs[3]);
+  EXPECT_EQ(rest[1].data, msgs[4]);
+  for (std::size_t i = 0; i < b.size(); ++i) {
+    const StoreMessage& m = i < 3 ? rest[0] : rest[1];  // one of the same backend
+    EXPECT_EQ(b.entry(i).seq.has_value(), m.seq.has_value()) << i;
+    EXPECT_EQ(b.id(i).empty(), m.id.empty()) << i;
+    EXPECT_EQ(b.entry(i).time.has_value(), m.time.has_value()) << i;
+  }
+  if (b.entry(0).seq) {
+    EXPECT_EQ(*b.entry(0).seq + 3, *rest[0].seq);
+    EXPECT_EQ(*rest[1].seq + 1, *b.entry(3).seq);
+  }
+  ASSERT_EQ(r->ack_prefix(4), StatusCode::kOk);  // three from the batch, one from get
+  ASSERT_EQ(r->release(), StatusCode::kOk);
+  b.clear();
+  EXPECT_EQ(b.size(), 0U);
+  while (b.size() < 4) ASSERT_EQ(r->get_batch(b, 4 - b.size(), ctx), StatusCode::kOk);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(b.data(i), msgs[i + 4]) << i;
+  EXPECT_EQ(r->get_batch(b, 0, ctx), StatusCode::kInvalidArgument);
+}
+
 // Byte counts where the backend keeps them (pressure queues: the protocol's
 // counters; docs/cli.md says why the others cannot), and a pressure queue's
 // length split into waiting and held by readers; empty elsewhere.

@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "sluice/context.h"
+#include "sluice/message_batch.h"
 #include "sluice/start_from.h"
 #include "sluice/status.h"
 
@@ -77,6 +78,9 @@ class Channel {
   Result<LogMessage> next(const Context& ctx = {});
   // Appends 1..max messages to out, waiting for at least one.
   Status next_batch(std::vector<LogMessage>& out, std::size_t max, const Context& ctx = {});
+  // The same into one buffer (no allocation per message once it has grown):
+  // each entry has its seq, and its time where the record has one.
+  Status next_batch(MessageBatch& out, std::size_t max, const Context& ctx = {});
   // Acknowledges every message up to and including seq (delivered ones
   // only). Returns once the position is as durable as the topic's records:
   // fdatasynced under kPerAppend/kGroupCommit; written (surviving a process
