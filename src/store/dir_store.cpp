@@ -262,6 +262,11 @@ std::string DirStore::queue_dir(std::string_view name) const {
   return dir_ + "/queues/" + std::string(name);
 }
 
+Status DirStore::gone_or(std::string_view name, Status s) const {
+  if (s.ok() || fs_.exists(queue_dir(name))) return s;
+  return {StatusCode::kNotFound, "no queue '" + std::string(name) + "'"};
+}
+
 Result<DirStore::Meta> DirStore::read_meta(std::string_view name) const {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
   const std::string path = queue_dir(name) + "/queue.meta";
@@ -423,9 +428,9 @@ Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
   const std::string lock_path = qdir + "/readers/" + std::string(channel) + ".lock";
   auto role = wait_for_role<std::unique_ptr<log::File>>(
       ctx, [&] { return lock_channel(fs_, lock_path, name, channel); });
-  if (!role.ok()) return role.status();
+  if (!role.ok()) return gone_or(name, role.status());
   auto topic = topic_at(qdir + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
-  if (!topic.ok()) return topic.status();
+  if (!topic.ok()) return gone_or(name, topic.status());
   ChannelOptions copt;
   if (options.start) {  // used only if the channel is new
     auto at = seq_of(**topic, *options.start, name);
@@ -433,7 +438,7 @@ Result<std::unique_ptr<QueueReader>> DirStore::reader(std::string_view name,
     copt.start_seq = *at;
   }
   auto ch = (*topic)->channel(channel, copt);
-  if (!ch.ok()) return ch.status();
+  if (!ch.ok()) return gone_or(name, ch.status());
   return std::unique_ptr<QueueReader>(
       new DirReader(std::move(*role), std::move(*topic), std::move(*ch)));
 }
@@ -498,14 +503,17 @@ Result<std::unique_ptr<QueuePeek>> DirStore::peek(std::string_view name, std::st
   }
   auto topic =
       topic_at(queue_dir(name) + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
-  if (!topic.ok()) return topic.status();
+  if (!topic.ok()) return gone_or(name, topic.status());
   // The channel must exist, --from-seq or not: a mistyped one is an error.
   auto pos = (*topic)->channel_position(channel);
-  if (pos.code() == StatusCode::kNotFound) return no_channel(name, channel);
-  if (!pos.ok()) return pos.status();
+  if (!pos.ok()) {
+    if (!fs_.exists(queue_dir(name))) return gone_or(name, pos.status());
+    if (pos.code() == StatusCode::kNotFound) return no_channel(name, channel);
+    return pos.status();
+  }
   const std::uint64_t at = from.seq ? std::min(*from.seq, (*topic)->next_seq()) : *pos;
   auto cursor = (*topic)->cursor(at);
-  if (!cursor.ok()) return cursor.status();
+  if (!cursor.ok()) return gone_or(name, cursor.status());
   return std::unique_ptr<QueuePeek>(new DirPeek(std::move(*topic), std::move(*cursor)));
 }
 
@@ -523,8 +531,9 @@ Result<DirStore::Moved> DirStore::move_channel(
   if (Status s = validate_queue_name(channel); !s.ok()) return s;
   const std::string qdir = queue_dir(name);
   auto ro = topic_at(qdir + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
-  if (!ro.ok()) return ro.status();
+  if (!ro.ok()) return gone_or(name, ro.status());
   if (auto pos = (*ro)->channel_position(channel); pos.code() == StatusCode::kNotFound) {
+    if (!fs_.exists(qdir)) return gone_or(name, pos.status());
     return no_channel(name, channel);
   }
   const std::string lock_path = qdir + "/readers/" + std::string(channel) + ".lock";
@@ -533,7 +542,7 @@ Result<DirStore::Moved> DirStore::move_channel(
   // a put waiting at the bound (for a get, which waits for the channel).
   // Each try takes what it needs without waiting, or lets go of all of it.
   const Context at_once = ctx.with_deadline(Context::Clock::now());
-  return wait_for_role<Moved>(ctx, [&]() -> Result<Moved> {
+  auto moved = wait_for_role<Moved>(ctx, [&]() -> Result<Moved> {
     auto role = lock_channel(fs_, lock_path, name, channel);
     if (!role.ok()) return role.status();
     auto before = (*ro)->channel_position(channel);  // settled now: nobody reads it
@@ -564,6 +573,8 @@ Result<DirStore::Moved> DirStore::move_channel(
     }
     return m;
   });
+  if (!moved.ok()) return gone_or(name, moved.status());
+  return moved;
 }
 
 Result<SeekResult> DirStore::seek(std::string_view name, std::string_view channel,
@@ -695,18 +706,13 @@ Result<QueueInfo> DirStore::stat(std::string_view name) {
   info.bound = meta->bound;
   info.max_age = meta->max_age;
   const std::string tdir = queue_dir(name) + "/topic";
-  // A delete may rename the queue away under us (ls -l stats what it
-  // listed): that is "no queue", not the error of a directory gone.
-  const auto gone_or = [&](Status s) {
-    if (fs_.exists(queue_dir(name))) return s;
-    return Status(StatusCode::kNotFound, "no queue '" + std::string(name) + "'");
-  };
+  // ls -l stats what it listed: a delete may have come since.
   auto topic = topic_at(tdir, topic_options(opt_, meta->bound, meta->max_age, true));
-  if (!topic.ok()) return gone_or(topic.status());
+  if (!topic.ok()) return gone_or(name, topic.status());
   info.produced = (*topic)->next_seq();
   info.closed = (*topic)->closed();
   auto channels = (*topic)->channels();
-  if (!channels.ok()) return gone_or(channels.status());
+  if (!channels.ok()) return gone_or(name, channels.status());
   info.channels = *channels;
   // The slowest channel's durable position, read from its file: opening the
   // channel would take it from a reader that has it.

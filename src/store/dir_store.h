@@ -61,6 +61,10 @@ class DirStore final : public QueueStore {
   DirStore(log::FileSystem& fs, std::string dir, StoreOptions options)
       : fs_(fs), dir_(std::move(dir)), opt_(options) {}
   std::string queue_dir(std::string_view name) const;
+  // `s`, or "no queue" (kNotFound) if the queue is gone: a delete renamed it
+  // away after its queue.meta was read, and `s` is the error of a file that
+  // went with it.
+  Status gone_or(std::string_view name, Status s) const;
   // The topic in `dir`, on the store's file system.
   Result<std::unique_ptr<Topic>> topic_at(const std::string& dir, const TopicOptions& o) const;
   // What queue.meta records.
