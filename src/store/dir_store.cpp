@@ -31,6 +31,60 @@ std::string staging_name(std::string_view what, std::string_view name) {
          std::to_string(counter.fetch_add(1, std::memory_order_relaxed)) + "-" + std::string(name);
 }
 
+// Beside each staging directory <store>/tmp/<s>, the lock file lock-<s>:
+// made and flock'd before <s> is, removed only once <s> is gone (renamed
+// into queues/ or removed). A <s> whose lock file nobody holds, or that has
+// none, is what a crash left (DirStore::clean_tmp).
+constexpr std::string_view kStageLock = "lock-";
+
+bool is_stage(std::string_view n) { return n.starts_with("create-") || n.starts_with("delete-"); }
+
+// A staging name taken: its path, and its lock file held until the stage
+// is done. The lock file goes first, then the lock.
+class Stage {
+ public:
+  Stage(log::FileSystem& fs, std::string path, std::unique_ptr<log::File> lock)
+      : fs_(&fs), path_(std::move(path)), lock_(std::move(lock)) {}
+  Stage(Stage&&) = default;
+  Stage& operator=(Stage&&) = delete;
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+  ~Stage() {
+    if (lock_ != nullptr) (void)fs_->remove(lock_->path());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  log::FileSystem* fs_;
+  std::string path_;
+  std::unique_ptr<log::File> lock_;
+};
+
+Result<Stage> take_stage(log::FileSystem& fs, const std::string& tmp, std::string_view what,
+                         std::string_view name) {
+  for (int tries = 0;; ++tries) {
+    const std::string stage = staging_name(what, name);
+    const std::string lock_path = tmp + "/" + std::string(kStageLock) + stage;
+    auto f = fs.open(lock_path, log::OpenMode::kCreateNew);
+    if (!f.ok()) {
+      // A crash's leftover of a process that had this PID: another name.
+      if (f.code() == StatusCode::kAlreadyExists && tries < 100) continue;
+      return f.status();
+    }
+    Status s = (*f)->try_flock();
+    if (s.ok() && fs.exists(lock_path)) {
+      Stage taken(fs, tmp + "/" + stage, std::move(*f));
+      if (!fs.exists(taken.path())) return taken;
+      if (tries < 100) continue;  // a leftover of that PID again (its lock file goes)
+      return Status(StatusCode::kAlreadyExists, taken.path() + " exists");
+    }
+    // A clean_tmp() took our new lock file before we did (it removes it):
+    // another name.
+    if ((s.ok() || s.code() == StatusCode::kInUse) && tries < 100) continue;
+    return s.ok() ? Status(StatusCode::kIOError, lock_path + " went while it was taken") : s;
+  }
+}
+
 // Runs `attempt` until it gives something other than kInUse, sleeping with
 // exponential backoff (1 ms .. 100 ms) between tries. A role has no wake-up
 // to block on across processes (POSIX and flock locks have no timed wait),
@@ -235,7 +289,29 @@ Result<std::unique_ptr<QueueStore>> DirStore::open(log::FileSystem& fs, const st
   if (options.create_if_missing) {
     if (Status s = make_dirs(fs, dir); !s.ok()) return s;
   }
-  return std::unique_ptr<QueueStore>(new DirStore(fs, dir, options));
+  auto store = std::unique_ptr<DirStore>(new DirStore(fs, dir, options));
+  store->clean_tmp();
+  return std::unique_ptr<QueueStore>(std::move(store));
+}
+
+void DirStore::clean_tmp() {
+  const std::string tmp = dir_ + "/tmp";
+  auto names = fs_.list(tmp);
+  if (!names.ok()) return;  // no store here yet: nothing to clean
+  for (const std::string& n : *names) {
+    const std::string path = tmp + "/" + n;
+    if (n.starts_with(kStageLock)) {
+      // Held: its process is at work in the stage. Gone: it finished.
+      auto f = fs_.open(path, log::OpenMode::kReadWrite);
+      if (!f.ok() || !(*f)->try_flock().ok()) continue;
+      // The stage first: never a stage without its lock file.
+      if (fs_.remove_tree(tmp + "/" + n.substr(kStageLock.size())).ok()) (void)fs_.remove(path);
+    } else if (is_stage(n) && !fs_.exists(tmp + "/" + std::string(kStageLock) + n)) {
+      // Its lock file was made before it and goes after it: without one,
+      // nobody works in it (or it is gone already).
+      (void)fs_.remove_tree(path);
+    }
+  }
 }
 
 Result<std::unique_ptr<QueueStore>> DirStore::open(const std::string& dir,
@@ -311,8 +387,10 @@ Status DirStore::create(std::string_view name, const QueueSpec& spec) {
   if (Status s = make_dirs(fs_, dir_); !s.ok()) return s;  // opened without create_if_missing
 
   // Built whole under tmp/, then renamed into queues/: a crash leaves either
-  // no queue or a complete one (the leftover under tmp/ is harmless).
-  const std::string stage = dir_ + "/tmp/" + staging_name("create", name);
+  // no queue or a complete one (the leftover under tmp/ goes at the next open).
+  auto staged = take_stage(fs_, dir_ + "/tmp", "create", name);
+  if (!staged.ok()) return staged.status();
+  const std::string& stage = staged->path();
   if (Status s = fs_.create_dir(stage); !s.ok()) return s;
   auto fail = [&](Status s) {
     (void)fs_.remove_tree(stage);
@@ -650,7 +728,9 @@ Status DirStore::remove(std::string_view name) {
     }
   }
 
-  const std::string to = dir_ + "/tmp/" + staging_name("delete", name);
+  auto staged = take_stage(fs_, dir_ + "/tmp", "delete", name);
+  if (!staged.ok()) return staged.status();
+  const std::string& to = staged->path();
   // The rename is the delete: the name is gone at once; the files follow.
   // (to is a fresh name: a rename that never replaces says kNotFound, not
   // an I/O error, when the queue went meanwhile.)
@@ -674,9 +754,12 @@ Status DirStore::remove(std::string_view name) {
         continue;
       }
       if (Status back = fs_.rename_noreplace(to, from); !back.ok()) {
+        // Where clean_tmp() does not look: the reader still uses it.
+        const std::string kept = dir_ + "/tmp/kept" + to.substr(to.rfind("/delete-") + 7);
+        const std::string& at = fs_.rename_noreplace(to, kept).ok() ? kept : to;
         return {StatusCode::kIOError,
                 label + " is in use (" + std::string(role.status().message()) +
-                    ") and could not be put back from " + to + ": " + std::string(back.message())};
+                    ") and could not be put back from " + at + ": " + std::string(back.message())};
       }
       return role.status();
     }

@@ -6,7 +6,8 @@
 //   <store>/queues/<name>/readers/<ch>.lock flock'd by the channel's reader
 //   <store>/queues/<name>/readers/<ch>.purged messages purge() dropped, ever
 //                                           (decimal; written whole, synced)
-//   <store>/tmp/                            staging for create and delete
+//   <store>/tmp/                            staging for create and delete, each
+//                                           stage beside its flock'd lock-<stage>
 // Our files sit beside the topic directory, not in it: the topic's recovery
 // owns what is inside (it removes stray *.tmp files, for one). Private.
 //
@@ -61,6 +62,9 @@ class DirStore final : public QueueStore {
   DirStore(log::FileSystem& fs, std::string dir, StoreOptions options)
       : fs_(fs), dir_(std::move(dir)), opt_(options) {}
   std::string queue_dir(std::string_view name) const;
+  // Removes what crashed creates and deletes left under tmp/ (never a stage
+  // a live process works in: its lock file is held). Best effort, at open.
+  void clean_tmp();
   // `s`, or "no queue" (kNotFound) if the queue is gone: a delete renamed it
   // away after its queue.meta was read, and `s` is the error of a file that
   // went with it.
