@@ -15,6 +15,7 @@ struct LogCursor::Impl {
   explicit Impl(std::shared_ptr<Topic::Impl> t) : r(std::move(t)) {}
   log::Reader r;
   std::uint64_t start = 0;
+  std::uint64_t capped_at_start = 0;  // from start on, gone before the seek found them
 };
 
 LogCursor::LogCursor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -23,7 +24,7 @@ LogCursor::~LogCursor() = default;
 std::uint64_t LogCursor::start() const { return impl_->start; }
 std::uint64_t LogCursor::position() const { return impl_->r.next_seq(); }
 std::uint64_t LogCursor::skipped() const {
-  return impl_->r.corrupt() + impl_->r.gaps() + impl_->r.capped();
+  return impl_->r.corrupt() + impl_->r.gaps() + impl_->r.capped() + impl_->capped_at_start;
 }
 
 Status LogCursor::next_batch(std::vector<LogMessage>& out, std::size_t max) {
@@ -68,6 +69,9 @@ Result<std::unique_ptr<LogCursor>> Topic::cursor(std::uint64_t from_seq) const {
   auto c = std::make_unique<LogCursor::Impl>(impl_);
   c->start = start;
   c->r.seek(start);
+  // A cap may have deleted records from `start` on since it was taken (the
+  // lock was let go): the seek lands on the oldest record left, past them.
+  c->capped_at_start = c->r.next_seq() - start;
   return std::unique_ptr<LogCursor>(new LogCursor(std::move(c)));
 }
 

@@ -89,12 +89,18 @@ Status Reader::read_record(RecordView* out, bool& have) {
       if (!next || seg_->end.load(std::memory_order_acquire) > off_) return Status::Ok();
       // A gap: segments a cap deleted (the writer counts those for its
       // channels; a reader in another process counts here), or ones
-      // recovery found damaged.
+      // recovery found damaged. In the writer's process a cap may have
+      // deleted seg_ and those after it since the look above found seg_ not
+      // capped: counted as that look would have.
       const std::uint64_t from = std::max(next_seq_, min_seq_);
       if (next->base_seq > first) {
         corrupt_.add(from, next->base_seq);
-      } else if (t.reader && next->base_seq > from) {
-        gaps_.add(from, next->base_seq);
+      } else if (next->base_seq > from) {
+        if (t.reader) {
+          gaps_.add(from, next->base_seq);
+        } else {
+          capped_ += next->base_seq - from;
+        }
       }
       seg_ = std::move(next);
       off_ = kSegmentHeaderSize;
