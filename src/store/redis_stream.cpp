@@ -77,7 +77,11 @@ class StreamReader final : public QueueReader {
     if (n <= acked_) return Status::Ok();
     const auto take = static_cast<std::ptrdiff_t>(n - acked_);
     // On failure the next call sends them again: acknowledging twice is harmless.
-    if (Status s = c_.ack(std::span(held_).first(static_cast<std::size_t>(take))); !s.ok()) {
+    // kInUse: the others were acknowledged, and those another reader holds
+    // now (this one lost them: a seek, or no keep-alive round for a whole
+    // timeout) are its to acknowledge; asking again would say the same.
+    if (Status s = c_.ack(std::span(held_).first(static_cast<std::size_t>(take)));
+        !s.ok() && s.code() != StatusCode::kInUse) {
       return s;
     }
     held_.erase(held_.begin(), held_.begin() + take);

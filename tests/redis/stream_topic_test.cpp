@@ -422,9 +422,9 @@ TEST_F(StreamTopicTest, TheKeepAliveNeverTakesBackAMessageAnotherConsumerClaimed
   ASSERT_EQ(p->elements, 1U);
   EXPECT_EQ(std::string(p->element[0]->element[1]->str), "other");
   EXPECT_GE(p->element[0]->element[2]->integer, 900);  // idle: nobody touched it
-  // Its ack still works (XACK does not ask who holds it).
-  ASSERT_EQ(first.ack(held[0]), StatusCode::kOk);
-  EXPECT_EQ(channel_stats(t, "work").pending, 0U);
+  // Its ack is refused: the other one's delivery stays (its ack decides).
+  ASSERT_EQ(first.ack(held[0]), StatusCode::kInUse);
+  EXPECT_EQ(channel_stats(t, "work").pending, 1U);
 }
 
 // replicas: an append waits for that many replicas (WAIT); a server without
@@ -1741,9 +1741,9 @@ TEST_F(StreamTopicTest, ASeekForwardOrAPurgeWakesAnAppendWaitingAtTheBound) {
 }
 
 // What a consumer held when a seek took it back: its ack counts nothing
-// (the message comes again), unless the message was delivered again by
-// then: an ack is of the message, so it then acknowledges it, counted
-// once, and the new holder's ack counts nothing. Its nack is ignored.
+// (the message comes again); once the message was delivered again to
+// another consumer, its ack is refused (kInUse) and leaves that delivery
+// alone: the new holder's ack counts it. Its nack is ignored.
 TEST_F(StreamTopicTest, WhatAConsumerHeldBeforeASeekIsNoLongerItsOwn) {
   auto t = topic();
   auto a = joined("c");
@@ -1763,9 +1763,9 @@ TEST_F(StreamTopicTest, WhatAConsumerHeldBeforeASeekIsNoLongerItsOwn) {
   auto replay = read(b, 7, /*ack=*/false);
   EXPECT_EQ(payloads(replay), numbered(3, 10));  // m3, m4 again, first delivery
   EXPECT_EQ(replay[0].deliveries, 1U);
-  ASSERT_EQ(a.ack(std::span<const std::string>(ids).subspan(3, 1)), StatusCode::kOk);  // m3
-  EXPECT_EQ(channel_stats(t, "c").unacknowledged, 6U);
-  ASSERT_EQ(b.ack(replay[0]), StatusCode::kOk);  // m3 again: nothing
+  ASSERT_EQ(a.ack(std::span<const std::string>(ids).subspan(3, 1)), StatusCode::kInUse);  // m3
+  EXPECT_EQ(channel_stats(t, "c").unacknowledged, 7U);
+  ASSERT_EQ(b.ack(replay[0]), StatusCode::kOk);  // m3: b's delivery
   EXPECT_EQ(channel_stats(t, "c").unacknowledged, 6U);
   std::vector<std::string> rest;
   for (std::size_t i = 1; i < replay.size(); ++i) rest.push_back(replay[i].id);

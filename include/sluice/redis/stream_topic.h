@@ -38,8 +38,8 @@
 //   seek (replay from an id or a time, or skip ahead) and purge move a
 //   channel's position and take its pending messages back from their
 //   consumers: what a consumer held then is no longer its own (its ack of
-//   it counts nothing). peek reads a channel's unacknowledged messages
-//   without taking them.
+//   it counts nothing, or kInUse once another holds it). peek reads a channel's unacknowledged
+//   messages without taking them.
 // Bound and retention: appends never pass max_unconsumed messages that the
 //   slowest channel has not acknowledged, checked atomically with the XADD
 //   (one script). trim() removes only what every channel acknowledged (XTRIM
@@ -68,8 +68,9 @@
 // Errors: kUnavailable (Redis down, the connection broke, or the server
 //   cannot take the call now: loading, out of memory, busy; messages name
 //   host:port; the next call reconnects), kRejected (BoundPolicy::kFail at
-//   the bound), kNotFound (the channel was deleted: the next call of that
-//   handle makes it again; or the topic does not exist and
+//   the bound), kInUse (an ack of messages another consumer holds now),
+//   kNotFound (the channel was deleted: the next call of that handle makes
+//   it again; or the topic does not exist and
 //   create_if_missing is false), kClosed (append to a closed topic; a read
 //   once the channel has everything), kAlreadyExists (create),
 //   kInvalidArgument (names, settings, authentication, permissions),
@@ -312,9 +313,9 @@ class StreamTopic {
   // any id past the newest: the end, after the newest), and drops its
   // pending messages: whoever held them holds them no longer (its
   // keep-alive no longer renews them, its nack or give_back of them is
-  // ignored, and its ack of one counts nothing, unless the message has
-  // been delivered again by then (replayed): an ack is of the message, so
-  // it then acknowledges it, counted once). Live consumers read from the
+  // ignored, and its ack of one counts nothing, or, once the message has
+  // been delivered again to another consumer (replayed), is refused with
+  // kInUse: see ack). Live consumers read from the
   // new position at their next read (one blocked in a read: within one
   // wait slice). The channel's
   // unacknowledged messages are then exactly those after the position:
@@ -399,7 +400,14 @@ class StreamChannel {
   Status next_batch(std::vector<StreamMessage>& out, std::size_t max, const Context& ctx = {});
   // Acknowledges messages by id: not delivered again, and room under the
   // bound. Ids not held by the channel (already acknowledged, dropped) are
-  // ignored.
+  // ignored. Only this consumer's own deliveries: an id another consumer
+  // holds now (claimed after this one held it past the visibility timeout,
+  // or replayed to it after a seek) is left alone, that consumer's ack or
+  // nack decides it (nothing is lost if it fails), and the call returns
+  // kInUse naming it and its holder once it acknowledged the rest (a retry
+  // says the same). One script per 1024 ids; while other consumers of the
+  // channel hold messages, it reads this consumer's pending list between
+  // the smallest id and the largest.
   Status ack(std::span<const std::string> ids);
   Status ack(const StreamMessage& m) { return ack(std::span<const std::string>(&m.id, 1)); }
   // Gives messages this consumer holds back to the channel, unacknowledged:

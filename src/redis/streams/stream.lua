@@ -329,16 +329,73 @@ if op == 'channels' then
   return redis.call('HKEYS', ACKED)
 end
 
--- ack CHANNEL ID...: acknowledges; counts what was pending (an id acked
--- twice counts once) and wakes one waiting append. Reply: the count.
+-- ack CHANNEL CONSUMER LO HI ID...: acknowledges the ids CONSUMER holds
+-- (LO and HI: the smallest and the largest of them); counts what was
+-- pending (an id acked twice counts once) and wakes one waiting append. An
+-- id another consumer holds now (claimed after the visibility timeout, or
+-- replayed to it after a seek) is left alone: it is that consumer's
+-- delivery, for its own ack or nack (XACK alone does not look at the
+-- owner). Ids held by no one (acknowledged, dropped, or a deleted channel)
+-- are ignored. Reply { the count, {id, holder, ...} of the ids another
+-- consumer holds }.
 if op == 'ack' then
-  local ch = ARGV[2]
-  local n = redis.call('XACK', STREAM, ch, unpack(ARGV, 3))
+  local ch, me = ARGV[2], ARGV[3]
+  -- The summary (a count per consumer): when no other consumer holds
+  -- anything, every pending id given is CONSUMER's.
+  local sum = redis.pcall('XPENDING', STREAM, ch)
+  if type(sum) == 'table' and sum.err then
+    if string.sub(sum.err, 1, 7) == 'NOGROUP' then return { 0, {} } end
+    return sum
+  end
+  local shared = false
+  for _, c in ipairs(sum[4] or {}) do
+    if c[1] ~= me and tonumber(c[2]) > 0 then shared = true end
+  end
+  if not shared then
+    local n = redis.call('XACK', STREAM, ch, unpack(ARGV, 6))
+    if n > 0 then
+      redis.call('HINCRBY', ACKED, ch, n)
+      wake()
+    end
+    return { n, {} }
+  end
+  -- What CONSUMER holds from LO to HI: its own pending list, a page at a
+  -- time (the ids of one batch are close).
+  local mine, from = {}, ARGV[4]
+  while true do
+    local p = redis.pcall('XPENDING', STREAM, ch, from, ARGV[5], 1000, me)
+    if type(p) == 'table' and p.err then
+      if string.sub(p.err, 1, 7) == 'NOGROUP' then return { 0, {} } end
+      return p
+    end
+    for _, e in ipairs(p) do mine[e[1]] = true end
+    if #p < 1000 then break end
+    from = '(' .. p[#p][1]
+  end
+  local ids, others = {}, {}
+  for i = 6, #ARGV do
+    local id = ARGV[i]
+    if mine[id] then
+      ids[#ids + 1] = id
+    else
+      -- Rarely here: another consumer's, or held by no one, or an id
+      -- written otherwise ("5" for "5-0").
+      local p = redis.call('XPENDING', STREAM, ch, id, id, 1)
+      if p[1] and p[1][2] == me then
+        ids[#ids + 1] = id
+      elseif p[1] then
+        others[#others + 1] = id
+        others[#others + 1] = p[1][2]
+      end
+    end
+  end
+  local n = 0
+  if #ids > 0 then n = xack_all(ch, ids) end
   if n > 0 then
     redis.call('HINCRBY', ACKED, ch, n)
     wake()
   end
-  return n
+  return { n, others }
 end
 
 -- release CHANNEL CONSUMER VIS_MS DELAY_MS COUNTED [ID...]: gives back

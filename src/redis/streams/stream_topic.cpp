@@ -1054,17 +1054,45 @@ Status StreamChannel::ack(std::span<const std::string> ids) {
   if (ids.empty()) return Status::Ok();
   if (Status s = join(); !s.ok()) return s;
   std::vector<std::string_view> args;
+  std::size_t refused = 0;  // ids another consumer holds now
+  std::string first;        // the first of them, and its holder
   for (std::size_t at = 0; at < ids.size(); at += kChunk) {
     const std::size_t n = std::min(kChunk, ids.size() - at);
-    args.assign({"ack", channel_});
+    // The script reads this consumer's pending list from the smallest id
+    // to the largest (exact here: Lua's numbers are doubles).
+    std::size_t lo = at, hi = at;
+    for (std::size_t i = at + 1; i < at + n; ++i) {
+      if (id_parts(ids[i]) < id_parts(ids[lo])) lo = i;
+      if (id_parts(ids[hi]) < id_parts(ids[i])) hi = i;
+    }
+    args.assign({"ack", channel_, consumer_, ids[lo], ids[hi]});
     args.insert(args.end(), ids.begin() + static_cast<std::ptrdiff_t>(at),
                 ids.begin() + static_cast<std::ptrdiff_t>(at + n));
     CallError err;
     Reply r = run(*topic_.conn_, topic_.keys_, args, err);
     // Acknowledging twice is harmless: a caller may retry after any error.
-    if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "ack");
+    if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+        r->element[1]->type != REDIS_REPLY_ARRAY) {
+      return failed(*topic_.conn_, r, err, "ack");
+    }
+    const redisReply* others = r->element[1];
+    refused += others->elements / 2;
+    if (first.empty() && others->elements >= 2) {
+      first = std::string(text(others->element[0])) + " is held by consumer " +
+              std::string(text(others->element[1]));
+    }
   }
+  // Not kept claimed: acknowledged, or no longer this consumer's.
   if (keep_alive_) keep_alive_->remove(ids, false, false);
+  if (refused > 0) {
+    return {StatusCode::kInUse,
+            "ack: " + std::to_string(refused) + " of the " + std::to_string(ids.size()) +
+                " messages are held by another consumer of channel '" + channel_ + "' of topic '" +
+                topic_.name() + "' at " + topic_.conn_->address() +
+                " now (claimed after this consumer held them past the visibility timeout, or "
+                "replayed after a seek), not acknowledged: its ack or nack decides them (" +
+                first + "); the others were acknowledged"};
+  }
   return Status::Ok();
 }
 
@@ -1197,6 +1225,10 @@ Status StreamChannel::consume(const std::function<Status(const StreamMessage&)>&
     // where they must come again after the visibility timeout. nack and
     // give_back stop keeping theirs before their script runs.
     Status acked = ack(done);
+    // Handled, but held by another consumer now (this one took longer than
+    // the visibility timeout): its delivery decides them; not an error of
+    // the loop.
+    if (acked.code() == StatusCode::kInUse) acked = Status::Ok();
     if (!acked.ok() && keep_alive_) keep_alive_->remove(done, false, false);
     Status nacked = nack(failed);
     Status back = give_back(unhandled);

@@ -1,0 +1,99 @@
+// Redis Streams topics: who holds a message. An ack or a give-back acts on
+// this consumer's own delivery only. Each test failed on the code before
+// its fix.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "redis/stream_helpers.h"
+#include "sluice/redis/stream_topic.h"
+#include "testutil/redis_server.h"
+
+namespace sluice {
+namespace {
+
+using namespace std::chrono_literals;
+using testutil::RawRedis;
+
+class StreamHolderEdgesTest : public testutil::StreamServerTest {
+ protected:
+  StreamChannelStats channel_stats(StreamTopic& t, const std::string& name) {
+    auto st = t.stats();
+    EXPECT_TRUE(st.ok()) << st.status();
+    if (st.ok()) {
+      for (const auto& c : st->channels) {
+        if (c.name == name) return c;
+      }
+    }
+    ADD_FAILURE() << "no channel " << name;
+    return {};
+  }
+  // The channel's pending entries: "<id> <consumer> <deliveries>".
+  std::vector<std::string> pending_list(const std::string& channel) {
+    RawRedis raw(server_.port());
+    auto r = raw.cmd({"XPENDING", testutil::stream_key("t"), channel, "-", "+", "1000"});
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply* e = r->element[i];
+      out.push_back(std::string(e->element[0]->str) + " " + e->element[1]->str + " " +
+                    std::to_string(e->element[3]->integer));
+    }
+    return out;
+  }
+};
+
+// A consumer that held a message past the visibility timeout, while
+// another claimed it: its late ack removed the new holder's pending entry
+// (XACK does not look at the owner), so the new holder's delivery was
+// acknowledged behind its back (its nack ignored, its ack counting
+// nothing). The stale ack is now refused with kInUse, the new holder keeps
+// the message, and its own ack or nack decides it.
+TEST_F(StreamHolderEdgesTest, AStaleAckLeavesTheNewHoldersDeliveryAlone) {
+  StreamTopicOptions o;
+  o.visibility_timeout = 200ms;
+  auto t = topic(o);
+  auto a = joined("work", o);
+  auto b = joined("work", o);
+  ASSERT_EQ(t.append("job").status(), StatusCode::kOk);
+  auto m = a.next(with_timeout(5s));
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto claimed = b.next(with_timeout(5s));  // once a held it for the timeout
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  ASSERT_EQ(claimed->id, m->id);
+  ASSERT_EQ(claimed->deliveries, 2U);
+  // From now on nothing times out by itself (every handle's claims go by it).
+  ASSERT_EQ(b.set_visibility_timeout(30s), StatusCode::kOk);
+
+  Status stale = a.ack(*m);
+  EXPECT_EQ(stale.code(), StatusCode::kInUse) << stale;
+  EXPECT_NE(stale.message().find(b.consumer()), std::string_view::npos) << stale;
+  EXPECT_EQ(pending_list("work"), (std::vector<std::string>{m->id + " " + b.consumer() + " 2"}));
+  EXPECT_EQ(channel_stats(t, "work").unacknowledged, 1U);
+  EXPECT_EQ(a.ack(*m).code(), StatusCode::kInUse);  // a retry says the same
+
+  // The new holder's nack gives it back: nothing lost.
+  ASSERT_EQ(b.nack(*claimed), StatusCode::kOk);
+  auto again = b.next(with_timeout(5s));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->id, m->id);
+  EXPECT_EQ(again->deliveries, 3U);
+  // A mixed batch: what a holds is acknowledged, the rest refused.
+  ASSERT_EQ(t.append("next").status(), StatusCode::kOk);
+  auto mine = a.next(with_timeout(5s));
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  const std::vector<std::string> both = {m->id, mine->id};
+  EXPECT_EQ(a.ack(both).code(), StatusCode::kInUse);
+  EXPECT_EQ(pending_list("work"), (std::vector<std::string>{m->id + " " + b.consumer() + " 3"}));
+  ASSERT_EQ(b.ack(*again), StatusCode::kOk);
+  EXPECT_EQ(channel_stats(t, "work").unacknowledged, 0U);
+  EXPECT_TRUE(pending_list("work").empty());
+  // Acknowledged: acknowledging again is harmless, from either.
+  EXPECT_EQ(a.ack(both), StatusCode::kOk);
+  EXPECT_EQ(b.ack(*again), StatusCode::kOk);
+  EXPECT_EQ(channel_stats(t, "work").unacknowledged, 0U);
+}
+
+}  // namespace
+}  // namespace sluice
