@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,51 @@ TEST_F(StreamHolderEdgesTest, AStaleAckLeavesTheNewHoldersDeliveryAlone) {
   // Acknowledged: acknowledging again is harmless, from either.
   EXPECT_EQ(a.ack(both), StatusCode::kOk);
   EXPECT_EQ(b.ack(*again), StatusCode::kOk);
+  EXPECT_EQ(channel_stats(t, "work").unacknowledged, 0U);
+}
+
+// give_back() "gives back everything it holds" without counting a delivery:
+// the script lowers each count by one, so the next claim's raise leaves it
+// as it was. A second give_back() (a retry after a lost reply, or a reader
+// giving back on release and again when it goes) found the same entries
+// still in this consumer's pending list and lowered them again: a message
+// delivered twice came back saying 1 (and further from the dead letters).
+// Also after nack() (everything, counted): the give_back undid the nack's
+// count. A message given back already (claimable: idle past the timeout)
+// is now left as it is.
+TEST_F(StreamHolderEdgesTest, TwoGiveBacksInARowLowerADeliveryCountOnce) {
+  StreamTopicOptions o;
+  o.visibility_timeout = 10s;
+  auto t = topic(o);
+  auto a = joined("work", o);
+  ASSERT_EQ(t.append("job").status(), StatusCode::kOk);
+  auto m = a.next(with_timeout(5s));
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(a.nack(*m), StatusCode::kOk);  // a failed delivery
+  auto second = a.next(with_timeout(5s));
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_EQ(second->deliveries, 2U);
+
+  ASSERT_EQ(a.give_back(), StatusCode::kOk);
+  ASSERT_EQ(a.give_back(), StatusCode::kOk);
+  auto third = a.next(with_timeout(5s));
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(third->deliveries, 2U) << "given back twice, lowered twice";
+
+  // By id, twice: the same.
+  ASSERT_EQ(a.give_back(std::span<const std::string>(&third->id, 1)), StatusCode::kOk);
+  ASSERT_EQ(a.give_back(std::span<const std::string>(&third->id, 1)), StatusCode::kOk);
+  auto fourth = a.next(with_timeout(5s));
+  ASSERT_TRUE(fourth.ok()) << fourth.status();
+  EXPECT_EQ(fourth->deliveries, 2U) << "given back by id twice, lowered twice";
+
+  // nack() then give_back(): the nack's failed delivery stays counted.
+  ASSERT_EQ(a.nack(), StatusCode::kOk);
+  ASSERT_EQ(a.give_back(), StatusCode::kOk);
+  auto fifth = a.next(with_timeout(5s));
+  ASSERT_TRUE(fifth.ok()) << fifth.status();
+  EXPECT_EQ(fifth->deliveries, 3U) << "the give_back undid the nack";
+  ASSERT_EQ(a.ack(*fifth), StatusCode::kOk);
   EXPECT_EQ(channel_stats(t, "work").unacknowledged, 0U);
 }
 

@@ -430,7 +430,10 @@ class StreamChannel {
   // delivery count is left as it was (the next delivery does not raise it),
   // so they come no closer to the dead letters. For messages this consumer
   // never handed on (a reader that stops before its program took them).
-  // give_back() gives back everything it holds.
+  // give_back() gives back everything it holds. Giving back again what was
+  // given back already (a retry) changes nothing. A message held past the
+  // visibility timeout (claimable by then) is given back as it is: the
+  // claim that delivers it again counts that delivery.
   Status give_back(std::span<const std::string> ids);
   Status give_back();
   // Loop: read up to `batch` messages, run handler on each in order, then

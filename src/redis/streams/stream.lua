@@ -402,17 +402,26 @@ end
 -- messages CONSUMER holds (the ids given, or all), unacknowledged, as if it
 -- had held them for the channel's visibility timeout (VIS_MS if it has none
 -- of its own) less DELAY_MS: the next claim by any consumer of the channel
--- once DELAY_MS has passed takes them. COUNTED '1' (nack: a failed delivery): that claim
--- raises the delivery count, toward the dead letters. '0' (a reader that
--- gives back what it never handed on): the count is lowered by one first,
--- so that claim leaves it as it was. Ids it does not hold are ignored
--- (acknowledged, or claimed by another meanwhile). All of them, except
--- some: '*' then the ids to leave as they are (given back earlier with a
--- delay still running: no longer held, and the delay must stay). Reply:
--- how many.
+-- once DELAY_MS has passed takes them. COUNTED '1' (nack: a failed
+-- delivery): that claim raises the delivery count, toward the dead
+-- letters. '0' (a reader that gives back what it never handed on): the
+-- count is lowered by one first, so that claim leaves it as it was; but
+-- not that of a message claimable already (idle for the timeout: given
+-- back before, by a nack or by a give-back whose reply was lost; or held
+-- that long, when another consumer could have claimed it), which is left
+-- as it is, so a second give-back does not lower the count twice. Ids it
+-- does not hold are ignored (acknowledged, or claimed by another
+-- meanwhile). All of them, except some: '*' then the ids to leave as they
+-- are (given back earlier with a delay still running: no longer held, and
+-- the delay must stay). Reply: how many it gave back now.
 if op == 'release' then
   local ch, me, counted = ARGV[2], ARGV[3], ARGV[6] == '1'
-  local idle = string.format('%d', math.max(visibility(ch, ARGV[4]) - tonumber(ARGV[5]), 0))
+  local vis = visibility(ch, ARGV[4])
+  local idle = string.format('%d', math.max(vis - tonumber(ARGV[5]), 0))
+  -- Not a message claimable already, when the count is to be lowered.
+  local function take(e)
+    return counted or e[3] < vis
+  end
   local ids, counts = {}, {}
   local all, except = #ARGV <= 6, {}
   if ARGV[7] == '*' then
@@ -422,7 +431,7 @@ if op == 'release' then
   if not all then
     for i = 7, #ARGV do
       local p = redis.call('XPENDING', STREAM, ch, ARGV[i], ARGV[i], 1)
-      if p[1] and p[1][2] == me then
+      if p[1] and p[1][2] == me and take(p[1]) then
         ids[#ids + 1] = ARGV[i]
         counts[#ids] = p[1][4]
       end
@@ -432,7 +441,7 @@ if op == 'release' then
     while true do
       local p = redis.call('XPENDING', STREAM, ch, from, '+', 1000, me)
       for _, e in ipairs(p) do
-        if not except[e[1]] then
+        if not except[e[1]] and take(e) then
           ids[#ids + 1] = e[1]
           counts[#ids] = e[4]
         end
