@@ -94,13 +94,17 @@ int run_put(Globals& g, const IoArgs& a) {
   std::uint64_t sent = 0;
   std::size_t doubt = 0;        // after sent: enqueued or not, unknown (Redis, a broken connection)
   std::uint64_t resent = 0;     // in doubt, then sent again: may be in the queue twice
-  std::uint64_t doubt_end = 0;  // messages before this one were counted in resent
+  std::uint64_t doubt_end = 0;  // messages before this one were in doubt (counted in resent)
   std::uint64_t unsent_at = 0;  // input byte offset of the first message not known to be in
   auto failed = [&](const Status& s) {
     progress.finish();
+    // Messages an earlier failure left in doubt stay so until a retry puts
+    // them: one that failed before sending (a refused connection) says
+    // nothing of them.
+    const std::uint64_t unsure = std::max(sent + doubt, doubt_end) - sent;
     std::string what = std::to_string(sent) + " messages enqueued; ";
-    if (doubt != 0) {
-      what += std::to_string(doubt) +
+    if (unsure != 0) {
+      what += std::to_string(unsure) +
               " more may or may not have been (sent, with no answer to say so: the reason is "
               "below; `sluice stat " +
               a.name + "` shows the count); ";
