@@ -132,6 +132,21 @@ TEST_F(CliInputEdgesTest, GetWithItsStdoutClosedAcknowledgesNothing) {
   EXPECT_EQ(run({"get", "q", "--count", "2", "--timeout", "1"}).out, "aaa\nbbb\n");
 }
 
+// A put whose stdin is closed (`<&-`) has no input, not an empty one. main()
+// holds fd 0 with /dev/null (so no store file becomes it), and put read that
+// as an empty input: exit 0, and with --close it closed the queue, ending
+// its readers, for a producer whose input never came. It must fail (exit 7,
+// as get with a closed stdout does) and leave the queue open.
+TEST_F(CliInputEdgesTest, PutWithItsStdinClosedFailsAndLeavesTheQueueOpen) {
+  ASSERT_EQ(run({"create", "q"}).rc, 0);
+  Child put({"/bin/sh", "-c", "exec \"$0\" --store \"$1\" put q --close <&-", SLUICE_CLI, store_});
+  Outcome r = put.finish();
+  EXPECT_EQ(r.rc, 7) << r.err;
+  EXPECT_NE(r.err.find("stdin is closed"), std::string::npos) << r.err;
+  Outcome stat = run({"stat", "q"});
+  EXPECT_NE(stat.out.find("closed=false\n"), std::string::npos) << stat.out;
+}
+
 // metrics_server.cpp: one httplib worker (ThreadPool(1)) and no deadline for
 // a whole request: a client that sends its headers slowly holds the only
 // worker, and every scrape waits behind it.

@@ -14,10 +14,11 @@
 namespace sluice::cli {
 
 struct Globals {
-  std::string store;     // --store or --redis (the same option), else store_location()'s rules
-  int rc = kExitOk;      // set by the subcommand that ran
-  bool no_sync = false;  // --no-sync: embedded puts and acks without fdatasync
-  bool quiet = false;    // -q: no progress line, even on a terminal
+  std::string store;          // --store or --redis (the same option), else store_location()'s rules
+  int rc = kExitOk;           // set by the subcommand that ran
+  bool no_sync = false;       // --no-sync: embedded puts and acks without fdatasync
+  bool quiet = false;         // -q: no progress line, even on a terminal
+  bool stdin_closed = false;  // fd 0 was not open at start (now /dev/null, kept from the store)
   bool stdout_closed = false;  // fd 1 was not open at start (now /dev/null, kept from the store)
 };
 

@@ -60,6 +60,12 @@ int poll_ms(const Context& ctx) {
 // messages go in one put (one sync), so a busy pipe is batched and an
 // interactive one is not delayed.
 int run_put(Globals& g, const IoArgs& a) {
+  // Not an empty input (/dev/null holds fd 0): --close would end the
+  // queue's readers for a producer whose input never came.
+  if (g.stdin_closed) {
+    return fail("put", queue_label(a.name),
+                {StatusCode::kIOError, "stdin is closed: nothing to read the messages from"});
+  }
   auto store = open_store(g, "put", &g.rc);
   if (!store) return g.rc;
   const std::stop_token stop = stop_on_signals();

@@ -187,9 +187,10 @@ int main(int argc, char** argv) {
   // A standard descriptor that is not open would be the store's next file:
   // get would write messages into a lock file (and acknowledge them), errors
   // would go into the topic's LOCK. Hold each with /dev/null; get refuses a
-  // closed stdout.
+  // closed stdout, put a closed stdin.
   for (int fd = 0; fd <= 2; ++fd) {
     if (::fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      if (fd == 0) g.stdin_closed = true;
       if (fd == 1) g.stdout_closed = true;
       const int null_fd = ::open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);
       if (null_fd >= 0 && null_fd != fd) {
