@@ -3,8 +3,11 @@
 // are in doubt") when --reconnect retries them and the outage outlasts it.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/cli_child.h"
@@ -57,10 +60,47 @@ TEST_F(CliPutInDoubtTest, ABatchInDoubtStaysInDoubtWhenTheRetriesAreRefused) {
   EXPECT_EQ(p.rc, 10) << p.err;
   EXPECT_NE(p.err.find("0 messages enqueued; 3 more may or may not have been"), std::string::npos)
       << p.err;
+  // No retry reached the server: nothing was sent twice.
+  EXPECT_EQ(p.err.find("sent again"), std::string::npos) << p.err;
   // They were in fact appended.
   server_.restart();
   const Outcome st = run({"stat", "t"});
   EXPECT_NE(st.out.find("produced=3\n"), std::string::npos) << st.out << st.err;
+}
+
+// Every attempt is appended, then its connection is killed while it waits
+// for a replica: in doubt, sent again, in doubt again, until --reconnect
+// gives up. The batch is then in the topic more than once, and put must say
+// that it sent messages again (docs/cli.md, "Outages": "messages in doubt
+// may go in twice (at least once; it says how many)"), as it does when a
+// retry succeeds.
+TEST_F(CliPutInDoubtTest, MessagesSentAgainAreReportedWhenPutFailsInTheEnd) {
+  ASSERT_EQ(run({"create", "t", "--stream", "--replicas", "1"}).rc, 0);
+  Child put = start({"put", "t", "--reconnect", "1"});
+  put.write_stdin("a\nb\nc\n");
+  put.close_stdin();
+  // Cuts every attempt once it waits for a replica (its XADD is in).
+  std::atomic<bool> stop{false};
+  std::atomic<int> cuts{0};
+  std::thread cutter([&] {
+    testutil::RawRedis raw(server_.port());
+    while (!stop) {
+      if (raw.blocked_in("wait")) {
+        raw.cmd({"CLIENT", "KILL", "TYPE", "normal"});  // not this connection (SKIPME yes)
+        ++cuts;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a poll, not a wait for it
+    }
+  });
+  const Outcome p = put.finish();
+  stop = true;
+  cutter.join();
+  EXPECT_EQ(p.rc, 10) << p.err;
+  ASSERT_GE(cuts.load(), 2) << p.err;
+  const Outcome st = run({"stat", "t"});
+  ASSERT_NE(st.out.find("produced=" + std::to_string(3 * cuts.load()) + "\n"), std::string::npos)
+      << st.out << st.err << p.err;
+  EXPECT_NE(p.err.find("3 messages were sent again"), std::string::npos) << p.err;
 }
 
 }  // namespace

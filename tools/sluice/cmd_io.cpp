@@ -98,12 +98,23 @@ int run_put(Globals& g, const IoArgs& a) {
   if (!a.metrics.empty() && !server) return g.rc;
   const std::size_t limit = (*w)->max_message_bytes();
   std::uint64_t sent = 0;
-  std::size_t doubt = 0;        // after sent: enqueued or not, unknown (Redis, a broken connection)
-  std::uint64_t resent = 0;     // in doubt, then sent again: may be in the queue twice
-  std::uint64_t doubt_end = 0;  // messages before this one were in doubt (counted in resent)
+  std::size_t doubt = 0;  // after sent: enqueued or not, unknown (Redis, a broken connection)
+  // Messages (numbered from 0) left in doubt by a failed put end before
+  // doubt_end; those a later put sent again, before resent_end, are counted
+  // in resent: they may be in the queue twice.
+  std::uint64_t doubt_end = 0;
+  std::uint64_t resent_end = 0;
+  std::uint64_t resent = 0;
   std::uint64_t unsent_at = 0;  // input byte offset of the first message not known to be in
+  const auto say_resent = [&] {
+    if (resent == 0) return;
+    std::cerr << "sluice put: " << queue_label(a.name) << ": " << resent
+              << " messages were sent again after a connection broke with them in doubt: they "
+                 "may be in the queue twice\n";
+  };
   auto failed = [&](const Status& s) {
     progress.finish();
+    say_resent();
     // Messages an earlier failure left in doubt stay so until a retry puts
     // them: one that failed before sending (a refused connection) says
     // nothing of them.
@@ -182,6 +193,17 @@ int run_put(Globals& g, const IoArgs& a) {
       if (s.ok()) done = take;
       sent += done;
       doubt = s.ok() ? 0 : (*w)->in_doubt();
+      // This put sent [.., sent + doubt): what of it an earlier put left in
+      // doubt is sent again (a put that failed before sending, as a refused
+      // connection does, sent nothing again). Then its own doubt.
+      if (const std::uint64_t again = std::min(sent + doubt, doubt_end); again > resent_end) {
+        resent += again - resent_end;
+        resent_end = again;
+      }
+      if (doubt != 0 && sent + doubt > doubt_end) {
+        if (sent >= doubt_end) resent_end = sent;  // a new stretch in doubt
+        doubt_end = sent + doubt;
+      }
       progress.add(done);
       std::uint64_t bytes = 0;
       for (std::size_t i = 0; i < done; ++i) bytes += batch[off + i].size();
@@ -190,15 +212,8 @@ int run_put(Globals& g, const IoArgs& a) {
       off += done;
       if (off > 0) unsent_at = input_end[off - 1];
       if (s.code() == StatusCode::kDeadlineExceeded) return timed_out();
-      if (!s.ok() && reconnect.again(s, put_ctx)) {
-        // Sent again from the first not known to be in; a message in doubt
-        // after several failures counts once.
-        if (sent + doubt > doubt_end) {
-          resent += sent + doubt - std::max(sent, doubt_end);
-          doubt_end = sent + doubt;
-        }
-        continue;
-      }
+      // Sent again from the first not known to be in.
+      if (!s.ok() && reconnect.again(s, put_ctx)) continue;
       if (!s.ok() && put_ctx.expired()) return timed_out();
       if (!s.ok() && stop.stop_requested()) return failed(StatusCode::kCancelled);
       if (!s.ok()) return failed(s);
@@ -222,11 +237,7 @@ int run_put(Globals& g, const IoArgs& a) {
         break;
     }
   }
-  if (resent != 0) {
-    std::cerr << "sluice put: " << queue_label(a.name) << ": " << resent
-              << " messages were sent again after a connection broke with them in doubt: they "
-                 "may be in the queue twice\n";
-  }
+  say_resent();
   if (a.close) {
     if (Status s = reconnect.retry(put_ctx, [&] { return (*w)->close(); }); !s.ok()) {
       std::cerr << "sluice put: " << queue_label(a.name) << ": " << sent
