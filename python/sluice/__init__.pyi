@@ -123,11 +123,21 @@ class Reader:
                  cancel: Optional[Cancel] = ...) -> List[Message]:
         """1..n messages; [] once the queue is closed and drained."""
     def ack(self) -> int:
-        """Acknowledges every message handed out so far; returns how many are acknowledged."""
+        """Acknowledges every message handed out so far; returns how many are acknowledged.
+
+        Does not wait for another thread's get (or task's aget) waiting for a
+        message on this reader: that get steps aside, then goes on waiting."""
     def release(self) -> None:
-        """Gives back every message handed out and not acknowledged."""
+        """Gives back every message handed out and not acknowledged.
+
+        Does not wait for another thread's get (or task's aget) waiting for a
+        message on this reader: that get steps aside, then goes on waiting
+        (and is handed what this gives back first)."""
     def leave(self) -> None:
-        """Gives up the channel, giving back what is held (what leaving the with block does)."""
+        """Gives up the channel, giving back what is held (what leaving the with block does).
+
+        Another thread's get (or task's aget) waiting for a message on this
+        reader ends with sluice.Error."""
     async def aget(self) -> Optional[Message]: ...
     @property
     def delivered(self) -> int: ...

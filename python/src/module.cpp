@@ -19,7 +19,8 @@
 // Thread safety: a Store may be shared by threads. A Writer too: puts from
 // several threads are combined into one store put (Writer's comment). A
 // Reader is serialised by a mutex of its own (a second thread waits its
-// turn; a get's wait for it ends by its timeout, cancel or a signal).
+// turn; a get's wait for it ends by its timeout, cancel or a signal), but
+// a get waiting for messages steps aside for ack, release and leave.
 #include <pthread.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -822,7 +823,7 @@ class Reader {
     const Call call = call_of(timeout, cancel);
     auto lock = enter(call);
     live();
-    if (pos_ == buf_.size() && !fill(prefetch_, call)) return py::none();
+    if (pos_ == buf_.size() && !fill(prefetch_, call, lock)) return py::none();
     return to_python(buf_, pos_++, channel_py_);
   }
 
@@ -832,7 +833,7 @@ class Reader {
     const Call call = call_of(std::nullopt, cancel);
     auto lock = enter(call);
     live();
-    return pos_ < buf_.size() || fill(prefetch_, call);
+    return pos_ < buf_.size() || fill(prefetch_, call, lock);
   }
   // take_fetched runs in the event loop, so it never waits for the reader:
   // while another thread is in a call on it (another task's wait()), it
@@ -854,7 +855,7 @@ class Reader {
     const Call call = call_of(timeout, cancel);
     auto lock = enter(call);
     live();
-    if (pos_ == buf_.size() && !fill(n, call)) return py::list();
+    if (pos_ == buf_.size() && !fill(n, call, lock)) return py::list();
     const std::size_t k = std::min(n, buf_.size() - pos_);
     py::list out(k);
     for (std::size_t i = 0; i < k; ++i, ++pos_) {
@@ -865,9 +866,11 @@ class Reader {
   }
 
   // Acknowledges every message handed out so far (not those fetched and not
-  // yet handed out). Returns how many are acknowledged in all.
+  // yet handed out). Returns how many are acknowledged in all. A get
+  // another thread has waiting for messages (an asyncio task's aget) steps
+  // aside for it (see fill): an event loop calling ack() is not held up.
   std::uint64_t ack() {
-    auto lock = enter();
+    auto lock = enter_before_get();
     QueueReader& r = live();
     const std::uint64_t n = r.delivered() - (buf_.size() - pos_);
     Status s;
@@ -880,7 +883,7 @@ class Reader {
   }
 
   void release() {
-    auto lock = enter();
+    auto lock = enter_before_get();
     QueueReader& r = live();
     Status s;
     {
@@ -901,7 +904,7 @@ class Reader {
   void leave() {
     check_enter();
     leaving_.store(true);
-    auto lock = enter();
+    auto lock = enter_before_get();
     std::unique_ptr<QueueReader> r = std::move(r_);
     buf_.clear();
     pos_ = 0;
@@ -938,8 +941,23 @@ class Reader {
       reader_.owner_.store(std::this_thread::get_id());
     }
     ~Entered() {
+      if (lock_.owns_lock()) reader_.publish();  // not if step_aside could not take it back
+      reader_.owner_.store({});
+    }
+    // fill's get steps aside: the calls waiting in enter_before_get have the
+    // reader, then this takes it back as a get waits its turn (which may
+    // raise: timeout, cancel, a signal, leave()).
+    void step_aside(const Call& call) {
       reader_.publish();
       reader_.owner_.store({});
+      lock_.unlock();
+      {
+        NoGil nogil;
+        std::atomic<int>& waiting = reader_.before_get_;
+        for (int n = waiting.load(); n > 0; n = waiting.load()) waiting.wait(n);
+      }
+      lock_ = reader_.lock_for(call);
+      reader_.owner_.store(std::this_thread::get_id());
     }
     Entered(const Entered&) = delete;
     Entered& operator=(const Entered&) = delete;
@@ -977,6 +995,9 @@ class Reader {
   // cancel or a signal handler's exception, checked between slices.
   Entered enter(const Call& call) {
     check_enter();
+    return Entered(lock_for(call), *this);
+  }
+  std::unique_lock<std::timed_mutex> lock_for(const Call& call) {
     std::unique_lock<std::timed_mutex> lock(mu_, std::try_to_lock);
     while (!lock.owns_lock()) {
       if (leaving_.load()) raise_left();
@@ -999,7 +1020,27 @@ class Reader {
       }
       if (!lock.owns_lock() && PyErr_CheckSignals() != 0) throw py::error_already_set();
     }
-    return Entered(std::move(lock), *this);
+    return lock;
+  }
+  // enter() for ack, release and leave: a get another thread has waiting for
+  // messages (fetch_stop_) stops its wait and steps aside for them, then
+  // goes on (fill), rather than keep them (and an event loop calling them)
+  // waiting until a message comes.
+  Entered enter_before_get() {
+    check_enter();
+    before_get_.fetch_add(1);
+    struct Done {
+      std::atomic<int>& n;
+      ~Done() {
+        n.fetch_sub(1);
+        n.notify_all();
+      }
+    } done{before_get_};
+    {
+      std::lock_guard g(fetch_mu_);
+      if (fetch_stop_) fetch_stop_->request_stop();
+    }
+    return Entered(take(mu_), *this);
   }
   [[noreturn]] void raise_left() {
     PyErr_SetString(
@@ -1029,14 +1070,47 @@ class Reader {
   }
 
   // Fetches up to `max` into the (handed-out) buffer; false at the end.
-  bool fill(std::size_t max, const Call& call) {
+  // Stepping aside (enter_before_get) between store gets, which return
+  // nothing when stopped: what was handed out before is all the reader
+  // holds, and the wait goes on with the caller's deadline.
+  bool fill(std::size_t max, const Call& call, Entered& entered) {
     if (ended_) return false;
     buf_.clear();
     pos_ = 0;
-    Status s = sliced(call, [&](const Context& ctx) {
-      if (leaving_.load()) return Status(StatusCode::kCancelled);
-      return r_->get_batch(buf_, max, ctx);
-    });
+    Status s;
+    for (;;) {
+      std::stop_source fetch;
+      struct Published {
+        Reader& r;
+        explicit Published(Reader& reader, const std::stop_source& f) : r(reader) {
+          std::lock_guard g(r.fetch_mu_);
+          r.fetch_stop_ = f;
+        }
+        ~Published() {
+          std::lock_guard g(r.fetch_mu_);
+          r.fetch_stop_.reset();
+        }
+      };
+      {
+        const Published published(*this, fetch);
+        if (before_get_.load() > 0) fetch.request_stop();
+        const std::stop_callback own(call.token, [&fetch] { fetch.request_stop(); });
+        s = sliced(Call{call.deadline, fetch.get_token()}, [&](const Context& ctx) {
+          if (leaving_.load()) return Status(StatusCode::kCancelled);
+          return r_->get_batch(buf_, max, ctx);
+        });
+      }
+      if (s.code() != StatusCode::kCancelled || leaving_.load() || call.token.stop_requested()) {
+        break;
+      }
+      entered.step_aside(call);
+      if (leaving_.load() || !r_) raise_left();
+      // Another thread's get may have had its turn meanwhile.
+      if (pos_ < buf_.size()) return true;
+      if (ended_) return false;
+      buf_.clear();
+      pos_ = 0;
+    }
     if (s.code() == StatusCode::kCancelled && leaving_.load()) raise_left();
     if (s.code() == StatusCode::kClosed) {
       ended_ = true;
@@ -1052,7 +1126,10 @@ class Reader {
     return true;
   }
 
-  std::atomic<bool> leaving_{false};      // leave() called: a get waiting ends
+  std::atomic<bool> leaving_{false};            // leave() called: a get waiting ends
+  std::atomic<int> before_get_{0};              // calls in enter_before_get
+  std::mutex fetch_mu_;                         // fetch_stop_
+  std::optional<std::stop_source> fetch_stop_;  // stops the store get fill waits in
   std::timed_mutex mu_;                   // timed: a get waits for its turn in slices (enter(call))
   std::atomic<std::thread::id> owner_{};  // the thread holding mu_
   std::atomic<bool> left_{false};         // r_ gone (published)
