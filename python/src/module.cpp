@@ -753,7 +753,10 @@ class Writer {
           q->in_doubt = d;
           finish(*q, s);
         } else if (q == &self && stopped) {
-          finish(*q, interrupted ? Status(StatusCode::kCancelled) : s);
+          // By its own stop: s is kCancelled when another's giving up
+          // stopped the put and this one's deadline passed meanwhile.
+          finish(*q, interrupted || call.token.stop_requested() ? StatusCode::kCancelled
+                                                                : StatusCode::kDeadlineExceeded);
         } else if (q->abandoned) {
           finish(*q, q->gave_up);
         } else {
