@@ -895,6 +895,7 @@ class Reader {
     }
     buf_.clear();
     pos_ = 0;
+    ended_ = false;  // what it gave back comes before the end (kClosed) again
     if (!s.ok()) raise_status(s, queue_label(name_));
   }
 
