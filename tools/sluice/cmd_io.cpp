@@ -346,7 +346,7 @@ int run_get(Globals& g, IoArgs a) {
   };
 
   const std::size_t batch = a.get_batch != 0 ? a.get_batch : 8192;
-  std::vector<StoreMessage> msgs;
+  MessageBatch msgs;  // one buffer: no allocation per message
   std::string bytes;
   std::vector<std::size_t> ends;
   std::chrono::microseconds slice = kFirstSlice;
@@ -403,10 +403,10 @@ int run_get(Globals& g, IoArgs a) {
     }
     bytes.clear();
     ends.clear();
-    for (const StoreMessage& m : msgs) {
-      a.frames.append(m, a.channel, bytes);
+    for (std::size_t i = 0; i < msgs.size(); ++i) {
+      a.frames.append(msgs, i, a.channel, bytes);
       ends.push_back(bytes.size());
-      sizes.push_back(m.data.size());
+      sizes.push_back(msgs.entry(i).size);
     }
     if (Status ws = out.write(bytes, ends.data(), ends.size(), ctx, wake); !ws.ok()) {
       if (ws.code() == StatusCode::kDeadlineExceeded) {

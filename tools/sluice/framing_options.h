@@ -32,6 +32,14 @@ struct FramingArgs {
       append_frame(framing(), m.data, out);
     }
   }
+  void append(const MessageBatch& b, std::size_t i, std::string_view channel,
+              std::string& out) const {
+    if (format == "json") {
+      append_message_json(b, i, channel, out);
+    } else {
+      append_frame(framing(), b.data(i), out);
+    }
+  }
 };
 
 // --framing, -0 and -b on `cmd` (one of them at most); with `output`, also

@@ -90,21 +90,39 @@ std::string base64(std::string_view s) {
   return out;
 }
 
-void append_message_json(const StoreMessage& m, std::string_view channel, std::string& out) {
+namespace {
+
+void append_json(std::string_view data, const std::optional<std::uint64_t>& seq,
+                 std::string_view id,
+                 const std::optional<std::chrono::system_clock::time_point>& time,
+                 const std::optional<std::uint32_t>& deliveries, std::string_view channel,
+                 std::string& out) {
   Json j;
-  j["seq"] = m.seq ? Json(*m.seq) : Json(nullptr);
-  j["id"] = m.id.empty() ? Json(nullptr) : Json(m.id);
-  j["time"] = m.time ? Json(rfc3339(*m.time)) : Json(nullptr);
-  j["deliveries"] = m.deliveries ? Json(*m.deliveries) : Json(nullptr);
+  j["seq"] = seq ? Json(*seq) : Json(nullptr);
+  j["id"] = id.empty() ? Json(nullptr) : Json(std::string(id));
+  j["time"] = time ? Json(rfc3339(*time)) : Json(nullptr);
+  j["deliveries"] = deliveries ? Json(*deliveries) : Json(nullptr);
   j["channel"] = channel;
-  if (valid_utf8(m.data)) {
-    j["data"] = m.data;
+  if (valid_utf8(data)) {
+    j["data"] = data;
   } else {
-    j["data"] = base64(m.data);
+    j["data"] = base64(data);
     j["encoding"] = "base64";
   }
   out += j.dump();
   out += '\n';
+}
+
+}  // namespace
+
+void append_message_json(const StoreMessage& m, std::string_view channel, std::string& out) {
+  append_json(m.data, m.seq, m.id, m.time, m.deliveries, channel, out);
+}
+
+void append_message_json(const MessageBatch& b, std::size_t i, std::string_view channel,
+                         std::string& out) {
+  const MessageBatch::Entry& e = b.entry(i);
+  append_json(b.data(i), e.seq, b.id(i), e.time, e.deliveries, channel, out);
 }
 
 std::string stat_json(const QueueInfo& info) {

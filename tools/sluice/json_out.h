@@ -17,6 +17,8 @@ namespace sluice::cli {
 // the message as UTF-8 text, or base64 with "encoding":"base64" after it when
 // the bytes are not valid UTF-8.
 void append_message_json(const StoreMessage& m, std::string_view channel, std::string& out);
+void append_message_json(const MessageBatch& b, std::size_t i, std::string_view channel,
+                         std::string& out);
 
 // `sluice stat --json`: one object and "\n"; counts the backend cannot give
 // are null.

@@ -73,11 +73,11 @@ class Reconnect {
   // Messages a failed get did return go out first (the ack after them is
   // retried); an outage the context ended is its end (kDeadlineExceeded,
   // kCancelled).
-  template <class Message>  // std::string or StoreMessage
-  Status get(QueueReader& reader, std::vector<Message>& out, std::size_t max, const Context& ctx) {
-    Status s = reader.get(out, max, ctx);
+  template <class Batch>  // std::vector<std::string>, std::vector<StoreMessage>, MessageBatch
+  Status get(QueueReader& reader, Batch& out, std::size_t max, const Context& ctx) {
+    Status s = read(reader, out, max, ctx);
     while (s.code() == StatusCode::kUnavailable && out.empty() && again(s, ctx)) {
-      s = reader.get(out, max, ctx);
+      s = read(reader, out, max, ctx);
     }
     if (!out.empty() && s.code() == StatusCode::kUnavailable) s = Status::Ok();
     if (s.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) s = ctx.err();
@@ -95,6 +95,14 @@ class Reconnect {
 
  private:
   static const Status& status_of(const Status& s) { return s; }
+  template <class Message>
+  static Status read(QueueReader& r, std::vector<Message>& out, std::size_t max,
+                     const Context& ctx) {
+    return r.get(out, max, ctx);
+  }
+  static Status read(QueueReader& r, MessageBatch& out, std::size_t max, const Context& ctx) {
+    return r.get_batch(out, max, ctx);
+  }
   template <class T>
   static const Status& status_of(const Result<T>& r) {
     return r.status();
