@@ -129,10 +129,27 @@ Status Topic::Impl::open_writer() {
     }
     registered_ = true;
   }
-  auto lock = fs.open(dir + "/LOCK", log::OpenMode::kCreate);
-  if (!lock.ok()) return lock.status();
-  if (Status s = (*lock)->lock("topic " + dir + " is open for writing"); !s.ok()) return s;
-  lock_file_ = std::move(*lock);
+  for (int attempt = 0;; ++attempt) {
+    auto lock = fs.open(dir + "/LOCK", log::OpenMode::kCreate);
+    if (!lock.ok()) return lock.status();
+    if (Status s = (*lock)->lock("topic " + dir + " is open for writing"); !s.ok()) return s;
+    // The topic may have been deleted and made again between our open and
+    // our lock (the store renames a queue away, then creates it anew): our
+    // lock would then be on a file nobody reaches, and a second writer
+    // would lock the new LOCK beside us. The LOCK at the path now must be
+    // the one we locked: held by this process.
+    auto at_path = fs.open(dir + "/LOCK", log::OpenMode::kRead);
+    if (!at_path.ok() && at_path.code() != StatusCode::kNotFound) return at_path.status();
+    Result<int> holder = at_path.ok() ? (*at_path)->lock_holder() : Result<int>(0);
+    if (!holder.ok()) return holder.status();
+    if (*holder == static_cast<int>(::getpid())) {
+      lock_file_ = std::move(*lock);
+      break;
+    }
+    if (attempt == 8) {
+      return {StatusCode::kInUse, "topic " + dir + " is being deleted and made again meanwhile"};
+    }
+  }
   if (Status s = notify.open(fs, dir); !s.ok()) return s;
 
   auto scan = log::scan_topic(fs, dir, opt, report, /*use_summaries=*/true);
