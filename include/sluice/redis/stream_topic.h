@@ -496,9 +496,10 @@ class StreamChannel {
   std::vector<std::chrono::steady_clock::time_point> retry_due_;
   // The ids this handle gave back (nack, give_back; with when they are
   // due): no longer its own, though still in its pending list until
-  // claimed, so nack() and give_back() (everything it holds) leave them be
-  // (a delay stays, a nack's count is not lowered). Dropped when read
-  // again, or at a complete claim scan once due.
+  // claimed, so nack() and give_back() (everything it holds) and
+  // give_back(ids) leave them be (a delay stays, a nack's count is not
+  // lowered). Dropped when read again, or at a complete claim scan once
+  // due.
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> delayed_;
   std::uint64_t dead_lettered_ = 0;
   std::chrono::milliseconds visibility_;

@@ -1103,6 +1103,18 @@ Status StreamChannel::release(std::span<const std::string> ids, std::chrono::mil
   // after the visibility timeout then.
   if (keep_alive_) keep_alive_->remove(ids, ids.empty(), true);
   if (Status s = join(); !s.ok()) return s;
+  // A give-back leaves be what this handle gave back already and has not
+  // had again, as give_back() of everything does: the script would take a
+  // message nacked with a delay for one still held, lower the count the
+  // nack counted and drop the delay.
+  std::vector<std::string> fresh;
+  if (!counted && !delayed_.empty() && !ids.empty()) {
+    for (const std::string& id : ids) {
+      if (!delayed_.contains(id)) fresh.push_back(id);
+    }
+    if (fresh.empty()) return Status::Ok();
+    ids = fresh;
+  }
   // Claimable once idle for the visibility timeout: the script sets the
   // idle time that far short of it, and the message waits out the delay first.
   const std::string vis = std::to_string(visibility_.count());
