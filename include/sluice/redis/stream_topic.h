@@ -499,7 +499,7 @@ class StreamChannel {
   // claimed, so nack() and give_back() (everything it holds) and
   // give_back(ids) leave them be (a delay stays, a nack's count is not
   // lowered). Dropped when read again, or at a complete claim scan once
-  // due.
+  // due (later when the visibility timeout grows).
   std::unordered_map<std::string, std::chrono::steady_clock::time_point> delayed_;
   std::uint64_t dead_lettered_ = 0;
   std::chrono::milliseconds visibility_;

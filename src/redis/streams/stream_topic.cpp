@@ -907,6 +907,19 @@ Status StreamChannel::join() {
   return Status::Ok();
 }
 
+namespace {
+
+// What this handle gave back is claimable once idle for the timeout: a
+// longer one makes it due that much later (until then, a give-back must
+// still leave it be, and the claim scan that forgets it has not run).
+void later_by(std::unordered_map<std::string, std::chrono::steady_clock::time_point>& delayed,
+              std::chrono::milliseconds longer) {
+  if (longer.count() <= 0) return;
+  for (auto& d : delayed) d.second += longer;
+}
+
+}  // namespace
+
 Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   const std::string idle = std::to_string(topic_.opt_.visibility_timeout.count());
   const std::string count = std::to_string(max);
@@ -924,6 +937,7 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   dead_lettered_ += integer(r->element[2]);
   // The channel's own timeout, if it has one, rules every handle.
   if (const auto v = millis(r->element[3]); v.count() > 0) {
+    later_by(delayed_, v - visibility_);
     visibility_ = v;
     if (keep_alive_) keep_alive_->set_visibility(v);
   }
@@ -1105,8 +1119,8 @@ Status StreamChannel::release(std::span<const std::string> ids, std::chrono::mil
   if (Status s = join(); !s.ok()) return s;
   // A give-back leaves be what this handle gave back already and has not
   // had again, as give_back() of everything does: the script would take a
-  // message nacked with a delay for one still held, lower the count the
-  // nack counted and drop the delay.
+  // message nacked with a delay (or given back before the timeout was
+  // lengthened) for one still held, lower its count again and drop the delay.
   std::vector<std::string> fresh;
   if (!counted && !delayed_.empty() && !ids.empty()) {
     for (const std::string& id : ids) {
@@ -1197,6 +1211,7 @@ Status StreamChannel::set_visibility_timeout(std::chrono::milliseconds timeout) 
     if (s.code() == StatusCode::kNotFound) joined_ = false;
     return s;
   }
+  later_by(delayed_, timeout - visibility_);
   visibility_ = timeout;
   if (keep_alive_) keep_alive_->set_visibility(timeout);
   next_claim_ = std::min(next_claim_, std::chrono::steady_clock::now() + timeout / 2);
