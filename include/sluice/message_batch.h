@@ -58,12 +58,6 @@ class MessageBatch {
     }
     return e;
   }
-  // Drops the messages from `n` on (n <= size()).
-  void truncate(std::size_t n) {
-    if (n >= entries_.size()) return;
-    bytes_.resize(entries_[n].offset);
-    entries_.resize(n);
-  }
   // Empties it. Its buffers keep their capacity up to kKeepBytes (a batch
   // of large messages does not pin their size for the batch's life).
   void clear() {
