@@ -65,12 +65,12 @@ int main(int argc, char** argv) {
     const std::size_t ack_every = std::strtoull(argv[6], nullptr, 10);
     auto r = (*store)->reader(argv[3], kDefaultChannel, Context());
     if (!r.ok()) return fail(r.status());
-    std::vector<StoreMessage> got;
+    MessageBatch got;  // the batched read the Python binding uses
     std::size_t n = 0;
     std::size_t unacked = 0;
     for (;;) {
       got.clear();
-      Status s = (*r)->get(got, batch, Context());
+      Status s = (*r)->get_batch(got, batch, Context());
       if (s.code() == StatusCode::kClosed) break;
       if (!s.ok()) return fail(s);
       n += got.size();
