@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -105,6 +106,11 @@ inline std::chrono::system_clock::time_point time_of(TimeUs us) {
 // other case). `time` nullopt: format 1.
 void encode_record(char* out, std::uint64_t seq, std::optional<TimeUs> time,
                    std::string_view payload);
+
+// encode_record of each payload, back to back from `out`, seqs from
+// first_seq on: the same bytes, CRCs computed three records at a time.
+void encode_records(char* out, std::uint64_t first_seq, std::optional<TimeUs> time,
+                    std::span<const std::string_view> payloads);
 
 // The result of looking at bytes [p, p + avail) as one record.
 struct RecordView {

@@ -91,24 +91,14 @@ Status trim_reserve(Segment& seg) {
 Status write_records(Segment& seg, std::span<const std::string_view> payloads,
                      std::uint64_t first_seq, TimeUs time, std::size_t bytes, std::string& buf) {
   const std::uint64_t at = seg.written;
-  std::uint64_t seq = first_seq;
   const std::optional<TimeUs> t = seg.timed ? std::optional<TimeUs>(time) : std::nullopt;
-  const std::size_t h = record_header_size(seg.timed);
   if (seg.map != nullptr && at + bytes <= seg.cap && bytes <= kMapWriteMax) {
     // Reserved and mapped: no system call. The bytes are in the page cache
     // (surviving a process crash) as soon as they are copied.
-    char* p = seg.map + at;
-    for (std::string_view payload : payloads) {
-      encode_record(p, seq++, t, payload);
-      p += h + payload.size();
-    }
+    encode_records(seg.map + at, first_seq, t, payloads);
   } else {
     buf.resize(bytes);
-    char* p = buf.data();
-    for (std::string_view payload : payloads) {
-      encode_record(p, seq++, t, payload);
-      p += h + payload.size();
-    }
+    encode_records(buf.data(), first_seq, t, payloads);
     if (Status s = seg.file->pwrite(buf.data(), bytes, at); !s.ok()) {
       // Disk full or I/O error: cut the partial write off so the log stays clean.
       (void)seg.file->truncate(at);
