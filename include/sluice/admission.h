@@ -20,8 +20,11 @@
 //   until one is released or its Context ends; try_acquire never waits.
 // Ordering: none among waiters: a released place goes to whichever waiter
 //   wakes first (no FIFO hand-off: it would cost a wake-up per release).
-// Cancellation: acquire returns kCancelled / kDeadlineExceeded and holds
-//   nothing when its Context ends first.
+// Cancellation: as Queue's. A stop requested before acquire returns
+//   kCancelled holding nothing, even with a place free; a stop or deadline
+//   while waiting returns kCancelled / kDeadlineExceeded holding nothing. A
+//   deadline only bounds waiting: a place free now is taken even if the
+//   deadline has passed (docs/design.md, "Cancellation at entry").
 // Ownership: the Admission must outlive its Permits.
 // Errors: kInvalidArgument for a bound of 0 (create), kWouldBlock from
 //   try_acquire when full.
@@ -100,6 +103,8 @@ class Admission {
 
   // A place, waiting while the bound is reached.
   Result<Permit> acquire(const Context& ctx = {}) {
+    // A stopped worker takes no place, even a free one (as Queue's push).
+    if (ctx.stop_requested()) return refuse(ctx);
     if (try_take()) return Permit(this);
     if (ctx.stop_requested() || ctx.expired()) return refuse(ctx);
     const auto t0 = std::chrono::steady_clock::now();
