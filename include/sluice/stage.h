@@ -206,11 +206,17 @@ class Stage {
       const std::int64_t t = since.load(std::memory_order_relaxed);
       return t != 0 && now > t ? static_cast<double>(now - t) * 1e-9 : 0.0;
     };
+    // Every `out` before any `in`, so that out <= in: a result's `out` is
+    // counted (release) after its item's `in` (by the same worker, or by
+    // the one that took it, through the reorder lock or a per-key queue),
+    // so an `out` read here (acquire) brings that `in` with it. Read the
+    // other way round, items taken and written between the two reads show
+    // up in `out` only.
+    for (const auto& w : workers_) s.items_out += w.out.load(std::memory_order_acquire);
     for (const auto& w : workers_) {
       s.blocked_on_input_s += ongoing(w.in_since);
       s.blocked_on_output_s += ongoing(w.out_since);
       s.items_in += w.in.load(std::memory_order_relaxed);
-      s.items_out += w.out.load(std::memory_order_relaxed);
       s.errors += w.errors.load(std::memory_order_relaxed);
       s.busy_workers += w.busy.load(std::memory_order_relaxed) ? 1 : 0;
       s.blocked_on_input_s +=
@@ -577,7 +583,8 @@ class Stage {
       }
       return false;
     }
-    workers_[id].out.fetch_add(1, std::memory_order_relaxed);
+    // Release: stats() reading this also sees the item's `in` (see there).
+    workers_[id].out.fetch_add(1, std::memory_order_release);
     return true;
   }
 
