@@ -4,8 +4,10 @@
 // Thread safety: every member except construction, destruction and
 //   assignment may be called concurrently from any number of threads.
 // Blocking: push/push_many (Block policy, or capacity 0) wait for room;
-//   pull/pull_many wait for an item. Waiting spins for about a microsecond,
-//   then sleeps in the kernel: an idle waiter uses no CPU. try_* never wait.
+//   DropOldest/Sample pushes wait only while a pull moves out the item in
+//   their slot (docs/queue.md); pull/pull_many wait for an item. Waiting
+//   spins for about a microsecond, then sleeps in the kernel: an idle waiter
+//   uses no CPU. try_* never wait.
 //   Capacity 0 is a rendezvous: a push completes when a pull takes the item.
 // Ordering: FIFO per producer as seen by any one consumer; across consumers,
 //   processing order is unspecified. A push happens-before the pull that
@@ -329,9 +331,9 @@ class Queue {
           sampled_out_.fetch_add(1, std::memory_order_relaxed);
           return StatusCode::kSampledOut;
         }
-        return push_evicting(item);
+        return push_evicting(item, ctx);
       case OverflowPolicy::kDropOldest:
-        return push_evicting(item);
+        return push_evicting(item, ctx);
     }
     return StatusCode::kInternal;
   }
@@ -353,17 +355,40 @@ class Queue {
 
   // DropOldest / admitted Sample: the push claims its place, then evicts the
   // oldest item if the ring is full (Ring::try_push_evicting: a close()
-  // racing the push can no longer cost an item owed to the drain).
-  Status push_evicting(T& item) {
+  // racing the push can no longer cost an item owed to the drain). While a
+  // pull is moving out the item in the push's slot, the push waits on
+  // not_full_ like a blocked one (the pull wakes it), so its context can end
+  // the wait; try_push says kWouldBlock.
+  Status push_evicting(T& item, const Context* ctx) {
     if constexpr (RingT::kSingleConsumer) {
       return StatusCode::kInternal;  // refused at construction (validate)
     } else {
       std::uint64_t claimed = 0;
       std::uint64_t evicted = 0;
-      const detail::RingOp op = ring_->try_push_evicting(item, &claimed, &evicted);
+      auto attempt = [&] {
+        const detail::RingOp r = ring_->try_push_evicting(item, &claimed, &evicted);
+        // A place given back after a close: pullers that saw it claimed
+        // may now find the queue drained.
+        if (r == detail::RingOp::kWouldBlock && ring_->closed()) not_empty_.notify_all();
+        return r;
+      };
+      detail::RingOp op = attempt();
+      if (op == detail::RingOp::kWouldBlock) {
+        if (ctx == nullptr) return StatusCode::kWouldBlock;
+        const StatusCode waited = detail::await(not_full_, *ctx, [&] {
+          op = attempt();
+          return op == detail::RingOp::kWouldBlock ? detail::Attempt::kWouldBlock
+                                                   : detail::Attempt::kDone;
+        });
+        if (waited != StatusCode::kOk) return waited;  // nothing claimed, nothing evicted
+      }
       if (evicted != 0) evicted_.fetch_add(evicted, std::memory_order_relaxed);
       if (op == detail::RingOp::kClosed) return StatusCode::kClosed;
       after_push(claimed, 1);
+      // Pushes waiting for a pull to leave their slot all wait for the same
+      // place (the tail); ours moved it, so let the next one look. (Pulls
+      // wake them; an eviction frees a place without a pull.)
+      if (not_full_.has_waiters()) not_full_.notify_one();
       return StatusCode::kOk;
     }
   }

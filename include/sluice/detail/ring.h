@@ -99,9 +99,12 @@ class Ring {
   // first and then evicts the oldest items (destroyed here, counted in
   // *evicted) until its slot is free. Claiming first orders the push
   // before any close(): evict-then-push would let a close() between the two
-  // fail the push after it had thrown away an item owed to the drain. Never
-  // kWouldBlock; kClosed only before the claim, with nothing evicted. Waits
-  // (spinning) for pops and pushes of older positions already under way.
+  // fail the push after it had thrown away an item owed to the drain.
+  // kClosed only before the claim, with nothing evicted. kWouldBlock, with
+  // nothing claimed or evicted, while the item in our slot is being popped
+  // (a pull held in the item's move could take any time: the caller waits,
+  // parked and honouring its context, for the pull's wake-up). Otherwise
+  // waits (spinning) for pops and pushes of older positions under way.
   RingOp try_push_evicting(T& item, std::uint64_t* claimed, std::uint64_t* evicted) noexcept {
     std::uint64_t tail = tail_.load(std::memory_order_relaxed);
     for (;;) {
@@ -113,6 +116,11 @@ class Ring {
         spin_pause();  // another producer took this position; catch up
         tail = tail_.load(std::memory_order_relaxed);
         continue;
+      }
+      // Our slot's item (pushed at tail - one lap) already taken by a pop
+      // that has not finished: do not claim a place we could not leave.
+      if (full && head_.load(std::memory_order_seq_cst) > tail - one_lap_) {
+        return RingOp::kWouldBlock;
       }
       const std::uint64_t next = advance(tail, 1);
       if (!tail_.compare_exchange_weak(tail, next, std::memory_order_relaxed,
@@ -127,6 +135,7 @@ class Ring {
         // oldest item, one the order needs gone). Past `prev`: a consumer's
         // pop of our slot's item is under way; wait for its stamp.
         const std::uint64_t prev = tail - one_lap_;
+        std::uint64_t mine = 0;  // evicted by this claim
         while (stamp(index).load(std::memory_order_acquire) != tail) {
           std::uint64_t head = head_.load(std::memory_order_relaxed);
           const std::uint64_t at = head & (mark_ - 1);
@@ -136,7 +145,13 @@ class Ring {
             this->item(at)->~T();  // `item` here is our parameter
             stamp(at).store(head + one_lap_, std::memory_order_release);
             ++*evicted;
+            ++mine;
           } else {
+            // A pop took our slot's item between our look and our claim:
+            // give the place back if nobody claimed after us and we evicted
+            // nothing for it (then the push never happened), and wait as
+            // above. Otherwise we are bound to the place: spin.
+            if (head > prev && mine == 0 && unclaim(tail, next)) return RingOp::kWouldBlock;
             spin_pause();
           }
         }
@@ -331,6 +346,15 @@ class Ring {
     }
   }
   T* item(std::uint64_t index) const noexcept { return std::launder(static_cast<T*>(raw(index))); }
+
+  // Undoes the claim of `tail` (tail_ moved it to `next`, maybe with the close
+  // mark since) if tail_ is still there: no later claim depends on it.
+  bool unclaim(std::uint64_t tail, std::uint64_t next) noexcept {
+    std::uint64_t expected = next;
+    if (tail_.compare_exchange_strong(expected, tail, std::memory_order_seq_cst)) return true;
+    return expected == (next | mark_) &&
+           tail_.compare_exchange_strong(expected, tail | mark_, std::memory_order_seq_cst);
+  }
 
   // Closed, and every claimed position popped? Reads the producers' tail_
   // line only once closed_ (read-mostly, its own line) says so, so an empty
