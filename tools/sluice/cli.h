@@ -41,6 +41,9 @@ std::unique_ptr<QueueStore> open_store(const Globals& g, std::string_view cmd, i
 // Prints "sluice <cmd>: <what>: <message> (<hint>)" on stderr and returns the
 // exit status for s.
 int fail(std::string_view cmd, std::string_view what, const Status& s);
+// fail() for a role take_role() did not get: a kInUse's hint says what the
+// command tried (with --no-wait: no wait; without: a wait until --timeout).
+int fail_role(std::string_view cmd, std::string_view what, const Status& s, bool no_wait);
 
 // After a reader's get: if the reader passed over damaged messages since
 // the last call (`seen` keeps the count), says how many on stderr, -q or

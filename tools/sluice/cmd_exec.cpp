@@ -377,7 +377,7 @@ int run_exec(Globals& g, const ExecArgs& a) {
   auto r = reconnect.retry(ctx, take_the_role);
   // An outage that outlasted --timeout (or a signal) ends as they do.
   if (r.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) r = Status(ctx.err());
-  if (!r.ok()) return fail("get", queue_label(a.name), r.status());
+  if (!r.ok()) return fail_role("get", queue_label(a.name), r.status(), a.no_wait);
   QueueReader& reader = **r;
   // Acknowledges what was got so far, through an outage (--reconnect).
   const auto ack = [&] { return reconnect.retry(ctx, [&] { return reader.ack(); }); };

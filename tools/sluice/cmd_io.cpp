@@ -83,7 +83,7 @@ int run_put(Globals& g, const IoArgs& a) {
   if (w.code() == StatusCode::kUnavailable && put_ctx.err() != StatusCode::kOk) {
     w = Status(put_ctx.err());
   }
-  if (!w.ok()) return fail("put", queue_label(a.name), w.status());
+  if (!w.ok()) return fail_role("put", queue_label(a.name), w.status(), a.no_wait);
   QueueStore& st = *store;  // thread-safe: the progress thread samples it
   QueueWriter& writer = **w;
   Progress progress(
@@ -304,7 +304,7 @@ int run_get(Globals& g, IoArgs a) {
   auto r = reconnect.retry(ctx, take_the_role);
   // An outage that outlasted --timeout (or a signal) ends as they do.
   if (r.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) r = Status(ctx.err());
-  if (!r.ok()) return fail("get", label, r.status());
+  if (!r.ok()) return fail_role("get", label, r.status(), a.no_wait);
   QueueReader& reader = **r;
   QueueStore& st = *store;
   Progress progress(Progress::wanted(g.quiet), "get " + a.name,

@@ -89,7 +89,7 @@ int run_seek(Globals& g, const LookArgs& a) {
   const Context ctx = role_context(a, stop_on_signals());
   auto r = take_role(g.quiet, "seek", a.no_wait, ctx,
                      [&](const Context& c) { return store->seek(a.name, a.channel, to, c); });
-  if (!r.ok()) return fail("seek", queue_label(a.name), r.status());
+  if (!r.ok()) return fail_role("seek", queue_label(a.name), r.status(), a.no_wait);
   if (r->clamped) {
     std::cerr << "sluice seek: " << queue_label(a.name) << ": channel '" << a.channel
               << "': the messages before the oldest one retained are gone: stopped at "
@@ -107,7 +107,7 @@ int run_purge(Globals& g, const LookArgs& a) {
   const Context ctx = role_context(a, stop_on_signals());
   auto r = take_role(g.quiet, "purge", a.no_wait, ctx,
                      [&](const Context& c) { return store->purge(a.name, a.channel, c); });
-  if (!r.ok()) return fail("purge", queue_label(a.name), r.status());
+  if (!r.ok()) return fail_role("purge", queue_label(a.name), r.status(), a.no_wait);
   std::cout << "channel=" << a.channel << "\npurged=" << *r << "\n";
   return kExitOk;
 }

@@ -105,6 +105,31 @@ void note_damage_skipped(std::string_view queue, const QueueReader& reader, std:
             << "` says where)\n";
 }
 
+namespace {
+
+// "sluice <cmd>: <what>: <message> (<hint>)"; the exit status for s.
+int report(std::string_view cmd, std::string_view what, const Status& s, const std::string& hint) {
+  const std::string msg =
+      s.message().empty() ? std::string(status_code_name(s.code())) : std::string(s.message());
+  // Store messages often name the queue already: say it once.
+  const bool named = msg.find(std::string(what)) != std::string::npos;
+  std::cerr << "sluice " << cmd << ": " << (named ? "" : std::string(what) + ": ") << msg
+            << (hint.empty() ? "" : " (" + hint + ")") << "\n";
+  return exit_code_for(s);
+}
+
+}  // namespace
+
+int fail_role(std::string_view cmd, std::string_view what, const Status& s, bool no_wait) {
+  if (s.code() != StatusCode::kInUse) return fail(cmd, what, s);
+  // Without --no-wait, take_role waits until the context ends: a kInUse
+  // then is a --timeout that ran out while another process held the role.
+  return report(cmd, what, s,
+                no_wait ? "another process has it; wait for it, or drop --no-wait to wait your turn"
+                        : "another process held it until --timeout ran out; give a longer "
+                          "--timeout, or stop that process");
+}
+
 int fail(std::string_view cmd, std::string_view what, const Status& s) {
   std::string hint;
   switch (s.code()) {
@@ -152,13 +177,7 @@ int fail(std::string_view cmd, std::string_view what, const Status& s) {
     default:
       break;
   }
-  const std::string msg =
-      s.message().empty() ? std::string(status_code_name(s.code())) : std::string(s.message());
-  // Store messages often name the queue already: say it once.
-  const bool named = msg.find(std::string(what)) != std::string::npos;
-  std::cerr << "sluice " << cmd << ": " << (named ? "" : std::string(what) + ": ") << msg
-            << (hint.empty() ? "" : " (" + hint + ")") << "\n";
-  return exit_code_for(s);
+  return report(cmd, what, s, hint);
 }
 
 std::stop_token stop_on_signals() {
