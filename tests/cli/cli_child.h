@@ -101,6 +101,7 @@ class Child {
     in_ = -1;
   }
   void signal(int sig) { kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
   void kill_now() { kill(pid_, SIGKILL); }
 
   // Reads stdout until it holds `lines` newlines (or EOF, or kQuiet without

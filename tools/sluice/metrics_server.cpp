@@ -29,6 +29,10 @@ constexpr std::chrono::seconds kConnectionLife{5};  // from accept to the last b
 // unread would send a reset that may reach the client before the answer.
 constexpr std::chrono::seconds kLinger{1};
 constexpr std::size_t kMaxDrained = 1 << 20;
+// accept4 out of descriptors (EMFILE, ENFILE) or memory leaves the connection
+// in the backlog, so the listening socket stays readable: stop polling it
+// this long rather than spin, then try again.
+constexpr std::chrono::milliseconds kAcceptBackoff{100};
 
 std::string response(std::string_view status, std::string_view type, const std::string& body,
                      bool head) {
@@ -116,6 +120,7 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
     std::size_t drained = 0;
   };
   std::vector<Conn> conns;
+  auto accept_paused_until = Clock::time_point::min();
   const auto answer = [&](Conn& c) {
     const auto line_end = c.in.find("\r\n");
     const std::string_view line = std::string_view(c.in).substr(0, line_end);
@@ -138,8 +143,9 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
   for (;;) {
     std::vector<pollfd> fds;
     fds.push_back({wake_fd_, POLLIN, 0});
-    fds.push_back({conns.size() < kMaxConnections ? listen_fd_ : -1, POLLIN, 0});
-    auto next = Clock::time_point::max();
+    const bool paused = Clock::now() < accept_paused_until;
+    fds.push_back({conns.size() < kMaxConnections && !paused ? listen_fd_ : -1, POLLIN, 0});
+    auto next = paused ? accept_paused_until : Clock::time_point::max();
     for (const Conn& c : conns) {
       fds.push_back({c.fd, static_cast<short>(c.out.empty() || c.lingering ? POLLIN : POLLOUT), 0});
       next = std::min(next, c.deadline);
@@ -204,7 +210,12 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
     if ((fds[1].revents & POLLIN) != 0) {
       while (conns.size() < kMaxConnections) {
         const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) break;
+        if (fd < 0) {
+          if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+            accept_paused_until = Clock::now() + kAcceptBackoff;
+          }
+          break;
+        }
         conns.push_back({fd, Clock::now() + kConnectionLife, {}, {}, 0, false, 0});
       }
     }

@@ -3,7 +3,9 @@
 // connection, each answered once and closed (once the client has closed its
 // side, read to its end, or after 1 s more), with a cap on a request's head
 // (8 KiB), on a connection's life (5 s) and on connections at once (16), so no
-// client can hold the server, grow the command, or delay its end.
+// client can hold the server, grow the command, or delay its end. Out of
+// descriptors (accept4's EMFILE), it stops accepting for 100 ms at a time:
+// what waits in the backlog is answered once descriptors are free.
 //
 // Thread safety: the counters are atomics, written by the command's threads
 //   and read by the server's; the stat and blocked callbacks must be safe to
