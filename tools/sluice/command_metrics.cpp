@@ -8,6 +8,17 @@
 namespace sluice::cli {
 
 std::string CommandMetrics::render() const {
+  StatSample sample;
+  if (stat) {
+    if (auto info = stat(); info.ok()) {
+      sample.info = std::move(*info);
+      sample.ok = true;
+    }
+  }
+  return render(sample);
+}
+
+std::string CommandMetrics::render(const StatSample& sample) const {
   const std::string labels =
       "command=\"" + prometheus_escape(command) + "\",queue=\"" + prometheus_escape(queue) + "\"";
   PrometheusWriter w;
@@ -37,9 +48,15 @@ std::string CommandMetrics::render() const {
         load(dead_lettered));
   }
   if (stat) {
-    // A failed sample (say Redis is down) leaves the queue's lines out
-    // rather than failing the scrape: the command's own counters still help.
-    if (auto info = stat(); info.ok()) {
+    // A stat that failed or is late (say Redis is down) does not fail the
+    // scrape: the queue's lines are the last known, if any, and say how old.
+    one("sluice_store_stat_ok", "gauge",
+        "1 if this scrape's stat of the queue succeeded in time; 0: the sluice_store_* values "
+        "are the last known, if any.",
+        sample.ok ? 1 : 0);
+    if (const auto& info = sample.info) {
+      one("sluice_store_stat_age_seconds", "gauge",
+          "Seconds since the stat of the sluice_store_* values began.", sample.age_seconds);
       one("sluice_store_length", "gauge",
           "Messages put and not yet acknowledged by the slowest channel.",
           static_cast<double>(info->length));

@@ -33,6 +33,10 @@ constexpr std::size_t kMaxDrained = 1 << 20;
 // in the backlog, so the listening socket stays readable: stop polling it
 // this long rather than spin, then try again.
 constexpr std::chrono::milliseconds kAcceptBackoff{100};
+// How long a /metrics request waits for its stat of the queue (a stat on a
+// Redis that does not answer takes its 5 s timeout): then it is answered
+// with the queue as last known.
+constexpr std::chrono::milliseconds kStatWait{500};
 
 std::string response(std::string_view status, std::string_view type, const std::string& body,
                      bool head) {
@@ -100,12 +104,40 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view add
                : ntohs(reinterpret_cast<const sockaddr_in*>(&bound)->sin_port);
   }
   m->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (m->wake_fd_ < 0) return Status(StatusCode::kIOError, "--metrics: eventfd failed");
+  m->stat_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (m->wake_fd_ < 0 || m->stat_fd_ < 0) {
+    return Status(StatusCode::kIOError, "--metrics: eventfd failed");
+  }
   const bool v6 = host.find(':') != std::string::npos;
   m->url_ = "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/metrics";
   MetricsServer* self = m.get();
   m->thread_ = std::thread([self, &metrics] { self->serve(metrics); });
+  if (metrics.stat)
+    m->stat_thread_ = std::thread([self, &metrics] { self->sample_stats(metrics); });
   return m;
+}
+
+void MetricsServer::sample_stats(const CommandMetrics& metrics) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    cv_.wait(lock, [&] { return stop_ || stats_done_ < stats_wanted_; });
+    if (stop_) return;
+    const std::uint64_t wanted = stats_wanted_;  // the requests this stat answers
+    lock.unlock();
+    const auto began = std::chrono::steady_clock::now();
+    auto info = metrics.stat();
+    lock.lock();
+    if (info.ok()) {
+      last_ = std::move(*info);
+      last_at_ = began;
+    }
+    last_ok_ = info.ok();
+    stats_done_ = wanted;
+    const std::uint64_t one = 1;
+    if (::write(stat_fd_, &one, sizeof one) < 0) {
+      // An eventfd counter write does not fail.
+    }
+  }
 }
 
 void MetricsServer::serve(const CommandMetrics& metrics) {
@@ -118,6 +150,9 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
     std::size_t sent = 0;
     bool lingering = false;  // answered, its side shut down: reading until the client's end
     std::size_t drained = 0;
+    std::uint64_t stat_wanted = 0;  // a /metrics request waiting for stats_done_ to reach it
+    Clock::time_point stat_until;   // ... until then at most
+    bool head = false;
   };
   std::vector<Conn> conns;
   auto accept_paused_until = Clock::time_point::min();
@@ -135,9 +170,42 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
       c.out = response("400 Bad Request", "text/plain", "bad request\n", false);
     } else if (path != "/metrics") {
       c.out = response("404 Not Found", "text/plain", "not found: try /metrics\n", head);
+    } else if (metrics.stat) {
+      // Answered once the stat thread has sampled the queue for it.
+      std::lock_guard lock(mu_);
+      c.stat_wanted = ++stats_wanted_;
+      c.stat_until = Clock::now() + kStatWait;
+      c.head = head;
+      cv_.notify_one();
     } else {
-      c.out =
-          response("200 OK", "text/plain; version=0.0.4; charset=utf-8", metrics.render(), head);
+      c.out = response("200 OK", "text/plain; version=0.0.4; charset=utf-8",
+                       metrics.render(StatSample{}), head);
+    }
+  };
+  // Answers the requests whose stat is in, or late.
+  const auto answer_stats = [&](Clock::time_point now) {
+    if (std::none_of(conns.begin(), conns.end(), [](const Conn& c) { return c.stat_wanted != 0; }))
+      return;
+    StatSample sample;
+    std::uint64_t done = 0;
+    {
+      std::lock_guard lock(mu_);
+      done = stats_done_;
+      sample.info = last_;
+      if (last_) sample.age_seconds = std::chrono::duration<double>(now - last_at_).count();
+      sample.ok = last_ok_;
+    }
+    std::string fresh, late;  // each rendered once
+    for (Conn& c : conns) {
+      if (c.stat_wanted == 0 || (c.stat_wanted > done && now < c.stat_until)) continue;
+      std::string& body = c.stat_wanted <= done ? fresh : late;
+      if (body.empty()) {
+        StatSample s = sample;
+        s.ok = sample.ok && c.stat_wanted <= done;
+        body = metrics.render(s);
+      }
+      c.out = response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body, c.head);
+      c.stat_wanted = 0;
     }
   };
   for (;;) {
@@ -145,10 +213,13 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
     fds.push_back({wake_fd_, POLLIN, 0});
     const bool paused = Clock::now() < accept_paused_until;
     fds.push_back({conns.size() < kMaxConnections && !paused ? listen_fd_ : -1, POLLIN, 0});
+    fds.push_back({stat_fd_, POLLIN, 0});
     auto next = paused ? accept_paused_until : Clock::time_point::max();
     for (const Conn& c : conns) {
-      fds.push_back({c.fd, static_cast<short>(c.out.empty() || c.lingering ? POLLIN : POLLOUT), 0});
-      next = std::min(next, c.deadline);
+      // Waiting for its stat: no I/O (errors are still reported).
+      const short ev = c.stat_wanted != 0 ? 0 : c.out.empty() || c.lingering ? POLLIN : POLLOUT;
+      fds.push_back({c.fd, ev, 0});
+      next = std::min(next, c.stat_wanted != 0 ? std::min(c.deadline, c.stat_until) : c.deadline);
     }
     int ms = -1;
     if (next != Clock::time_point::max()) {
@@ -157,16 +228,25 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
     }
     if (::poll(fds.data(), fds.size(), ms) < 0 && errno != EINTR) break;
     if (fds[0].revents != 0) break;  // the destructor
+    if (fds[2].revents != 0) {
+      std::uint64_t n = 0;
+      if (::read(stat_fd_, &n, sizeof n) < 0) {
+        // EAGAIN: already read; the state is under mu_ either way.
+      }
+    }
     const auto now = Clock::now();
+    answer_stats(now);
     std::vector<bool> done(conns.size(), false);
     for (std::size_t i = 0; i < conns.size(); ++i) {
       Conn& c = conns[i];
-      const short ev = fds[i + 2].revents;
+      const short ev = fds[i + 3].revents;
       if (now >= c.deadline || (ev & (POLLERR | POLLNVAL)) != 0) {
         done[i] = true;
         continue;
       }
-      if (c.lingering && (ev & (POLLIN | POLLHUP)) != 0) {
+      if (c.stat_wanted != 0) {
+        continue;  // answered by answer_stats
+      } else if (c.lingering && (ev & (POLLIN | POLLHUP)) != 0) {
         char buf[4096];
         const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
         if (n > 0) c.drained += static_cast<std::size_t>(n);
@@ -181,6 +261,7 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
         c.in.append(buf, static_cast<std::size_t>(n));
         if (c.in.find("\r\n\r\n") != std::string::npos) {
           answer(c);
+          if (c.stat_wanted != 0) continue;
         } else if (c.in.size() > kMaxHead) {
           c.out =
               response("431 Request Header Fields Too Large", "text/plain", "too large\n", false);
@@ -216,7 +297,7 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
           }
           break;
         }
-        conns.push_back({fd, Clock::now() + kConnectionLife, {}, {}, 0, false, 0});
+        conns.push_back({fd, Clock::now() + kConnectionLife, {}, {}, 0, false, 0, 0, {}, false});
       }
     }
   }
@@ -224,6 +305,12 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
 }
 
 MetricsServer::~MetricsServer() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (stat_thread_.joinable()) stat_thread_.join();  // after a stat in progress
   if (wake_fd_ >= 0) {
     const std::uint64_t one = 1;
     if (::write(wake_fd_, &one, sizeof one) < 0) {
@@ -233,6 +320,7 @@ MetricsServer::~MetricsServer() {
   if (thread_.joinable()) thread_.join();
   if (listen_fd_ >= 0) ::close(listen_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
+  if (stat_fd_ >= 0) ::close(stat_fd_);
 }
 
 std::unique_ptr<MetricsServer> serve_metrics(std::string_view addr, std::string_view cmd,
