@@ -407,7 +407,8 @@ void add_payload(Payloads& p, const py::handle& o) {
 // waiting and makes them one store put (the log's group commit: one
 // fdatasync for all of them), in arrival order, then each caller gets its
 // own result. A put whose caller gives up while it waits its turn
-// (timeout, cancel, Ctrl-C) is withdrawn with nothing enqueued; one given
+// (timeout, cancel, Ctrl-C) is withdrawn with nothing more enqueued (an
+// earlier, stopped group put may have put some of it: its `done`); one given
 // up while in a group put stops that put (the store's cancellation: exactly
 // `done` messages enqueued), is told how many of its own went in, and the
 // others of the group carry on in the next. An error of the store (closed,
