@@ -5,7 +5,8 @@
 #   1. CMake package: find_package(sluice CONFIG REQUIRED COMPONENTS core)
 #      (must not find or link ISA-L or hiredis), then find_package(sluice
 #      CONFIG REQUIRED) with sluice::log, sluice::store, sluice::redis and
-#      sluice::sluice;
+#      sluice::sluice; and COMPONENTS core first, then every component (the
+#      second call's sluice::sluice holds them all);
 #   2. FetchContent of sluice's sources (add_subdirectory), sluice::core;
 #   3. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice);
 #   4. with the "tools" component: bin/sluice runs from the prefix, and the
@@ -89,6 +90,14 @@ if has log; then "$work/all/log_app" "$work/cmake-topic"; fi
 if has store; then "$work/all/store_app" "$work/cmake-store"; fi
 if has redis; then "$work/all/redis_app"; fi
 if has log && has redis; then "$work/all/all_app"; fi
+
+if has log && has redis; then
+  step "CMake package, COMPONENTS core then every component; sluice::sluice"
+  cmake -S "$here/consumer" -B "$work/twice" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+    -DCMAKE_PREFIX_PATH="$prefix" -DSLUICE_FIND_CORE_FIRST=ON >"$work/twice.log"
+  cmake --build "$work/twice" --target all_app >>"$work/twice.log" || { cat "$work/twice.log"; fail "build"; }
+  "$work/twice/all_app"
+fi
 
 step "FetchContent of the sources (add_subdirectory), sluice::core"
 cmake -S "$here/consumer" -B "$work/fetch" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
