@@ -16,7 +16,8 @@ endif()
 
 set(_sluice_header_excludes "")
 if(NOT SLUICE_WITH_LOG)
-  list(APPEND _sluice_header_excludes PATTERN log EXCLUDE)
+  # store.h too: sluice::store is built on the log.
+  list(APPEND _sluice_header_excludes PATTERN log EXCLUDE PATTERN store.h EXCLUDE)
 endif()
 if(NOT SLUICE_WITH_REDIS)
   list(APPEND _sluice_header_excludes PATTERN redis EXCLUDE)

@@ -8,6 +8,8 @@
 #      sluice::sluice; and COMPONENTS core first, then every component (the
 #      second call's sluice::sluice holds them all);
 #   2. FetchContent of sluice's sources (add_subdirectory), sluice::core;
+#      and an install of those sources with neither the log nor Redis (no
+#      headers of theirs or the store's), find_package(sluice) against it;
 #   3. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice);
 #   4. with the "tools" component: bin/sluice runs from the prefix, and the
 #      man page share/man/man1/sluice.1 is there and renders;
@@ -104,6 +106,22 @@ cmake -S "$here/consumer" -B "$work/fetch" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" 
   -DSLUICE_SOURCE_DIR="$src" >"$work/fetch.log"
 cmake --build "$work/fetch" >>"$work/fetch.log" || { cat "$work/fetch.log"; fail "build"; }
 "$work/fetch/core_app"
+
+step "an install of sluice::core alone (SLUICE_WITH_LOG=OFF, SLUICE_WITH_REDIS=OFF)"
+# Its headers are the queue's only: none of the log's, Redis's or the store's
+# (whose libraries it has not).
+cmake -S "$src" -B "$work/core-only" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" -DSLUICE_WITH_LOG=OFF \
+  -DSLUICE_WITH_REDIS=OFF -DSLUICE_BUILD_TESTS=OFF -DSLUICE_BUILD_BENCH=OFF \
+  -DSLUICE_BUILD_EXAMPLES=OFF >"$work/core-only.log"
+cmake --build "$work/core-only" >>"$work/core-only.log" || { cat "$work/core-only.log"; fail "build"; }
+cmake --install "$work/core-only" --prefix "$work/core-prefix" >>"$work/core-only.log"
+for h in log redis store.h; do
+  [ ! -e "$work/core-prefix/include/sluice/$h" ] || fail "a core-only install has include/sluice/$h"
+done
+cmake -S "$here/consumer" -B "$work/core-only-app" -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
+  -DCMAKE_PREFIX_PATH="$work/core-prefix" >"$work/core-only-app.log"
+cmake --build "$work/core-only-app" >>"$work/core-only-app.log" || { cat "$work/core-only-app.log"; fail "build"; }
+"$work/core-only-app/core_app"
 
 step "pkg-config"
 pc=$(find "$prefix" -name sluice.pc)
