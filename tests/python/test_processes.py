@@ -92,6 +92,8 @@ def test_sluice_put_producer_and_python_consumer(backend):
     assert got == msgs
 
 
+# Stops after the 40th message (its stdin, a pipe, never ends) to be killed
+# there: free to go on, it could hand out everything before the signal lands.
 CONSUMER = """
 import sys, sluice
 s = sluice.Store(sys.argv[1])
@@ -102,6 +104,8 @@ with s.reader(sys.argv[2], prefetch=16, **kw) as r:
         if i % 7 == 6:
             r.ack()
             print("acked", flush=True)
+        if i == 39:
+            sys.stdin.read()
 """
 
 
@@ -110,7 +114,8 @@ def test_consumer_sigkilled_mid_batch_loses_nothing(backend):
     msgs = [b"k%d" % i for i in range(100)]
     with backend.store.writer(name) as w:
         w.put_many(msgs)
-    child = python_child(CONSUMER, backend.location, name, backend.kind, stdout=subprocess.PIPE)
+    child = python_child(CONSUMER, backend.location, name, backend.kind, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE)
     handed, acked = [], 0
     for line in child.stdout:
         line = line.strip()
