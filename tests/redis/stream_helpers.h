@@ -69,6 +69,18 @@ class StreamServerTest : public ::testing::Test {
     EXPECT_EQ(c.join(), StatusCode::kOk);
     return c;
   }
+  // Topic t's pending entries of `channel`: "<id> <consumer> <deliveries>".
+  std::vector<std::string> pending_list(const std::string& channel) {
+    RawRedis raw(server_.port());
+    auto r = raw.cmd({"XPENDING", stream_key("t"), channel, "-", "+", "1000"});
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < r->elements; ++i) {
+      const redisReply* e = r->element[i];
+      out.push_back(std::string(e->element[0]->str) + " " + e->element[1]->str + " " +
+                    std::to_string(e->element[3]->integer));
+    }
+    return out;
+  }
   RedisServer server_;
 };
 

@@ -16,7 +16,6 @@ namespace sluice {
 namespace {
 
 using namespace std::chrono_literals;
-using testutil::RawRedis;
 
 class StreamHolderEdgesTest : public testutil::StreamServerTest {
  protected:
@@ -30,18 +29,6 @@ class StreamHolderEdgesTest : public testutil::StreamServerTest {
     }
     ADD_FAILURE() << "no channel " << name;
     return {};
-  }
-  // The channel's pending entries: "<id> <consumer> <deliveries>".
-  std::vector<std::string> pending_list(const std::string& channel) {
-    RawRedis raw(server_.port());
-    auto r = raw.cmd({"XPENDING", testutil::stream_key("t"), channel, "-", "+", "1000"});
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < r->elements; ++i) {
-      const redisReply* e = r->element[i];
-      out.push_back(std::string(e->element[0]->str) + " " + e->element[1]->str + " " +
-                    std::to_string(e->element[3]->integer));
-    }
-    return out;
   }
 };
 
