@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "cli/cli_child.h"
+#include "cli/metrics_client.h"
 #include "testutil/temp_dir.h"
 
 namespace sluice {
@@ -18,28 +19,11 @@ namespace {
 
 using testutil::Child;
 using testutil::CliChild;
+using testutil::connect_to;
 using testutil::Outcome;
+using testutil::port_in;
 using testutil::run_cli;
 using Clock = std::chrono::steady_clock;
-
-int port_in(const std::string& err) {
-  const std::string key = "metrics on http://127.0.0.1:";
-  const auto at = err.find(key);
-  return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + key.size());
-}
-
-int connect_to(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<std::uint16_t>(port));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // A client that sends a request's first line, then one header byte a second
 // (a slow client, or slowloris) until `stop` or `seconds` have passed.

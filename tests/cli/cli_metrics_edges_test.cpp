@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/cli_child.h"
+#include "cli/metrics_client.h"
 #include "testutil/temp_dir.h"
 
 namespace sluice {
@@ -18,13 +19,8 @@ namespace {
 
 using testutil::CliChild;
 using testutil::Outcome;
+using testutil::port_in;
 using testutil::run_cli;
-
-int port_in(const std::string& err) {
-  const std::string key = "metrics on http://127.0.0.1:";
-  const auto at = err.find(key);
-  return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + key.size());
-}
 
 struct Reply {
   std::string data;  // every byte read

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "cli/cli_child.h"
+#include "cli/metrics_client.h"
 #include "testutil/temp_dir.h"
 
 namespace sluice {
@@ -26,14 +27,9 @@ namespace {
 
 using testutil::CliChild;
 using testutil::Outcome;
+using testutil::port_in;
 using testutil::run_cli;
 using Clock = std::chrono::steady_clock;
-
-int port_in(const std::string& err) {
-  const std::string key = "metrics on http://127.0.0.1:";
-  const auto at = err.find(key);
-  return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + key.size());
-}
 
 // A connection with a whole GET /metrics sent.
 int ask(int port) {

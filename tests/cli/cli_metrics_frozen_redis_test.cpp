@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cli/cli_child.h"
+#include "cli/metrics_client.h"
 #include "testutil/prometheus.h"
 #include "testutil/redis_server.h"
 #include "testutil/temp_dir.h"
@@ -24,34 +25,9 @@ namespace {
 using testutil::Child;
 using testutil::Outcome;
 using testutil::parse_prometheus;
+using testutil::port_in;
+using testutil::scrape;
 using Clock = std::chrono::steady_clock;
-
-int port_in(const std::string& err) {
-  const std::string key = "metrics on http://127.0.0.1:";
-  const auto at = err.find(key);
-  return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + key.size());
-}
-
-// GET /metrics; the body of a 200, or "".
-std::string scrape(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<std::uint16_t>(port));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string reply;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      ssize_t n;
-      while ((n = ::read(fd, buf, sizeof buf)) > 0) reply.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  ::close(fd);
-  if (reply.rfind("HTTP/1.1 200 ", 0) != 0) return "";
-  return reply.substr(reply.find("\r\n\r\n") + 4);
-}
 
 TEST(CliMetricsFrozenRedisTest, ScrapesAnswerPromptlyWithTheLastKnownQueue) {
   testutil::RedisServer server;

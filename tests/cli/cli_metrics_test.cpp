@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/cli_child.h"
+#include "cli/metrics_client.h"
 #include "testutil/prometheus.h"
 #include "testutil/temp_dir.h"
 
@@ -18,36 +19,9 @@ namespace {
 using testutil::CliChild;
 using testutil::Outcome;
 using testutil::parse_prometheus;
+using testutil::port_in;
 using testutil::run_cli;
-
-// The port in "metrics on http://127.0.0.1:PORT/metrics" (0: not found).
-int port_in(const std::string& err) {
-  const std::string key = "metrics on http://127.0.0.1:";
-  const auto at = err.find(key);
-  return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + key.size());
-}
-
-// GET /metrics over HTTP/1.0; the body, or "" on any failure.
-std::string scrape(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<std::uint16_t>(port));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string reply;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0) {
-    const std::string req = "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (::write(fd, req.data(), req.size()) == static_cast<ssize_t>(req.size())) {
-      char buf[4096];
-      ssize_t n;
-      while ((n = ::read(fd, buf, sizeof buf)) > 0) reply.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  ::close(fd);
-  if (reply.rfind("HTTP/1.", 0) != 0 || reply.find(" 200 ") == std::string::npos) return "";
-  const auto body = reply.find("\r\n\r\n");
-  return body == std::string::npos ? "" : reply.substr(body + 4);
-}
+using testutil::scrape;
 
 // Polls the scrape until `key` reads `want` (a state, not a moment): counters
 // move just after what the test can see from outside.
