@@ -58,21 +58,31 @@ class MessageBatch {
     }
     return e;
   }
-  // Empties it. Its buffers keep their capacity up to kKeepBytes (a batch
-  // of large messages does not pin their size for the batch's life).
+  // Empties it. Its buffers keep their capacity while batches use it: past
+  // kKeepBytes, the bytes' buffer is freed once kUnderusedClears clears in a
+  // row found under a quarter of it used (a batch of large messages does not
+  // pin their size for the batch's life). Freeing it at every clear made
+  // each batch over kKeepBytes (`sluice get`'s 8192 messages of 130 bytes
+  // and more) grow it again, 20-30x the cost of the copies.
   void clear() {
-    if (bytes_.capacity() > kKeepBytes) {
-      std::string().swap(bytes_);
+    if (bytes_.capacity() > kKeepBytes && bytes_.size() < bytes_.capacity() / 4) {
+      if (++underused_ == kUnderusedClears) {
+        std::string().swap(bytes_);
+        underused_ = 0;
+      }
     } else {
-      bytes_.clear();
+      underused_ = 0;
     }
+    bytes_.clear();
     entries_.clear();
   }
   static constexpr std::size_t kKeepBytes = std::size_t{1} << 20;
+  static constexpr int kUnderusedClears = 8;
 
  private:
   std::string bytes_;
   std::vector<Entry> entries_;
+  int underused_ = 0;  // clears in a row that found bytes_ mostly unused
 };
 
 }  // namespace sluice

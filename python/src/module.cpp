@@ -911,7 +911,7 @@ class Reader {
     leaving_.store(true);
     auto lock = enter_before_get();
     std::unique_ptr<QueueReader> r = std::move(r_);
-    buf_.clear();
+    buf_ = MessageBatch();  // its buffers too: a left reader reads no more
     pos_ = 0;
     NoGil nogil;
     r.reset();  // gives back what is held
