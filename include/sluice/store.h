@@ -152,16 +152,18 @@ class QueueWriter {
   virtual ~QueueWriter() = default;
   // Enqueues the batch in order. Returns OK once every message is enqueued
   // (durable per StoreDurability); on an error, *done (if given) is how many
-  // of the first messages were enqueued, and the rest were not, except that on
-  // Redis a broken connection can leave messages after the *done ones in
-  // doubt (see in_doubt()). Waits while
-  // the queue is at its bound. kInvalidArgument for a message over
-  // max_message_bytes() (nothing of the batch from it on is enqueued).
+  // of the first messages were enqueued, and the rest were not, except that
+  // messages after the *done ones may be in doubt (see in_doubt()). Waits
+  // while the queue is at its bound. kInvalidArgument for a message over
+  // max_message_bytes() (nothing of the batch from it on is enqueued). The
+  // embedded store with durability kSync writes a batch of more than half
+  // the bound (or a MiB) in chunks, each while the one before syncs.
   virtual Status put(std::span<const std::string_view> batch, const Context& ctx,
                      std::size_t* done = nullptr) = 0;
   // After a failed put: how many messages after *done may or may not be
-  // enqueued (Redis, a connection that broke after they were sent; the rest
-  // were not). 0 after a put that succeeded, and always on the embedded store.
+  // enqueued (Redis: a connection that broke after they were sent; the
+  // embedded store: written, and their sync failed, so the disk may or may
+  // not keep them); the rest were not. 0 after a put that succeeded.
   virtual std::size_t in_doubt() const { return 0; }
   // Marks the end of the stream, durably: later puts return kClosed; readers
   // get kClosed once they have everything. Idempotent.

@@ -93,7 +93,7 @@ class Writer:
                  cancel: Optional[Cancel] = ...) -> int:
         """Enqueues the messages in order; returns how many. On an error the
         exception's .enqueued says how many went in (and .in_doubt how many
-        after them may have, on Redis)."""
+        after them may have: a broken connection, a failed sync)."""
     def close(self) -> None:
         """Closes the queue (end of stream): later puts raise QueueClosed."""
     def leave(self) -> None:

@@ -122,8 +122,8 @@ int run_put(Globals& g, const IoArgs& a) {
     std::string what = std::to_string(sent) + " messages enqueued; ";
     if (unsure != 0) {
       what += std::to_string(unsure) +
-              " more may or may not have been (sent, with no answer to say so: the reason is "
-              "below; `sluice stat " +
+              " more may or may not have been (sent or written, with no word that they "
+              "arrived: the reason is below; `sluice stat " +
               a.name + "` shows the count); ";
     }
     std::cerr << "sluice put: " << queue_label(a.name) << ": " << what
