@@ -155,9 +155,7 @@ class QueueWriter {
   // of the first messages were enqueued, and the rest were not, except that
   // messages after the *done ones may be in doubt (see in_doubt()). Waits
   // while the queue is at its bound. kInvalidArgument for a message over
-  // max_message_bytes() (nothing of the batch from it on is enqueued). The
-  // embedded store with durability kSync writes a batch of more than half
-  // the bound (or a MiB) in chunks, each while the one before syncs.
+  // max_message_bytes() (nothing of the batch from it on is enqueued).
   virtual Status put(std::span<const std::string_view> batch, const Context& ctx,
                      std::size_t* done = nullptr) = 0;
   // After a failed put: how many messages after *done may or may not be

@@ -305,7 +305,7 @@ Status Commit::failed_sync(const Status& s, const Segment& seg) {
   return s;
 }
 
-Status Commit::wait_durable(std::uint64_t upto, bool gather) {
+Status Commit::wait_durable(std::uint64_t upto) {
   for (;;) {
     if (synced_.load(std::memory_order_acquire) >= upto) return Status::Ok();
     const std::uint32_t epoch = sync_epoch_.load(std::memory_order_acquire);
@@ -324,7 +324,7 @@ Status Commit::wait_durable(std::uint64_t upto, bool gather) {
     // Leader: sync everything written so far (earlier segments were synced
     // when they were sealed), outside the lock so others keep writing.
     syncing_ = true;
-    if (gather && last_group_ > 1 && unsynced_appends_ < last_group_) {
+    if (last_group_ > 1 && unsynced_appends_ < last_group_) {
       const auto until = std::chrono::steady_clock::now() +
                          std::min<std::chrono::nanoseconds>(sync_time_ / 2, kMaxGather);
       gathering_ = true;

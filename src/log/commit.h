@@ -62,10 +62,7 @@ class Commit : public TopicCore {
   // leading one if none runs. Called without the lock: a follower woken by
   // the sync that covered it returns without taking the lock again (on two
   // cores, seven followers queueing for it cost as much as the sync).
-  // `gather`: a leader first waits (briefly) for as many appenders as the
-  // last sync covered; a producer that writes its next batch while this
-  // one syncs passes false (else each sync waits for its next batch).
-  Status wait_durable(std::uint64_t upto, bool gather = true) SLUICE_EXCLUDES(mu);
+  Status wait_durable(std::uint64_t upto) SLUICE_EXCLUDES(mu);
   // Everything written so far durable and visible: sealed segments not yet
   // synced, the last one, the directory.
   Status sync_locked() SLUICE_REQUIRES(mu);

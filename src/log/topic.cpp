@@ -321,22 +321,6 @@ Result<std::uint64_t> Topic::append(std::string_view payload, const Context& ctx
 
 Result<std::uint64_t> Topic::append_batch(std::span<const std::string_view> payloads,
                                           const Context& ctx) {
-  return append_impl(payloads, ctx, true);
-}
-
-Result<std::uint64_t> Topic::append_batch_unsynced(std::span<const std::string_view> payloads,
-                                                   const Context& ctx) {
-  return append_impl(payloads, ctx, false);
-}
-
-Status Topic::wait_durable(std::uint64_t end) {
-  Impl& t = *impl_;
-  if (t.reader || t.opt.durability != Durability::kGroupCommit) return Status::Ok();
-  return t.wait_durable(end, /*gather=*/false);
-}
-
-Result<std::uint64_t> Topic::append_impl(std::span<const std::string_view> payloads,
-                                         const Context& ctx, bool wait) {
   Impl& t = *impl_;
   if (t.reader) {
     return Status(StatusCode::kInvalidArgument, "topic " + t.dir + " was opened read-only");
@@ -366,7 +350,7 @@ Result<std::uint64_t> Topic::append_impl(std::span<const std::string_view> paylo
   }
   auto first = t.write_batch(payloads, bytes);
   if (!first.ok()) return first;
-  if (wait && t.opt.durability == Durability::kGroupCommit) {
+  if (t.opt.durability == Durability::kGroupCommit) {
     lk.unlock();
     if (Status s = t.wait_durable(*first + payloads.size()); !s.ok()) return s;
   }

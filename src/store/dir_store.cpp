@@ -9,10 +9,8 @@
 #include <cctype>
 #include <charconv>
 #include <condition_variable>
-#include <cstdint>
 #include <deque>
 #include <mutex>
-#include <thread>
 
 #include "log/file_system.h"
 #include "log/position.h"    // stat reads channel positions without opening (locking) them
@@ -125,79 +123,10 @@ TopicOptions topic_options(const StoreOptions& o, std::uint64_t bound,
   return t;
 }
 
-// Syncs a writer's topic up to the latest seq asked for, on its own
-// thread, so that DirWriter writes a put's next chunk while the last one
-// syncs (Topic::wait_durable: it leads the group commit's next sync).
-class ChunkSyncer {
- public:
-  explicit ChunkSyncer(Topic& topic) : thread_([this, &topic] { run(topic); }) {}
-  ~ChunkSyncer() {
-    {
-      std::lock_guard lk(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();  // waits out a sync in progress
-  }
-  ChunkSyncer(const ChunkSyncer&) = delete;
-  ChunkSyncer& operator=(const ChunkSyncer&) = delete;
-
-  // Records below seq `end` are written: sync them. If no sync runs, returns
-  // once the syncer has set out to (else the caller's next write joins it:
-  // at a small bound, a consumer takes one chunk while the next syncs only
-  // if each has a sync of its own); if one runs, at once (what the caller
-  // writes meanwhile shares the next sync).
-  void ask(std::uint64_t end) {
-    std::unique_lock lk(mu_);
-    want_ = std::max(want_, end);
-    cv_.notify_all();
-    if (!syncing_) cv_.wait(lk, [this, end] { return taken_ >= end || failed_ || stop_; });
-  }
-  // Records below this seq are durable (as far as this syncer knows).
-  std::uint64_t durable() {
-    std::lock_guard lk(mu_);
-    return done_;
-  }
-
- private:
-  void run(Topic& topic) {
-    std::unique_lock lk(mu_);
-    for (;;) {
-      cv_.wait(lk, [this] { return stop_ || (want_ > done_ && !failed_); });
-      if (stop_) return;
-      const std::uint64_t want = want_;
-      taken_ = want;
-      syncing_ = true;
-      cv_.notify_all();
-      lk.unlock();
-      const Status s = topic.wait_durable(want);
-      lk.lock();
-      syncing_ = false;
-      if (s.ok()) {
-        done_ = std::max(done_, want);
-      } else {
-        failed_ = true;  // the topic refuses every later sync: the put sees it
-        cv_.notify_all();
-      }
-    }
-  }
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::uint64_t want_ = 0;
-  std::uint64_t taken_ = 0;  // the syncer has set out to sync below this
-  bool syncing_ = false;     // in Topic::wait_durable
-  std::uint64_t done_ = 0;
-  bool failed_ = false;
-  bool stop_ = false;
-  std::thread thread_;  // last: started once the rest is ready
-};
-
 class DirWriter final : public QueueWriter {
  public:
   DirWriter(std::unique_ptr<Topic> topic, std::uint64_t bound)
       : topic_(std::move(topic)), bound_(bound) {}
-  ~DirWriter() override { syncer_.reset(); }  // before the topic it syncs
 
   Status put(std::span<const std::string_view> batch, const Context& ctx,
              std::size_t* done) override {
@@ -215,13 +144,6 @@ class DirWriter final : public QueueWriter {
   double blocked_seconds() const override { return topic_->stats().bound_wait_s; }
 
  private:
-  // A put of more than this (or of more than half the bound) goes in
-  // chunks, each written while the one before syncs: the disk and the CPU
-  // work at once. bench/cli_compare, the command's put at the default
-  // bound: 1.34 M lines/s with one chunk per bound (written, synced,
-  // consumed, in turn).
-  static constexpr std::size_t kChunkBytes = 1 << 20;
-
   Status put_all(std::span<const std::string_view> batch, const Context& ctx, std::size_t& n) {
     const std::size_t limit = max_message_bytes();
     for (std::size_t i = 0; i < batch.size(); ++i) {
@@ -239,84 +161,34 @@ class DirWriter final : public QueueWriter {
   // A topic batch may not exceed the bound, so a larger put goes in chunks,
   // each all-or-none. A chunk the disk has no room for (kIOError, nothing of
   // it written) is split in halves, down to one message, so a nearly full
-  // disk takes what fits and *done says how much. Under group commit the
-  // chunks are smaller (half the bound, kChunkBytes) and each is written
-  // while the one before syncs; the put returns once all are durable.
+  // disk takes what fits and *done says how much.
   Status put_chunks(std::span<const std::string_view> batch, const Context& ctx, std::size_t& n) {
-    const bool overlap = topic_->options().durability == Durability::kGroupCommit;
     std::size_t most = bound_ == 0 ? batch.size() : static_cast<std::size_t>(bound_);
-    std::size_t most_bytes = SIZE_MAX;
-    if (overlap) {
-      most = std::max<std::size_t>(1, most / 2);
-      most_bytes = kChunkBytes;
-    }
-    std::size_t at = n;             // the next message to write
-    std::uint64_t first_seq = 0;    // of message n
-    std::uint64_t written_end = 0;  // the seq after the last one written
-    Status s;
-    while (at < batch.size()) {
-      std::size_t take = 1;
-      std::size_t bytes = batch[at].size();
-      while (take < most && at + take < batch.size() &&
-             bytes + batch[at + take].size() <= most_bytes) {
-        bytes += batch[at + take].size();
-        ++take;
-      }
-      const bool last = at + take == batch.size();
-      if (last && at == n) {  // all of it in one chunk: no overlap to gain
-        const std::uint64_t before = topic_->next_seq();
-        auto r = topic_->append_batch(batch.subspan(at, take), ctx);
-        if (r.ok()) {
-          n += take;
-          return Status::Ok();
-        }
+    while (n < batch.size()) {
+      const std::size_t take = std::min(batch.size() - n, most);
+      const std::uint64_t before = topic_->next_seq();
+      auto r = topic_->append_batch(batch.subspan(n, take), ctx);
+      if (!r.ok()) {
         if (topic_->next_seq() != before) {
-          in_doubt_ = take;  // written, its sync failed: maybe on disk, maybe not
+          // Written, and its sync failed: the disk may or may not keep it
+          // (a reopen shows), and sending it again could put it in twice.
+          in_doubt_ = take;
           return r.status();
         }
-        if (r.code() == StatusCode::kIOError && take > 1) {  // nothing of it went in
+        if (r.code() == StatusCode::kIOError && take > 1) {
           most = take / 2;
-          most_bytes = SIZE_MAX;
           continue;
         }
         return r.status();
       }
-      const std::uint64_t before = topic_->next_seq();
-      auto r = topic_->append_batch_unsynced(batch.subspan(at, take), ctx);
-      if (!r.ok()) {
-        if (r.code() == StatusCode::kIOError && take > 1 && topic_->next_seq() == before) {
-          most = take / 2;
-          most_bytes = SIZE_MAX;
-          continue;
-        }
-        s = r.status();
-        break;
-      }
-      if (at == n) first_seq = *r;
-      at += take;
-      written_end = *r + take;
-      if (!syncer_) syncer_ = std::make_unique<ChunkSyncer>(*topic_);
-      syncer_->ask(written_end);
+      n += take;
     }
-    if (at == n) return s;
-    // What was written is durable once a sync covers it (the syncer's, or
-    // one this leads), also when a later chunk failed.
-    if (Status w = topic_->wait_durable(written_end); !w.ok()) {
-      const std::uint64_t durable = std::max(syncer_->durable(), first_seq);
-      const std::size_t known =
-          static_cast<std::size_t>(std::min<std::uint64_t>(durable - first_seq, at - n));
-      in_doubt_ = at - n - known;
-      n += known;
-      return w;
-    }
-    n = at;
-    return s;
+    return Status::Ok();
   }
 
   std::unique_ptr<Topic> topic_;
   std::uint64_t bound_;
   std::size_t in_doubt_ = 0;
-  std::unique_ptr<ChunkSyncer> syncer_;  // made by the first put that overlaps
 };
 
 class DirReader final : public QueueReader {

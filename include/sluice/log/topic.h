@@ -179,19 +179,6 @@ class Topic {
   // modes, one sync; returns the first seq. All or none.
   Result<std::uint64_t> append_batch(std::span<const std::string_view> payloads,
                                      const Context& ctx = {});
-  // append_batch without the wait for the sync: returns the first seq once
-  // the records are written. Under kGroupCommit they become durable (and
-  // visible) at the next sync, which wait_durable() leads if none runs (as
-  // does any later append, sync() or close()); a crash before it may lose
-  // them (never reported durable). The other modes: as append_batch. For a
-  // producer that writes its next batch while the last one syncs.
-  Result<std::uint64_t> append_batch_unsynced(std::span<const std::string_view> payloads,
-                                              const Context& ctx = {});
-  // Returns once every record below seq `end` is durable as the mode
-  // promises (kGroupCommit: leading a sync if none runs, at once, without
-  // waiting for other appenders to join it; the other modes at once: their
-  // appends returned so). The error of a failed sync.
-  Status wait_durable(std::uint64_t end);
   // Makes everything appended so far durable.
   Status sync();
 
@@ -267,8 +254,6 @@ class Topic {
   explicit Topic(std::unique_ptr<Impl> impl);
   static Result<std::unique_ptr<Topic>> open_reader(const std::string& canon,
                                                     const TopicOptions& options);
-  Result<std::uint64_t> append_impl(std::span<const std::string_view> payloads, const Context& ctx,
-                                    bool wait);
   std::shared_ptr<Impl> impl_;  // channels share it: one may outlive the Topic
 };
 
