@@ -70,6 +70,10 @@ struct Channel::Impl {
         if (!have) break;
         take(got, v);
         ++got;
+        r.read_more(max - got, [&](const log::RecordView& w) {
+          take(got, w);
+          ++got;
+        });
       }
       if (got > 0) return Status::Ok();
       if (at_closed_end()) return {StatusCode::kClosed, "topic " + topic->dir + " is closed"};

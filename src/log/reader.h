@@ -37,6 +37,17 @@ class Reader {
   // it, valid until the reader's next call (copy what is kept).
   Status read_record(RecordView* v, bool& have);
 
+  // After a read_record that handed out a record: up to `max` more that lie
+  // whole in the bytes the reader holds (its buffer, or the writer's map),
+  // below the segment's end and before any damaged range, each checked as
+  // read_record checks it; take(view) for each (the view is valid until the
+  // reader's next call). Stops where the next record needs read_record (a
+  // new fill, a segment's end, damage, a cap): what it did not take, the next
+  // read_record reads. One check of the segment per batch, not per record:
+  // read_record's were a fifth of a reader's CPU on 100-byte records.
+  template <class Take>
+  void read_more(std::size_t max, Take&& take);
+
   Topic::Impl& topic() const { return *topic_; }
   const std::shared_ptr<Topic::Impl>& topic_ptr() const { return topic_; }
   // The seq of the next record it returns.
@@ -87,5 +98,40 @@ class Reader {
   std::shared_ptr<Segment> buf_seg_;
   std::uint64_t buf_off_ = 0;
 };
+
+template <class Take>
+void Reader::read_more(std::size_t max, Take&& take) {
+  if (max == 0 || seg_->capped.load(std::memory_order_acquire)) return;
+  std::uint64_t lim = seg_->end.load(std::memory_order_acquire);
+  const char* bytes = nullptr;  // bytes[i] is the segment's byte from + i
+  std::uint64_t from = 0;
+  if (seg_->map != nullptr && lim <= seg_->map_len) {
+    bytes = seg_->map;
+  } else if (buf_seg_ == seg_ && off_ >= buf_off_) {
+    bytes = buf_.data();
+    from = buf_off_;
+    lim = std::min<std::uint64_t>(lim, buf_off_ + buf_.size());
+  } else {
+    return;
+  }
+  if (seg_->verified.load(std::memory_order_acquire)) {
+    for (const Skip& s : seg_->skips) {
+      if (off_ >= s.from && off_ < s.to) return;
+      if (s.from >= off_) lim = std::min(lim, s.from);
+    }
+  }
+  const std::uint32_t max_payload = topic_->opt.max_message_bytes;
+  const bool timed = seg_->timed;
+  while (max > 0 && off_ < lim) {
+    const RecordView v =
+        decode_record(bytes + (off_ - from), lim - off_, max_payload, next_seq_, timed);
+    if (v.kind != RecordView::kValid) return;  // read_record decides
+    off_ += v.size;
+    ++next_seq_;
+    if (v.seq < min_seq_) continue;
+    take(v);
+    --max;
+  }
+}
 
 }  // namespace sluice::log
