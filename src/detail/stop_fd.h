@@ -2,7 +2,10 @@
 // waits for its input (or room) and for a stop (SIGINT/SIGTERM, the reader
 // gone; a Redis command blocked on the server) at once. Closed when
 // destroyed, after the stop callback is gone. Used by the command and the
-// Redis transport.
+// Redis transport. Without a descriptor to make the eventfd (the process at
+// its limit), a poll waits in slices of kSliceMs instead (poll_ms()), and the
+// caller, which looks at the stop after each poll, sees it within one: a
+// signal still ends the command.
 #pragma once
 
 #include <sys/eventfd.h>
@@ -20,8 +23,14 @@ class StopFd {
   StopFd(const StopFd&) = delete;
   StopFd& operator=(const StopFd&) = delete;
 
-  // -1 if no eventfd could be made (then only a deadline ends a poll).
+  static constexpr int kSliceMs = 100;
+
+  // -1 if no eventfd could be made: then poll with poll_ms().
   int fd() const { return fd_.fd; }
+  // poll()'s timeout for a wait of `ms` (-1: none) on fd(): `ms`, or at most
+  // kSliceMs when there is no eventfd to end it.
+  int poll_ms(int ms) const { return fd_.fd >= 0 ? ms : sliced(ms); }
+  static int sliced(int ms) { return ms < 0 || ms > kSliceMs ? kSliceMs : ms; }
 
  private:
   struct Fd {

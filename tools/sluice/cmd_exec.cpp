@@ -39,6 +39,7 @@
 #include <optional>
 #include <vector>
 
+#include "detail/stop_fd.h"
 #include "metrics_server.h"
 #include "place_options.h"
 #include "progress.h"
@@ -241,7 +242,7 @@ class Runner {
       const int timeout = wait_ms();
       if (timeout >= 0) fds[2].fd = -1;  // stop seen: now the grace period's clock counts
       if (timeout == 0) return kill_and_reap(pid);
-      if (::poll(fds, 3, timeout) < 0 && errno != EINTR) break;
+      if (::poll(fds, 3, poll_ms(timeout)) < 0 && errno != EINTR) break;
       if (fds[1].revents != 0) exited = true;
       if ((fds[0].revents & (POLLERR | POLLHUP)) != 0) break;  // the command closed its stdin
       if ((fds[0].revents & POLLOUT) != 0) {
@@ -256,13 +257,16 @@ class Runner {
       const int timeout = wait_ms();
       if (timeout >= 0) fds[1].fd = -1;
       if (timeout == 0) return kill_and_reap(pid);
-      if (::poll(fds, 2, timeout) < 0 && errno != EINTR) break;
+      if (::poll(fds, 2, poll_ms(timeout)) < 0 && errno != EINTR) break;
       if (fds[0].revents != 0) exited = true;
     }
     return reap(pid);
   }
 
  private:
+  // poll()'s timeout for a wait of `ms`: with no wake_ (no descriptor was
+  // free for it), in slices, so the stop still starts the grace period.
+  int poll_ms(int ms) const { return wake_.fd >= 0 ? ms : detail::StopFd::sliced(ms); }
   // -1: no stop yet (wait for ever); else ms left of the grace period.
   int wait_ms() const {
     const auto at = stop_at_.load(std::memory_order_acquire);

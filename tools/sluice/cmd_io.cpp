@@ -150,7 +150,7 @@ int run_put(Globals& g, const IoArgs& a) {
   (void)::fcntl(STDIN_FILENO, F_SETPIPE_SZ, 1 << 20);
   for (bool eof = false; !eof;) {
     pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {wake, POLLIN, 0}};
-    if (::poll(fds, wake >= 0 ? 2 : 1, poll_ms(put_ctx)) < 0 && errno != EINTR) {
+    if (::poll(fds, wake >= 0 ? 2 : 1, stop_fd.poll_ms(poll_ms(put_ctx))) < 0 && errno != EINTR) {
       return failed({StatusCode::kIOError, std::string("poll stdin: ") + std::strerror(errno)});
     }
     if (stop.stop_requested()) return failed(StatusCode::kCancelled);

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <string>
 
+#include "detail/stop_fd.h"
+
 namespace sluice::cli {
 namespace {
 
@@ -59,14 +61,16 @@ std::size_t PipeOut::room() const {
 Status PipeOut::wait_for_room(const Context& ctx, int wake) {
   for (;;) {
     pollfd fds[2] = {{fd_, POLLOUT, 0}, {wake, POLLIN, 0}};
-    const int r = ::poll(fds, wake >= 0 ? 2 : 1, poll_ms(ctx));
+    // No wake (no descriptor for it): in slices, looking at ctx's stop.
+    const int ms = wake >= 0 ? poll_ms(ctx) : detail::StopFd::sliced(poll_ms(ctx));
+    const int r = ::poll(fds, wake >= 0 ? 2 : 1, ms);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return {StatusCode::kIOError, std::string("poll stdout: ") + std::strerror(errno)};
     if ((fds[0].revents & POLLERR) != 0) {
       gone_ = true;
       return {StatusCode::kIOError, "write stdout: its reader has closed it"};
     }
-    if (fds[1].revents != 0) return StatusCode::kCancelled;
+    if (fds[1].revents != 0 || ctx.stop_requested()) return StatusCode::kCancelled;
     if ((fds[0].revents & POLLOUT) != 0) return Status::Ok();
     if (ctx.expired()) return StatusCode::kDeadlineExceeded;
   }

@@ -14,7 +14,8 @@
 //
 // Thread safety: one thread at a time, but for ReaderWatch (its own thread).
 // Blocking: write() waits for room in the pipe, or for `wake` (a stop), or
-//   for ctx's deadline. No call waits otherwise.
+//   for ctx's deadline; with no `wake` (-1), for ctx's stop, seen within
+//   detail::StopFd::kSliceMs. No call waits otherwise.
 // Ownership: the fd stays the caller's.
 #pragma once
 
@@ -42,10 +43,11 @@ class PipeOut {
   // (increasing, the last one bytes.size()). On a pipe it writes only what
   // fits, waiting for room with poll() (so a reader that stops reading
   // without exiting cannot hold it past a stop or the deadline): returns OK
-  // once all is written; kCancelled once `wake` is readable (the caller's
-  // stop), kDeadlineExceeded at ctx's deadline, kIOError for a reader that
-  // has gone (EPIPE, POLLERR: `reader_gone()` is then true) or another
-  // error; the messages written whole before that count in written().
+  // once all is written; kCancelled once `wake` is readable or ctx is
+  // stopped (the caller's stop), kDeadlineExceeded at ctx's deadline,
+  // kIOError for a reader that has gone (EPIPE, POLLERR: `reader_gone()` is
+  // then true) or another error; the messages written whole before that
+  // count in written().
   Status write(std::string_view bytes, const std::size_t* ends, std::size_t n, const Context& ctx,
                int wake);
 
@@ -62,8 +64,9 @@ class PipeOut {
  private:
   // Bytes a write surely fits without blocking (0: not even a page).
   std::size_t room() const;
-  // Waits until the pipe has room for a page (OK), `wake` is readable
-  // (kCancelled), ctx's deadline (kDeadlineExceeded), or the reader has gone.
+  // Waits until the pipe has room for a page (OK), `wake` is readable or ctx
+  // is stopped (kCancelled), ctx's deadline (kDeadlineExceeded), or the
+  // reader has gone.
   Status wait_for_room(const Context& ctx, int wake);
 
   int fd_;

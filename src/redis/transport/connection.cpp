@@ -316,10 +316,10 @@ void Connection::await_reply(const Context& ctx, Context::Clock::time_point hung
     const int ms = static_cast<int>(std::min<std::chrono::milliseconds::rep>(
         std::chrono::ceil<std::chrono::milliseconds>(until - now).count(), INT_MAX));
     std::array<pollfd, 2> fds{{{ctx_->fd, POLLIN, 0}, {stop ? stop->fd() : -1, POLLIN, 0}}};
-    const int n = ::poll(fds.data(), fds.size(), ms);
+    const int n = ::poll(fds.data(), fds.size(), stop ? stop->poll_ms(ms) : ms);
     if (n < 0 && errno != EINTR) return;  // read_reply() reports the socket's trouble
     if (fds[0].revents != 0) return;      // the reply (or an error read_reply() reports)
-    if (fds[1].revents != 0) break;       // stop requested
+    if (fds[1].revents != 0 || ctx.stop_requested()) break;  // stop requested
   }
   // Ended on our side. The command may not have reached the server's wait
   // yet (UNBLOCK then finds nothing blocked): try again briefly, and let the
