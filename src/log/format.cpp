@@ -169,14 +169,15 @@ std::uint32_t record_length(std::optional<TimeUs> time, std::string_view payload
 // and 1 to start the next, so one record's chain of 8-byte steps leaves the
 // unit idle two cycles in three; three independent chains fill it (ISA-L
 // does the same inside one long buffer). Short payloads only.
-__attribute__((target("sse4.2"))) void record_crc3(const std::uint64_t* seqs,
-                                                   std::optional<TimeUs> time,
+// `times`: the three records' times (format 2), or null.
+__attribute__((target("sse4.2"))) void record_crc3(const std::uint64_t* seqs, const TimeUs* times,
                                                    const std::string_view* payloads,
                                                    std::uint32_t* crcs) {
   std::uint64_t r[3];
   for (int k = 0; k < 3; ++k) {
-    std::uint32_t reg = crc_u32_u64(~0U, record_length(time, payloads[k]), seqs[k]);
-    if (time) reg = crc_u64(reg, static_cast<std::uint64_t>(*time));
+    const auto len = static_cast<std::uint32_t>(payloads[k].size() + (times ? kTimeSize : 0));
+    std::uint32_t reg = crc_u32_u64(~0U, len, seqs[k]);
+    if (times != nullptr) reg = crc_u64(reg, static_cast<std::uint64_t>(times[k]));
     r[k] = reg;
   }
   const auto* p0 = reinterpret_cast<const unsigned char*>(payloads[0].data());
@@ -230,8 +231,9 @@ void encode_records(char* out, std::uint64_t first_seq, std::optional<TimeUs> ti
         continue;
       }
       const std::uint64_t seqs[3] = {first_seq + i, first_seq + i + 1, first_seq + i + 2};
+      const TimeUs times[3] = {time.value_or(0), time.value_or(0), time.value_or(0)};
       std::uint32_t crcs[3];
-      record_crc3(seqs, time, p, crcs);
+      record_crc3(seqs, time ? times : nullptr, p, crcs);
       for (int k = 0; k < 3; ++k) {
         store_record(out, seqs[k], time, p[k], record_length(time, p[k]), crcs[k]);
         out += h + p[k].size();
@@ -280,6 +282,71 @@ RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_pay
           .size = kUntimedRecordHeaderSize + std::size_t{len},
           .timed = timed,
           .time = std::clamp(time, kMinTimeUs, kMaxTimeUs)};
+}
+
+std::size_t decode_records(const char* p, std::size_t avail, std::uint32_t max_payload,
+                           std::uint64_t first_seq, bool timed, RecordView* out, std::size_t max) {
+  // Frame them first, then check the CRCs three at a time (as encode_records
+  // computes them): one record's chain of crc32 steps leaves the unit idle
+  // two cycles in three.
+  // decode_record's framing checks, inline: a call per record returning its
+  // view through the stack cost more than the checks (store forwarding).
+  const std::uint64_t max_len = max_record_length(max_payload, timed);
+  std::size_t n = 0;
+  for (std::size_t pos = 0; n < max; ++n) {
+    if (avail - pos < kUntimedRecordHeaderSize) break;
+    const char* r = p + pos;
+    const std::uint32_t len = get32(r);
+    if (len > max_len || (timed && len < kTimeSize)) break;
+    const std::uint64_t seq = get64(r + 8);
+    if (seq != first_seq + n || avail - pos - kUntimedRecordHeaderSize < len) break;
+    RecordView& v = out[n];
+    v.kind = RecordView::kValid;
+    v.seq = seq;
+    v.size = kUntimedRecordHeaderSize + std::size_t{len};
+    v.timed = timed;
+    const char* body = r + kUntimedRecordHeaderSize;
+    if (timed) {
+      v.time = std::clamp(static_cast<TimeUs>(get64(body)), kMinTimeUs, kMaxTimeUs);
+      v.payload = std::string_view(body + kTimeSize, len - kTimeSize);
+    } else {
+      v.time = 0;
+      v.payload = std::string_view(body, len);
+    }
+    pos += v.size;
+  }
+  const std::size_t h = record_header_size(timed);
+  const auto stored_crc = [&](const RecordView& v) { return get32(v.payload.data() - h + 4); };
+  // The time as stored (the view's is clamped to the valid range).
+  const auto raw_time = [&](const RecordView& v) {
+    return timed ? static_cast<TimeUs>(get64(v.payload.data() - kTimeSize)) : TimeUs{0};
+  };
+  std::size_t i = 0;
+#if defined(__x86_64__)
+  if (g_have_sse42) {
+    for (; i + 3 <= n; i += 3) {
+      const RecordView* v = out + i;
+      if (std::max({v[0].payload.size(), v[1].payload.size(), v[2].payload.size()}) > kShortCrc) {
+        break;  // the rest one at a time
+      }
+      const std::uint64_t seqs[3] = {v[0].seq, v[1].seq, v[2].seq};
+      const TimeUs times[3] = {raw_time(v[0]), raw_time(v[1]), raw_time(v[2])};
+      const std::string_view payloads[3] = {v[0].payload, v[1].payload, v[2].payload};
+      std::uint32_t crcs[3];
+      record_crc3(seqs, timed ? times : nullptr, payloads, crcs);
+      for (int k = 0; k < 3; ++k) {
+        if (crcs[k] != stored_crc(v[k])) return i + static_cast<std::size_t>(k);
+      }
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    const RecordView& v = out[i];
+    const auto len = static_cast<std::uint32_t>(v.size - kUntimedRecordHeaderSize);
+    const TimeUs t = raw_time(v);
+    if (record_crc(len, v.seq, timed ? &t : nullptr, v.payload) != stored_crc(v)) return i;
+  }
+  return n;
 }
 
 void encode_position_slot(char* out, const PositionSlot& slot) {

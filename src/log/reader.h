@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <memory>
 #include <string>
 
@@ -122,15 +123,19 @@ void Reader::read_more(std::size_t max, Take&& take) {
   }
   const std::uint32_t max_payload = topic_->opt.max_message_bytes;
   const bool timed = seg_->timed;
+  RecordView v[32];
   while (max > 0 && off_ < lim) {
-    const RecordView v =
-        decode_record(bytes + (off_ - from), lim - off_, max_payload, next_seq_, timed);
-    if (v.kind != RecordView::kValid) return;  // read_record decides
-    off_ += v.size;
-    ++next_seq_;
-    if (v.seq < min_seq_) continue;
-    take(v);
-    --max;
+    const std::size_t want = std::min<std::size_t>(max, std::size(v));
+    const std::size_t n =
+        decode_records(bytes + (off_ - from), lim - off_, max_payload, next_seq_, timed, v, want);
+    for (std::size_t i = 0; i < n; ++i) {
+      off_ += v[i].size;
+      ++next_seq_;
+      if (v[i].seq < min_seq_) continue;
+      take(v[i]);
+      --max;
+    }
+    if (n < want) return;  // read_record decides the next
   }
 }
 

@@ -1,10 +1,12 @@
-// The record encoders (src/log/format.h): encode_records, which computes
-// CRCs three records at a time, writes exactly what encode_record does
-// record by record, and decode_record reads every record back.
+// The record encoders and decoders (src/log/format.h): encode_records, which
+// computes CRCs three records at a time, writes exactly what encode_record
+// does record by record, decode_record reads every record back, and
+// decode_records (CRCs three at a time too) stops where decode_record would.
 #include "log/format.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <optional>
 #include <random>
 #include <string>
@@ -71,6 +73,72 @@ TEST(FormatTest, ADamagedByteInAnyOfThreeRecordsEncodedTogetherFailsItsCrcOnly) 
     for (std::size_t i = 0; i < 3; ++i) {
       const RecordView v = decode_record(bad.data() + i * rec, rec, 1 << 20, 7 + i, true);
       EXPECT_EQ(v.kind, i == k ? RecordView::kInvalid : RecordView::kValid) << k << " " << i;
+    }
+  }
+}
+
+// Records of every size mix, each with a time of its own (a reader meets
+// records of many appends in one run), some outside the range the view
+// clamps to (the CRC covers the stored time).
+TEST(FormatTest, DecodeRecordsReadsWhatDecodeRecordReadsAndStopsWhereItWould) {
+  std::mt19937 rng(27);
+  const std::vector<std::size_t> sizes = {0, 1, 7, 8, 9, 16, 100, 255, 256, 257, 1000};
+  std::string bytes(2000, '\0');
+  for (char& c : bytes) c = static_cast<char>(rng());
+  for (const bool timed : {false, true}) {
+    for (int round = 0; round < 300; ++round) {
+      const std::size_t count = rng() % 12;
+      const std::uint64_t first = rng();
+      std::string log;
+      for (std::size_t i = 0; i < count; ++i) {
+        const std::size_t n = sizes[rng() % sizes.size()];
+        const std::string_view p = std::string_view(bytes).substr(rng() % (bytes.size() - n), n);
+        const TimeUs t = (rng() % 4 == 0) ? TimeUs{-7} : static_cast<TimeUs>(rng() % 1000000);
+        std::string rec(record_header_size(timed) + n, '\0');
+        encode_record(rec.data(), first + i, timed ? std::optional<TimeUs>(t) : std::nullopt, p);
+        log += rec;
+      }
+      // Damage one byte of one record (or none), and cut the end (or not).
+      std::string bad = log;
+      std::size_t damaged = count;
+      if (count > 0 && rng() % 2 == 0) {
+        std::size_t at = 0;
+        damaged = rng() % count;
+        for (std::size_t i = 0; i < damaged; ++i) {
+          at += decode_record(log.data() + at, log.size() - at, 1 << 20, first + i, timed).size;
+        }
+        const std::size_t size =
+            decode_record(log.data() + at, log.size() - at, 1 << 20, first + damaged, timed).size;
+        bad[at + rng() % size] ^= static_cast<char>(1 + rng() % 255);
+      }
+      const std::size_t avail = rng() % 3 == 0 ? rng() % (bad.size() + 1) : bad.size();
+      // What decode_record finds, one at a time.
+      std::vector<RecordView> want;
+      for (std::size_t at = 0;;) {
+        const RecordView v =
+            decode_record(bad.data() + at, avail - at, 1 << 20, first + want.size(), timed);
+        if (v.kind != RecordView::kValid) break;
+        want.push_back(v);
+        at += v.size;
+      }
+      for (const std::size_t max :
+           {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{32}}) {
+        std::vector<RecordView> got(max);
+        const std::size_t n =
+            decode_records(bad.data(), avail, 1 << 20, first, timed, got.data(), max);
+        ASSERT_EQ(n, std::min(max, want.size())) << "round " << round << " max " << max;
+        for (std::size_t i = 0; i < n; ++i) {
+          EXPECT_EQ(got[i].seq, want[i].seq);
+          EXPECT_EQ(got[i].payload.data(), want[i].payload.data());
+          EXPECT_EQ(got[i].payload.size(), want[i].payload.size());
+          EXPECT_EQ(got[i].size, want[i].size);
+          EXPECT_EQ(got[i].time, want[i].time);
+          EXPECT_EQ(got[i].timed, want[i].timed);
+        }
+      }
+      if (damaged < count && avail == bad.size()) {
+        EXPECT_LE(want.size(), damaged) << "round " << round << ": the damage went unseen";
+      }
     }
   }
 }
