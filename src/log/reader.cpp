@@ -18,6 +18,10 @@ void Reader::seek(std::uint64_t seq) {
 
 Status Reader::fill(std::uint64_t at, std::size_t n) {
   if (buf_seg_ == seg_ && at >= buf_off_ && at + n <= buf_off_ + buf_.size()) return Status::Ok();
+  if (topic_->reader && topic_->take_tail(seg_.get(), at, n, buf_, &buf_off_)) {
+    buf_seg_ = seg_;
+    return Status::Ok();
+  }
   const std::uint64_t end = seg_->end.load(std::memory_order_acquire);
   const std::size_t want = static_cast<std::size_t>(
       std::min<std::uint64_t>(std::max<std::size_t>(n, 256 * 1024), end - at));

@@ -50,6 +50,9 @@ void Topic::Impl::refresh() {
         buf_at = end;
         have = got.ok() ? *got : 0;
         buf.shrink(have);
+        tail_seg_ = seg;  // for take_tail
+        tail_at_ = buf_at;
+        tail_have_ = have;
       }
       if (v.kind != log::RecordView::kValid) break;  // not complete yet
       seg->note(next_seq, end, v.time);
@@ -140,6 +143,22 @@ void Topic::Impl::refresh() {
     seg->sealed.store(true, std::memory_order_release);
     forget_deleted_segments();
   }
+}
+
+bool Topic::Impl::take_tail(const log::Segment* seg, std::uint64_t at, std::size_t n,
+                            log::ReadBuffer& buf, std::uint64_t* buf_off) {
+  log::MutexLock lk(mu);
+  if (at < tail_at_ || tail_seg_.lock().get() != seg) return false;
+  // Complete records below the readable end only: past it the writer may
+  // still be writing what the buffer caught half done.
+  const std::uint64_t end =
+      std::min<std::uint64_t>(tail_at_ + tail_have_, seg->end.load(std::memory_order_acquire));
+  if (at + n > end) return false;
+  std::swap(buf, tail_buf_);
+  buf.shrink(static_cast<std::size_t>(end - tail_at_));
+  *buf_off = tail_at_;
+  tail_seg_.reset();
+  return true;
 }
 
 std::optional<std::uint64_t> Topic::Impl::oldest_segment_after(std::uint64_t after) {

@@ -31,6 +31,13 @@ struct Topic::Impl final : log::Retention {
   // (complete, valid records below its high watermark; a new segment once
   // the old one is final).
   void refresh() SLUICE_EXCLUDES(mu);
+  // Read-only topics: if the bytes refresh() last read are of `seg` and hold
+  // [at, at + n) below its readable end, swaps them into `buf` (refresh
+  // needs none of them again, nor what `buf` held) and sets *buf_off to the
+  // offset of their first byte. A reader process read every byte twice:
+  // refresh's read to frame the records, then the channel's to deliver them.
+  bool take_tail(const log::Segment* seg, std::uint64_t at, std::size_t n, log::ReadBuffer& buf,
+                 std::uint64_t* buf_off) SLUICE_EXCLUDES(mu);
 
  private:
   // Read-only, caught up, and the writer said it closed: is the closed mark
@@ -55,8 +62,12 @@ struct Topic::Impl final : log::Retention {
   Result<std::uint64_t> highest_position();
 
   log::ReadBuffer tail_buf_ SLUICE_GUARDED_BY(mu);  // refresh's reads, kept for the next
-  std::unique_ptr<log::File> lock_file_;            // the writer's LOCK
-  bool registered_ = false;                         // in the in-process registry
+  // What tail_buf_ holds: bytes of tail_seg_ from tail_at_ (none if expired).
+  std::weak_ptr<log::Segment> tail_seg_ SLUICE_GUARDED_BY(mu);
+  std::uint64_t tail_at_ SLUICE_GUARDED_BY(mu) = 0;
+  std::size_t tail_have_ SLUICE_GUARDED_BY(mu) = 0;
+  std::unique_ptr<log::File> lock_file_;  // the writer's LOCK
+  bool registered_ = false;               // in the in-process registry
 };
 
 }  // namespace sluice
