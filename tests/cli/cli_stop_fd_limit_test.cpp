@@ -187,5 +187,26 @@ TEST_F(CliStopFdLimitTest, SigtermKillsAnExecCommandAfterTheGraceWithoutAnEventf
   EXPECT_NE(stat("q").find("consumed=0\n"), std::string::npos) << stat("q");
 }
 
+// --metrics out of descriptors for its eventfds: the error says why and
+// the hint says what to do (not "check free space and permissions").
+TEST_F(CliStopFdLimitTest, MetricsOutOfDescriptorsSaysSoAndHowToFixIt) {
+  ASSERT_EQ(run_cli(store_, {"create", "q"}).rc, 0);
+  for (int limit = 3; limit <= 64; ++limit) {
+    Child c({"/bin/sh", "-c",
+             "ulimit -S -n \"$2\" && exec \"$0\" --store \"$1\" get q --timeout 0.2 --metrics "
+             "127.0.0.1:0",
+             SLUICE_CLI, store_, std::to_string(limit)});
+    c.close_stdin();
+    const Outcome r = c.finish();
+    if (r.err.find("--metrics: eventfd") == std::string::npos) continue;
+    EXPECT_NE(r.err.find("Too many open files"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("ulimit -n"), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("free space"), std::string::npos) << r.err;
+    EXPECT_NE(r.rc, 0);
+    return;
+  }
+  ADD_FAILURE() << "no limit from 3 to 64 ran out at the metrics server's eventfds";
+}
+
 }  // namespace
 }  // namespace sluice

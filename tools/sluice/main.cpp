@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -154,7 +155,9 @@ int fail(std::string_view cmd, std::string_view what, const Status& s) {
       }
       break;
     case StatusCode::kIOError:
-      hint = "check free space and permissions of the store (--store, SLUICE_STORE)";
+      hint = s.message().find(std::strerror(EMFILE)) != std::string_view::npos
+                 ? "this process is out of file descriptors: raise its limit (ulimit -n)"
+                 : "check free space and permissions of the store (--store, SLUICE_STORE)";
       break;
     case StatusCode::kClosed:
       hint = "the queue takes no more messages; create a new one";

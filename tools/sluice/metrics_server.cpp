@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <charconv>
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <thread>
@@ -106,7 +107,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view add
   m->wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   m->stat_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (m->wake_fd_ < 0 || m->stat_fd_ < 0) {
-    return Status(StatusCode::kIOError, "--metrics: eventfd failed");
+    return Status(StatusCode::kIOError, std::string("--metrics: eventfd: ") + std::strerror(errno));
   }
   const bool v6 = host.find(':') != std::string::npos;
   m->url_ = "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/metrics";
