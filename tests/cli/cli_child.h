@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <string>
 #include <string_view>
@@ -211,6 +213,15 @@ inline std::map<std::string, std::string> no_store_env(const std::string& home) 
 }
 
 // Runs `sluice --store store args...` with `input` on stdin, to the end.
+// The state (R, S, D, Z, ...) of the main thread of `pid` ('?' if gone).
+inline char main_thread_state(pid_t pid) {
+  const std::string p = std::to_string(pid);
+  std::ifstream in("/proc/" + p + "/task/" + p + "/stat");
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto end = all.rfind(')');
+  return end == std::string::npos || end + 2 >= all.size() ? '?' : all[end + 2];
+}
+
 inline Outcome run_cli(const std::string& store, std::vector<std::string> args,
                        const std::string& input = "") {
   CliChild c(store, std::move(args));

@@ -26,6 +26,7 @@ namespace sluice {
 namespace {
 
 using testutil::CliChild;
+using testutil::main_thread_state;
 using testutil::Outcome;
 using testutil::port_in;
 using testutil::run_cli;
@@ -77,15 +78,6 @@ int lowest_free_fd(pid_t pid) {
   int fd = 0;
   while (open.contains(fd)) ++fd;
   return fd;
-}
-
-// The state (R, S, D, ...) of the main thread of `pid`.
-char main_thread_state(pid_t pid) {
-  const std::string p = std::to_string(pid);
-  std::ifstream in("/proc/" + p + "/task/" + p + "/stat");
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto end = all.rfind(')');
-  return end == std::string::npos || end + 2 >= all.size() ? '?' : all[end + 2];
 }
 
 // User + system CPU seconds of `pid` so far.

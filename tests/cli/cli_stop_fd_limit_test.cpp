@@ -19,18 +19,10 @@ namespace sluice {
 namespace {
 
 using testutil::Child;
+using testutil::main_thread_state;
 using testutil::Outcome;
 using testutil::run_cli;
 using Clock = std::chrono::steady_clock;
-
-// The state (R, S, Z, ...) of the main thread of `pid`.
-char main_thread_state(pid_t pid) {
-  const std::string p = std::to_string(pid);
-  std::ifstream in("/proc/" + p + "/task/" + p + "/stat");
-  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const auto end = all.rfind(')');
-  return end == std::string::npos || end + 2 >= all.size() ? '?' : all[end + 2];
-}
 
 // How many of `pid`'s descriptors are open on a file whose link has `what`.
 int open_on(pid_t pid, const std::string& what) {
