@@ -27,6 +27,9 @@ struct Topic::Impl final : log::Retention {
 
   RecoveryReport report;  // fixed after open
 
+  // The Impl behind `t` (tests drive a log::Reader on it directly).
+  static const std::shared_ptr<Impl>& of(const Topic& t) { return t.impl_; }
+
   // Read-only topics: pick up what the writer appended since we looked
   // (complete, valid records below its high watermark; a new segment once
   // the old one is final).
