@@ -43,8 +43,8 @@ constexpr std::string_view kSegmentSuffix = ".seg";
 // CRC-32C of data, continuing from `crc` (0 for a fresh one).
 std::uint32_t crc32c(const void* data, std::size_t n, std::uint32_t crc = 0);
 
-// Little-endian fields. One load or store each: GCC 12 left the byte loops
-// these were as byte loops (get64 was most of a reader's framing time).
+// Little-endian fields, one load or store each (GCC 12 compiled the byte
+// loops these were into byte loops: most of a reader's framing time).
 inline void put32(char* p, std::uint32_t v) {
   if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap32(v);
   std::memcpy(p, &v, 4);

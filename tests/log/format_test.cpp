@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <random>
 #include <string>
@@ -93,7 +94,9 @@ TEST(FormatTest, DecodeRecordsReadsWhatDecodeRecordReadsAndStopsWhereItWould) {
       for (std::size_t i = 0; i < count; ++i) {
         const std::size_t n = sizes[rng() % sizes.size()];
         const std::string_view p = std::string_view(bytes).substr(rng() % (bytes.size() - n), n);
-        const TimeUs t = (rng() % 4 == 0) ? TimeUs{-7} : static_cast<TimeUs>(rng() % 1000000);
+        const TimeUs edge[3] = {-7, std::numeric_limits<TimeUs>::max(),
+                                std::numeric_limits<TimeUs>::min()};  // the last two: clamped
+        const TimeUs t = (rng() % 4 == 0) ? edge[rng() % 3] : static_cast<TimeUs>(rng() % 1000000);
         std::string rec(record_header_size(timed) + n, '\0');
         encode_record(rec.data(), first + i, timed ? std::optional<TimeUs>(t) : std::nullopt, p);
         log += rec;
