@@ -74,6 +74,16 @@ bool ends_soon(const Child& c) {
   return false;
 }
 
+// Under ASan+UBSan the runtime opens descriptors of its own (UBSan's vptr
+// check makes a pipe at the first virtual call), so the lowest limit at
+// which the command opens the queue is not one at which its eventfd fails:
+// these tests run in the default and TSan builds.
+#if defined(__SANITIZE_ADDRESS__)
+#define SKIP_UNDER_ASAN() GTEST_SKIP() << "the sanitizer runtime's own descriptors move the limit"
+#else
+#define SKIP_UNDER_ASAN() (void)0
+#endif
+
 class CliStopFdLimitTest : public ::testing::Test {
  protected:
   void SetUp() override { store_ = testutil::test_dir("cli-stop-fd-limit").string(); }
@@ -86,6 +96,7 @@ class CliStopFdLimitTest : public ::testing::Test {
 // descriptors again, puts what it reads; SIGINT must end it at once, with
 // exit 130 and every message it read in the queue.
 TEST_F(CliStopFdLimitTest, SigintEndsAPutThatHasNoEventfd) {
+  SKIP_UNDER_ASAN();
   ASSERT_EQ(run_cli(store_, {"create", "q"}).rc, 0);
   const std::unique_ptr<Child> put = at_lowest_limit(store_, "put q", ".seg");
   ASSERT_NE(put, nullptr) << "no limit let put open the queue";
@@ -120,6 +131,7 @@ TEST_F(CliStopFdLimitTest, SigintEndsAPutThatHasNoEventfd) {
 // took the last one), waiting for room in a pipe its reader does not read:
 // SIGINT must end it at once, with exit 130 and nothing acknowledged.
 TEST_F(CliStopFdLimitTest, SigintEndsAGetWaitingForRoomWithoutAnEventfd) {
+  SKIP_UNDER_ASAN();
   ASSERT_EQ(run_cli(store_, {"create", "q"}).rc, 0);
   std::string input;  // 400 KB: more than the pipe holds
   for (int i = 0; i < 400; ++i) input += std::string(999, static_cast<char>('a' + i % 26)) + "\n";
@@ -147,6 +159,7 @@ TEST_F(CliStopFdLimitTest, SigintEndsAGetWaitingForRoomWithoutAnEventfd) {
 // SIGTERM must still start the grace period, then kill the command and exit
 // 130, nothing acknowledged.
 TEST_F(CliStopFdLimitTest, SigtermKillsAnExecCommandAfterTheGraceWithoutAnEventfd) {
+  SKIP_UNDER_ASAN();
   ASSERT_EQ(run_cli(store_, {"create", "q"}).rc, 0);
   const std::string started = store_ + "/started";
   const std::unique_ptr<Child> get = at_lowest_limit(
