@@ -31,14 +31,9 @@ struct Reply {
 // end of the stream.
 Reply ask(int port, const std::string& request) {
   Reply r;
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<std::uint16_t>(port));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+  const int fd = testutil::connect_to(port);
+  if (fd < 0) {
     r.error = errno;
-    ::close(fd);
     return r;
   }
   std::size_t off = 0;

@@ -35,15 +35,8 @@ using Clock = std::chrono::steady_clock;
 
 // A connection with a whole GET /metrics sent.
 int ask(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(static_cast<std::uint16_t>(port));
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
-    ::close(fd);
-    return -1;
-  }
+  const int fd = testutil::connect_to(port);
+  if (fd < 0) return -1;
   const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
   EXPECT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
   return fd;

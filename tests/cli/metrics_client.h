@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -20,7 +21,7 @@ inline int port_in(const std::string& err) {
   return at == std::string::npos ? 0 : std::atoi(err.c_str() + at + key.size());
 }
 
-// A connected socket to 127.0.0.1:port, or -1.
+// A connected socket to 127.0.0.1:port, or -1 (errno says why).
 inline int connect_to(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in sa{};
@@ -28,7 +29,9 @@ inline int connect_to(int port) {
   sa.sin_port = htons(static_cast<std::uint16_t>(port));
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    const int e = errno;
     ::close(fd);
+    errno = e;  // connect's, for the caller
     return -1;
   }
   return fd;

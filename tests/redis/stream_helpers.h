@@ -18,6 +18,20 @@ namespace sluice::testutil {
 // The stream key of a topic with the default prefix.
 inline std::string stream_key(const std::string& topic) { return "sluice:{" + topic + "}:stream"; }
 
+// A topic's pending entries of `channel`: "<id> <consumer> <deliveries>",
+// every one (XPENDING with no count limit worth the name).
+inline std::vector<std::string> pending_list(RawRedis& raw, const std::string& channel,
+                                             const std::string& topic = "t") {
+  auto r = raw.cmd({"XPENDING", stream_key(topic), channel, "-", "+", "100000"});
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < r->elements; ++i) {
+    const redisReply* e = r->element[i];
+    out.push_back(std::string(e->element[0]->str) + " " + e->element[1]->str + " " +
+                  std::to_string(e->element[3]->integer));
+  }
+  return out;
+}
+
 inline std::vector<std::string> numbered(const std::string& tag, int n) {
   std::vector<std::string> v;
   for (int i = 0; i < n; ++i) v.push_back(tag + std::to_string(i));
@@ -72,14 +86,7 @@ class StreamServerTest : public ::testing::Test {
   // Topic t's pending entries of `channel`: "<id> <consumer> <deliveries>".
   std::vector<std::string> pending_list(const std::string& channel) {
     RawRedis raw(server_.port());
-    auto r = raw.cmd({"XPENDING", stream_key("t"), channel, "-", "+", "1000"});
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < r->elements; ++i) {
-      const redisReply* e = r->element[i];
-      out.push_back(std::string(e->element[0]->str) + " " + e->element[1]->str + " " +
-                    std::to_string(e->element[3]->integer));
-    }
-    return out;
+    return testutil::pending_list(raw, channel);
   }
   RedisServer server_;
 };

@@ -37,6 +37,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testutil::eventually;
+using testutil::pending_list;
 using testutil::RawRedis;
 using testutil::RedisServer;
 
@@ -1394,18 +1395,6 @@ GroupInfo group_info(RawRedis& raw, const std::string& name) {
     if (f.count("lag") != 0 && f["lag"]->type == REDIS_REPLY_INTEGER) g.lag = f["lag"]->integer;
   }
   return g;
-}
-
-// Every pending entry of a channel: id, consumer, deliveries.
-std::vector<std::string> pending_list(RawRedis& raw, const std::string& name) {
-  auto r = raw.cmd({"XPENDING", "sluice:{t}:stream", name, "-", "+", "100000"});
-  std::vector<std::string> out;
-  for (std::size_t i = 0; i < r->elements; ++i) {
-    const redisReply* e = r->element[i];
-    out.push_back(std::string(e->element[0]->str) + " " + e->element[1]->str + " " +
-                  std::to_string(e->element[3]->integer));
-  }
-  return out;
 }
 
 // peek: the pending messages (any consumer's, with their delivery counts)
