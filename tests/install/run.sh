@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs the current build into a fresh prefix, then builds and runs small
-# consumers against that tree, both ways (CMake package, pkg-config), and one
-# that takes sluice's sources instead:
+# Installs the current build into a fresh prefix (with a space in its path),
+# then builds and runs small consumers against that tree, both ways (CMake
+# package, pkg-config), and one that takes sluice's sources instead:
 #   1. CMake package: find_package(sluice CONFIG REQUIRED COMPONENTS core)
 #      (must not find or link ISA-L or hiredis), then find_package(sluice
 #      CONFIG REQUIRED) with sluice::log, sluice::store, sluice::redis and
@@ -10,7 +10,8 @@
 #   2. FetchContent of sluice's sources (add_subdirectory), sluice::core;
 #      and an install of those sources with neither the log nor Redis (no
 #      headers of theirs or the store's), find_package(sluice) against it;
-#   3. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice);
+#   3. pkg-config: g++ -std=c++20 app.cpp $(pkg-config --cflags --libs sluice),
+#      the flags read as a shell reads them (eval, as make's recipes do);
 #   4. with the "tools" component: bin/sluice runs from the prefix, and the
 #      man page share/man/man1/sluice.1 is there and renders;
 #   5. with the "python" component: $PYTHON (default python3) imports sluice
@@ -31,7 +32,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 
 rm -rf "$work"
 mkdir -p "$work"
-prefix=$work/prefix
+prefix="$work/install prefix"  # a space: the .pc files must escape it
 
 step "cmake --install $build --prefix $prefix"
 cmake --install "$build" --prefix "$prefix" >"$work/install.log"
@@ -140,9 +141,10 @@ if has redis; then apps+=("redis_app sluice-redis"); fi
 pids=()
 for a in "${apps[@]}"; do
   read -r app pkg <<<"$a"
-  # shellcheck disable=SC2046  # word splitting of pkg-config's output is intended
-  "$cxx" -std=c++20 "$here/consumer/$app.cpp" -o "$work/pc_$app" \
-    $(pkg-config --cflags --libs "$pkg") &
+  # pkg-config escapes what must stay one word (the prefix's space) for the
+  # shell that reads its output: eval, as make's recipes do.
+  cmd=$(printf '%q ' "$cxx" -std=c++20 "$here/consumer/$app.cpp" -o "$work/pc_$app")
+  eval "$cmd $(pkg-config --cflags --libs "$pkg")" &
   pids+=($!)
 done
 for p in "${pids[@]}"; do wait "$p" || fail "a pkg-config build failed"; done
