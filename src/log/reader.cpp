@@ -141,6 +141,10 @@ Status Reader::read_record(RecordView* out, bool& have) {
                                            std::to_string(off_) + " (seq " +
                                            std::to_string(next_seq_) + ")"};
     }
+    // A cap may have deleted the segment since the look at the top (its
+    // file and map stay readable): it counted this record as lost too, so
+    // jump it there rather than deliver it, as read_more does.
+    if (seg_->capped.load(std::memory_order_acquire)) continue;
     off_ += v.size;
     ++next_seq_;
     if (v.seq < min_seq_) continue;
