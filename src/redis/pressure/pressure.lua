@@ -20,6 +20,12 @@
 -- Reply: { status, ... } where status is OK, NOQUEUE, DELETED, INUSE, CLOSED,
 --        FULL, EMPTY, EXISTS, REMNANTS, BUSY, NOTHELD, CHANGED or STALE.
 --
+-- sluice's own keys (the in-flight registry and marks, :purged, :deleting)
+-- are where another queue's data list lies if one is named 'N:purged' and
+-- so on (the protocol allows any name). Theirs are lists and ours never
+-- are: a list at one of ours is that queue's, never read, written or
+-- deleted as ours (and a purge that could not be counted is refused).
+--
 -- A sluice delete that finds a role held closes the queue and waits for the
 -- holder to leave (see 'delete'). Meanwhile ${prefix}:${name}:deleting (not
 -- one of the protocol's keys) holds its id, with an expiry it renews at each
@@ -252,6 +258,9 @@ end
 -- Cold paths.
 local function exists(k) return redis.call('EXISTS', k) == 1 end
 local function bound() return tonumber(redis.call('GET', BOUND)) or 0 end
+-- Whether `k`, one of sluice's own keys, may be used as ours: not a list,
+-- which is the data of another queue named like it (see the top).
+local function ours(k) return redis.call('TYPE', k).ok ~= 'list' end
 
 -- Reliable consumers' keys (see the top).
 local REG, MARKS = DATA .. ':inflight', DATA .. ':inflight_marks'
@@ -276,9 +285,20 @@ local function forget(consumer)
   local key = list_of(consumer)
   local n = redis.call('LLEN', key)
   redis.call('DEL', key)
-  redis.call('SREM', REG, consumer)
-  redis.call('HDEL', MARKS, consumer)
+  if ours(REG) then redis.call('SREM', REG, consumer) end
+  if ours(MARKS) then redis.call('HDEL', MARKS, consumer) end
   return n
+end
+-- The consumers registered with in-flight lists.
+local function registered()
+  if not ours(REG) then return {} end
+  return redis.call('SMEMBERS', REG)
+end
+-- Deletes those of sluice's own keys that are ours.
+local function drop_own(...)
+  for _, k in ipairs({...}) do
+    if ours(k) then redis.call('DEL', k) end
+  end
 end
 
 if op == 'close' then
@@ -303,8 +323,8 @@ elseif op == 'create' then
   -- In-flight lists of an earlier queue of this name, deleted by a client
   -- that knows only the 12 keys: their messages went with it.
   local gone = 0
-  for _, c in ipairs(redis.call('SMEMBERS', REG)) do gone = gone + forget(c) end
-  redis.call('DEL', REG, MARKS, KEYS[13], DELETING)  -- and its purged count, a dead deleter's mark
+  for _, c in ipairs(registered()) do gone = gone + forget(c) end
+  drop_own(REG, MARKS, KEYS[13], DELETING)  -- and its purged count, a dead deleter's mark
   redis.call('SET', BOUND, ARGV[3])
   redis.call('LPUSH', PFREE, '0')
   redis.call('LPUSH', CFREE, '0')
@@ -318,7 +338,7 @@ elseif op == 'delete' then
     -- :bound first): a mark left now would outlive the queue, and make the
     -- next queue of this name, made and closed by a client that knows
     -- nothing of it, look deleted.
-    redis.call('DEL', DELETING)
+    drop_own(DELETING)
     return {'NOQUEUE'}
   end
   local pfree = redis.call('LLEN', PFREE)
@@ -327,17 +347,18 @@ elseif op == 'delete' then
     local gone = redis.call('LLEN', DATA)
     redis.call('DEL', unpack(KEYS, 1, 12))
     -- In-flight lists of reliable consumers (see 'get').
-    for _, c in ipairs(redis.call('SMEMBERS', REG)) do
+    for _, c in ipairs(registered()) do
       gone = gone + redis.call('LLEN', list_of(c))
       redis.call('DEL', list_of(c))
     end
-    redis.call('DEL', REG, MARKS, KEYS[13], DELETING)
+    drop_own(REG, MARKS, KEYS[13], DELETING)
     return {'OK', gone}
   end
   -- Someone is inside an operation (another client's blocking put or get):
   -- close and open the gates, as the protocol's Delete does, so it finishes.
   -- The mark tells a sluice waiter that this close is a delete (see the top).
-  redis.call('SET', DELETING, id, 'PX', tonumber(ARGV[3]) or 10000)
+  -- (No mark where another queue's data lies: its waiters then see a close.)
+  if ours(DELETING) then redis.call('SET', DELETING, id, 'PX', tonumber(ARGV[3]) or 10000) end
   if not exists(CLOSED) then redis.call('LPUSH', CLOSED, '0', '0') end
   if bound() > 0 then
     redis.call('LPUSH', NOTFULL, '0')
@@ -348,7 +369,7 @@ elseif op == 'delete' then
 elseif op == 'undelete' then
   -- A delete that gave up waiting (the queue stays closed): its mark goes,
   -- unless another deleter's replaced it.
-  if redis.call('GET', DELETING) == id then redis.call('DEL', DELETING) end
+  if ours(DELETING) and redis.call('GET', DELETING) == id then redis.call('DEL', DELETING) end
   return {'OK'}
 
 elseif op == 'requeue' then
@@ -356,14 +377,14 @@ elseif op == 'requeue' then
   -- queue, oldest first out. May leave the queue over its bound: nothing is
   -- dropped. A stale list is dropped instead: its queue is gone.
   if not exists(BOUND) then return {'NOQUEUE'} end
-  if stale(redis.call('HGET', MARKS, ARGV[3]), now()) then
+  if ours(MARKS) and stale(redis.call('HGET', MARKS, ARGV[3]), now()) then
     return {'STALE', forget(ARGV[3])}
   end
   local n = 0
   while redis.call('LMOVE', KEYS[13], DATA, 'LEFT', 'RIGHT') do n = n + 1 end
   -- Empty now: unregistered, so stats and recovery stop visiting it.
-  redis.call('SREM', REG, ARGV[3])
-  redis.call('HDEL', MARKS, ARGV[3])
+  if ours(REG) then redis.call('SREM', REG, ARGV[3]) end
+  if ours(MARKS) then redis.call('HDEL', MARKS, ARGV[3]) end
   local b = bound()
   if n > 0 and b > 0 and redis.call('LLEN', DATA) >= b then redis.call('DEL', NOTFULL) end
   return {'OK', n}
@@ -384,10 +405,10 @@ elseif op == 'stats' then
   -- In flight: this queue's lists; stale: lists of an earlier queue.
   local v = now()
   local marks = {}
-  local flat = redis.call('HGETALL', MARKS)
+  local flat = ours(MARKS) and redis.call('HGETALL', MARKS) or {}
   for k = 1, #flat, 2 do marks[flat[k]] = flat[k + 1] end
   local live, old = 0, 0
-  for _, c in ipairs(redis.call('SMEMBERS', REG)) do
+  for _, c in ipairs(registered()) do
     local n = redis.call('LLEN', list_of(c))
     if stale(marks[c], v) then old = old + n else live = live + n end
   end
@@ -396,7 +417,7 @@ elseif op == 'stats' then
           num(PMSG), num(PBYTES), num(CMSG), num(CBYTES),
           redis.call('GET', PRODUCER) or '', redis.call('GET', CONSUMER) or '',
           redis.call('LLEN', PFREE), redis.call('LLEN', CFREE),
-          redis.call('LLEN', NOTFULL), live, old, num(KEYS[13])}
+          redis.call('LLEN', NOTFULL), live, old, ours(KEYS[13]) and num(KEYS[13]) or 0}
 
 elseif op == 'peek' then
   -- ARGV[3]: LRANGE's start, "-<n>". The head of the queue, the next n
@@ -417,6 +438,7 @@ elseif op == 'purge' then
   if not exists(BOUND) then return {'NOQUEUE'} end
   local n = redis.call('LLEN', DATA)
   if n == 0 then return {'OK', 0} end
+  if not ours(KEYS[13]) then return {'CLASH', KEYS[13]} end
   redis.call('DEL', DATA)
   redis.call('INCRBY', KEYS[13], n)
   if bound() > 0 then

@@ -631,6 +631,13 @@ Result<std::uint64_t> PressureQueue::purge() {
   Answer a;
   impl_->key13 = impl_->purged_key;
   if (Status s = impl_->change("purge", {}, a, "purged"); !s.ok()) return s;
+  if (a.word == "CLASH" && a.size() == 2) {
+    // The count's key holds another queue's messages (pressure.lua, the top).
+    return Status{StatusCode::kInvalidArgument,
+                  "cannot purge pressure queue '" + impl_->name + "': its purge count's key " +
+                      std::string(text(a.at(1))) + " holds the messages of another queue, '" +
+                      impl_->name + ":purged'; nothing was dropped"};
+  }
   if (a.word != "OK" || a.size() != 2) return unexpected(a.reply.get());
   return integer(a.at(1));
 }
