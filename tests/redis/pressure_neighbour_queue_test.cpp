@@ -76,6 +76,23 @@ TEST_F(PressureNeighbourQueueTest, ADeleteThatWaitsForARoleLeavesAQueueNamedLike
   expect_neighbours_kept({"q:deleting"});
 }
 
+// A closed queue is closed (kClosed), not "being deleted" (kNotFound),
+// whatever a queue named "q:deleting" holds.
+TEST_F(PressureNeighbourQueueTest, AClosedQueueIsNotTakenForOneBeingDeleted) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  make_neighbours({"q:deleting"});
+  ASSERT_TRUE(q.put("x").ok());
+  ASSERT_TRUE(q.close().ok());
+  EXPECT_EQ(q.put("late").code(), StatusCode::kClosed);
+  auto x = q.get(with_timeout(10s));
+  ASSERT_TRUE(x.ok()) << x.status();
+  EXPECT_EQ(*x, "x");
+  auto end = q.get(with_timeout(10s));
+  EXPECT_EQ(end.status().code(), StatusCode::kClosed) << end.status();
+  expect_neighbours_kept({"q:deleting"});
+}
+
 TEST_F(PressureNeighbourQueueTest, StatsCountNothingOfQueuesNamedLikeSluicesOwnKeys) {
   auto q = queue();
   ASSERT_TRUE(q.create(0).ok());

@@ -93,7 +93,8 @@ if op == 'put' then
     if gate < 2 then return {'INUSE'} end
     if got[2] ~= id then redis.call('SET', PRODUCER, id) end
     if gate == 3 then
-      if redis.call('EXISTS', DELETING) == 1 then return {'DELETED'} end
+      -- The mark is a string; a list there is a queue named 'N:deleting'.
+      if redis.call('TYPE', DELETING).ok == 'string' then return {'DELETED'} end
       return {'CLOSED'}
     end
   elseif not b or redis.call('EXISTS', CLOSED) == 1 then
@@ -102,7 +103,7 @@ if op == 'put' then
     redis.call('LPUSH', PFREE, '0')
     redis.call('SET', PRODUCER, id)
     if not b then return {'NOQUEUE'} end
-    if redis.call('EXISTS', DELETING) == 1 then return {'DELETED'} end
+    if redis.call('TYPE', DELETING).ok == 'string' then return {'DELETED'} end
     return {'CLOSED'}
   end
   b = tonumber(b) or 0
@@ -173,7 +174,7 @@ elseif op == 'get' then
   if not items then
     if redis.call('EXISTS', CLOSED) == 1 then
       if held then redis.call('LPUSH', CFREE, '0'); redis.call('SET', CONSUMER, id) end
-      if redis.call('EXISTS', DELETING) == 1 then return {'DELETED'} end
+      if redis.call('TYPE', DELETING).ok == 'string' then return {'DELETED'} end
       return {'CLOSED'}
     end
     if hold and not held then
