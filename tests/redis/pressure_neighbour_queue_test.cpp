@@ -121,5 +121,51 @@ TEST_F(PressureNeighbourQueueTest, APurgeThatCannotBeCountedDropsNothing) {
   expect_neighbours_kept({"q:purged"});
 }
 
+// Reliable gets register their consumer in P:q:inflight and mark its list
+// in P:q:inflight_marks, the data lists of queues named "q:inflight" and
+// "q:inflight_marks". Beside such a queue a reliable get cannot keep its
+// list findable: it refuses, saying so, and takes nothing.
+TEST_F(PressureNeighbourQueueTest, AReliableGetThatCannotRegisterTakesNothing) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  ASSERT_TRUE(q.put("x").ok());
+  make_neighbours({"q:inflight"});
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    auto got = q.get_reliable("w", with_timeout(10s));
+    ASSERT_FALSE(got.ok());
+    EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << got.status();
+    EXPECT_NE(got.status().message().find("'q:inflight'"), std::string_view::npos) << got.status();
+  }
+  EXPECT_EQ(*q.length(), 1U);
+  EXPECT_TRUE(q.inflight("w")->empty());
+  auto st = q.stats();
+  ASSERT_TRUE(st.ok()) << st.status();
+  EXPECT_EQ(st->consumer_free, true);  // the role is not left taken
+  EXPECT_EQ(*q.get(with_timeout(10s)), "x");
+  expect_neighbours_kept({"q:inflight"});
+}
+
+// A mark that cannot be read (P:q:inflight_marks holds a queue's messages)
+// is no mark: reliable gets and acks go on as with a list from before marks.
+TEST_F(PressureNeighbourQueueTest, ReliableGetsAndAcksGoOnBesideAQueueNamedLikeTheMarks) {
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  ASSERT_TRUE(q.put("x").ok());
+  ASSERT_TRUE(q.put("y").ok());
+  make_neighbours({"q:inflight_marks"});
+  auto x = q.get_reliable("w", with_timeout(10s));
+  ASSERT_TRUE(x.ok()) << x.status();
+  auto y = q.get_reliable("w", with_timeout(10s));
+  ASSERT_TRUE(y.ok()) << y.status();
+  EXPECT_EQ(*x + *y, "xy");
+  Status acked = q.ack("w", 1);
+  EXPECT_TRUE(acked.ok()) << acked;
+  auto back = q.requeue_inflight("w");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, 1U);
+  EXPECT_EQ(*q.get(with_timeout(10s)), "y");
+  expect_neighbours_kept({"q:inflight_marks"});
+}
+
 }  // namespace
 }  // namespace sluice

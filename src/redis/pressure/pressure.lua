@@ -18,7 +18,7 @@
 --       (${prefix}:${name}:purged: sluice's own, not the protocol's stats)
 -- ARGV: 1 operation, 2 client id, 3.. operation arguments.
 -- Reply: { status, ... } where status is OK, NOQUEUE, DELETED, INUSE, CLOSED,
---        FULL, EMPTY, EXISTS, REMNANTS, BUSY, NOTHELD, CHANGED or STALE.
+--        FULL, EMPTY, EXISTS, REMNANTS, BUSY, NOTHELD, CHANGED, STALE or CLASH.
 --
 -- sluice's own keys (the in-flight registry and marks, :purged, :deleting)
 -- are where another queue's data list lies if one is named 'N:purged' and
@@ -189,21 +189,32 @@ elseif op == 'get' then
     local len = redis.call('LPUSH', reliable, unpack(items))
     if len == #items then
       -- A new in-flight list: register its consumer so delete can find it,
-      -- and mark it with the queue it is taken from (see the top).
-      redis.call('SADD', DATA .. ':inflight', ARGV[5])
-      redis.call('HSET', DATA .. ':inflight_marks', ARGV[5], (got[3] or '0') .. ' ' .. b)
+      -- and mark it with the queue it is taken from (see the top). Where
+      -- the registry is another queue's data list (one named 'N:inflight',
+      -- see the top) the list could not be found: take nothing. Where the
+      -- marks are, the list goes unmarked, as one from before marks.
+      if type(redis.pcall('SADD', DATA .. ':inflight', ARGV[5])) == 'table' then
+        redis.call('DEL', reliable)
+        local back = {}
+        for k = #items, 1, -1 do back[#back + 1] = items[k] end
+        redis.call('RPUSH', DATA, unpack(back))
+        if held then redis.call('LPUSH', CFREE, '0'); redis.call('SET', CONSUMER, id) end
+        return {'CLASH', DATA .. ':inflight'}
+      end
+      redis.pcall('HSET', DATA .. ':inflight_marks', ARGV[5], (got[3] or '0') .. ' ' .. b)
     else
       -- It held messages already: they must be this queue's. (Inline, as
-      -- in 'ack': no closures on the hot paths.)
-      local was = redis.call('HGET', DATA .. ':inflight_marks', ARGV[5])
+      -- in 'ack': no closures on the hot paths.) A mark that cannot be
+      -- read (the marks are another queue's data) is no mark.
+      local was = redis.pcall('HGET', DATA .. ':inflight_marks', ARGV[5])
       local m1, mb
-      if was then m1, mb = string.match(was, '^(%d+) (.*)$') end
+      if type(was) == 'string' then m1, mb = string.match(was, '^(%d+) (.*)$') end
       if m1 and (mb ~= b or tonumber(m1) > (tonumber(got[3]) or 0)) then
         -- They went with a deleted queue: drop that list, and put this
         -- get's items back at the head of the queue, in order, untouched.
         redis.call('DEL', reliable)
         redis.call('HDEL', DATA .. ':inflight_marks', ARGV[5])
-        redis.call('SREM', DATA .. ':inflight', ARGV[5])
+        redis.pcall('SREM', DATA .. ':inflight', ARGV[5])
         local back = {}
         for k = #items, 1, -1 do back[#back + 1] = items[k] end
         redis.call('RPUSH', DATA, unpack(back))
@@ -237,14 +248,14 @@ elseif op == 'ack' then
   -- ARGV[3] oldest items. A stale list is dropped, never counted here.
   local v = redis.call('MGET', BOUND, PMSG)
   if not v[1] then return {'NOQUEUE'} end
-  local was = redis.call('HGET', DATA .. ':inflight_marks', ARGV[4])
+  local was = redis.pcall('HGET', DATA .. ':inflight_marks', ARGV[4])  -- as in 'get'
   local m1, mb
-  if was then m1, mb = string.match(was, '^(%d+) (.*)$') end
+  if type(was) == 'string' then m1, mb = string.match(was, '^(%d+) (.*)$') end
   if m1 and (mb ~= v[1] or tonumber(m1) > (tonumber(v[2]) or 0)) then
     local n = redis.call('LLEN', KEYS[13])
     redis.call('DEL', KEYS[13])
     redis.call('HDEL', DATA .. ':inflight_marks', ARGV[4])
-    redis.call('SREM', DATA .. ':inflight', ARGV[4])
+    redis.pcall('SREM', DATA .. ':inflight', ARGV[4])
     return {'STALE', n}
   end
   local items = redis.call('RPOP', KEYS[13], tonumber(ARGV[3]))

@@ -506,6 +506,12 @@ struct PressureQueue::Impl {
         return {StatusCode::kClosed, "pressure queue '" + name + "' is closed and drained"};
       } else if (a.word == "STALE") {
         return stale(consumer, integer(a.at(1)));
+      } else if (a.word == "CLASH" && a.size() == 2) {
+        // The registry's key holds another queue's messages (pressure.lua).
+        return {StatusCode::kInvalidArgument,
+                "reliable gets on pressure queue '" + name + "' register their consumers at " +
+                    std::string(text(a.at(1))) + ", which holds the messages of another queue, '" +
+                    name + ":inflight'; nothing was taken"};
       } else {
         return unexpected(a.reply.get());
       }
