@@ -167,5 +167,21 @@ TEST_F(PressureNeighbourQueueTest, ReliableGetsAndAcksGoOnBesideAQueueNamedLikeT
   expect_neighbours_kept({"q:inflight_marks"});
 }
 
+// list() finds queues by their :bound key, a string. A list whose name ends
+// in ":bound" is no queue's: the data of a queue named "jobs:bound", or the
+// in-flight list of a reliable consumer named "bound".
+TEST_F(PressureNeighbourQueueTest, ListShowsOnlyQueuesThatExist) {
+  ReferenceClient jobs(server_.port(), "jobs:bound");
+  jobs.create(0);
+  jobs.put("m");
+  auto q = queue();
+  ASSERT_TRUE(q.create(0).ok());
+  ASSERT_TRUE(q.put("x").ok());
+  ASSERT_TRUE(q.get_reliable("bound", with_timeout(10s)).ok());
+  auto names = PressureQueue::list(server_.options());
+  ASSERT_TRUE(names.ok()) << names.status();
+  EXPECT_EQ(*names, (std::vector<std::string>{"jobs:bound", "q"}));
+}
+
 }  // namespace
 }  // namespace sluice

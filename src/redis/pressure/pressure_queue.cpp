@@ -787,7 +787,9 @@ Result<std::uint64_t> PressureQueue::requeue_orphans(std::string_view tag) {
 Result<std::vector<std::string>> PressureQueue::list(const RedisOptions& options) {
   redis::Connection conn(options, process_id());
   constexpr std::string_view kTail = ":bound";
-  auto keys = redis::scan_keys(conn, options.prefix + ":", "*:bound");
+  // Strings only: a list named so is a queue's data or an in-flight list
+  // (of a queue named "N:bound", of a consumer named "bound").
+  auto keys = redis::scan_keys(conn, options.prefix + ":", "*:bound", "string");
   if (!keys.ok()) return keys.status();
   const std::size_t head = options.prefix.size() + 1;
   std::vector<std::string> names;

@@ -647,13 +647,14 @@ Reply Connection::eval(const Script& script, std::span<const std::string_view> k
 namespace {
 
 // SCAN of one node, appending the keys.
-Status scan_node(Connection& conn, const std::string& pattern, std::vector<std::string>& keys) {
+Status scan_node(Connection& conn, const std::string& pattern, std::string_view type,
+                 std::vector<std::string>& keys) {
   std::string cursor = "0";
   do {
-    const std::array<std::string_view, 6> argv = {"SCAN",  cursor,  "MATCH",
-                                                  pattern, "COUNT", "1000"};
+    const std::array<std::string_view, 8> argv = {"SCAN",  cursor, "MATCH", pattern,
+                                                  "COUNT", "1000", "TYPE",  type};
     CallError err;
-    Reply r = conn.call(argv, err);
+    Reply r = conn.call(std::span<const std::string_view>(argv.data(), type.empty() ? 6 : 8), err);
     if (!r) return err.status;
     if (r->type == REDIS_REPLY_ERROR) return conn.error_reply(reply_text(r.get()));
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -670,7 +671,7 @@ Status scan_node(Connection& conn, const std::string& pattern, std::vector<std::
 }  // namespace
 
 Result<std::vector<std::string>> scan_keys(Connection& conn, std::string_view literal,
-                                           std::string_view tail) {
+                                           std::string_view tail, std::string_view type) {
   std::string pattern;
   for (const char ch : literal) {
     if (ch == '*' || ch == '?' || ch == '[' || ch == ']' || ch == '\\') pattern += '\\';
@@ -685,14 +686,14 @@ Result<std::vector<std::string>> scan_keys(Connection& conn, std::string_view li
   const std::vector<Node> primaries = slot_nodes(r.get(), conn.options().host, false);
   std::vector<std::string> keys;
   if (primaries.empty()) {
-    if (Status s = scan_node(conn, pattern, keys); !s.ok()) return s;
+    if (Status s = scan_node(conn, pattern, type, keys); !s.ok()) return s;
   }
   for (const auto& [host, port] : primaries) {
     RedisOptions o = conn.options();
     o.host = host;
     o.port = port;
     Connection node(std::move(o), "sluice-scan");
-    if (Status s = scan_node(node, pattern, keys); !s.ok()) return s;
+    if (Status s = scan_node(node, pattern, type, keys); !s.ok()) return s;
   }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());

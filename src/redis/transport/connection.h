@@ -185,8 +185,9 @@ class Connection {
 
 // Every key matching "<literal prefix><glob tail>" (SCAN, so the server is
 // never stalled; keys SCAN repeats are returned once), sorted. `literal` is
-// escaped for the glob; `tail` is a glob.
+// escaped for the glob; `tail` is a glob. `type` (e.g. "string"), if given,
+// keeps only keys of that type (SCAN's TYPE).
 Result<std::vector<std::string>> scan_keys(Connection& conn, std::string_view literal,
-                                           std::string_view tail);
+                                           std::string_view tail, std::string_view type = {});
 
 }  // namespace sluice::redis
