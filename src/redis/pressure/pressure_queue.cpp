@@ -16,6 +16,7 @@
 
 #include "redis/pressure/pressure_script.h"
 #include "redis/transport/connection.h"
+#include "redis/transport/host_id.h"
 
 namespace sluice {
 namespace {
@@ -57,14 +58,8 @@ constexpr std::array<std::string_view, kKeyCount> kSuffix = {"",
 constexpr std::size_t kChunkMessages = 1024;
 constexpr std::size_t kChunkBytes = std::size_t{8} << 20;
 
-const std::string& hostname() {
-  static const std::string name = [] {
-    std::array<char, 256> buf{};
-    if (gethostname(buf.data(), buf.size() - 1) != 0) return std::string("unknown");
-    return std::string(buf.data());
-  }();
-  return name;
-}
+// host_id(): the hostname, and the PID namespace where it is not the initial one.
+const std::string& hostname() { return redis::host_id(); }
 
 std::string process_id() { return hostname() + "_pid" + std::to_string(getpid()); }
 

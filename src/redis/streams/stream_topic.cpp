@@ -19,6 +19,7 @@
 
 #include "redis/streams/stream_script.h"
 #include "redis/transport/connection.h"
+#include "redis/transport/host_id.h"
 
 namespace sluice {
 namespace {
@@ -139,9 +140,7 @@ Status check_name(std::string_view kind, std::string_view name) {
 
 std::string consumer_name() {
   static std::atomic<unsigned> counter{0};
-  std::array<char, 256> host{};
-  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
-  return std::string(host.data()) + "_pid" + std::to_string(getpid()) + "_c" +
+  return redis::host_id() + "_pid" + std::to_string(getpid()) + "_c" +
          std::to_string(counter.fetch_add(1, std::memory_order_relaxed));  // only unique
 }
 
