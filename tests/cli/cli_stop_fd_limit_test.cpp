@@ -2,43 +2,28 @@
 // (detail::StopFd): SIGINT/SIGTERM are blocked and taken by a sigwait thread,
 // so a poll that waits without that eventfd must still see the stop
 // (docs/cli.md: "SIGINT or SIGTERM stops put and get cleanly (exit 130)").
-#include <dirent.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <climits>
 #include <fstream>
 #include <memory>
 #include <string>
 
 #include "cli/cli_child.h"
+#include "cli/fd_limit.h"
 #include "testutil/temp_dir.h"
 
 namespace sluice {
 namespace {
 
 using testutil::Child;
+using testutil::ends_soon;
 using testutil::main_thread_state;
+using testutil::open_on;
 using testutil::Outcome;
 using testutil::run_cli;
 using Clock = std::chrono::steady_clock;
-
-// How many of `pid`'s descriptors are open on a file whose link has `what`.
-int open_on(pid_t pid, const std::string& what) {
-  const std::string dir = "/proc/" + std::to_string(pid) + "/fd";
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return 0;
-  int n = 0;
-  while (const dirent* e = ::readdir(d)) {
-    char link[PATH_MAX];
-    const ssize_t len = ::readlink((dir + "/" + e->d_name).c_str(), link, sizeof link);
-    if (len > 0 && std::string(link, static_cast<std::size_t>(len)).find(what) != std::string::npos)
-      ++n;
-  }
-  ::closedir(d);
-  return n;
-}
 
 // Waits (up to 30 s) until the child exited (false) or its main thread
 // sleeps with a file open whose link has `what` (true): put then waits on
@@ -65,24 +50,6 @@ std::unique_ptr<Child> at_lowest_limit(const std::string& store, const std::stri
   }
   return nullptr;
 }
-
-// Polls (up to 5 s) until the child has exited.
-bool ends_soon(const Child& c) {
-  for (const auto until = Clock::now() + std::chrono::seconds(5); Clock::now() < until;) {
-    if (main_thread_state(c.pid()) == 'Z') return true;
-  }
-  return false;
-}
-
-// Under ASan+UBSan the runtime opens descriptors of its own (UBSan's vptr
-// check makes a pipe at the first virtual call), so the lowest limit at
-// which the command opens the queue is not one at which its eventfd fails:
-// these tests run in the default and TSan builds.
-#if defined(__SANITIZE_ADDRESS__)
-#define SKIP_UNDER_ASAN() GTEST_SKIP() << "the sanitizer runtime's own descriptors move the limit"
-#else
-#define SKIP_UNDER_ASAN() (void)0
-#endif
 
 class CliStopFdLimitTest : public ::testing::Test {
  protected:
