@@ -215,7 +215,8 @@ void Topic::Impl::summarize_read_segments(const log::Scan& scan) {
   if (opt.durability == Durability::kNone) return;
   for (std::size_t i = 0; i + 1 < scan.segments.size() && i + 1 < segs.size(); ++i) {
     const log::Scanned& s = scan.segments[i];
-    if (!s.verified || !s.skips.empty() || s.torn) continue;  // summarized, or damaged
+    // The damage found is in segs[i]->skips: adopt() moved s.skips there.
+    if (!s.verified || !segs[i]->skips.empty() || s.torn) continue;  // summarized, or damaged
     (void)log::write_summary(fs, *segs[i], s.next_seq, s.last_time);
   }
 }
