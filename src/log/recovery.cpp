@@ -253,11 +253,16 @@ Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, s
   std::optional<TimeUs> prev_time;
   RecoveryReport ignored;
   // Complete records only: appends go past `end`.
-  if (Status st = scan_segment_file(fs, **f, std::min(*size, end), max_payload, /*last=*/false, s,
-                                    prev_time, ignored);
+  const std::uint64_t stop = std::min(*size, end);
+  if (Status st =
+          scan_segment_file(fs, **f, stop, max_payload, /*last=*/false, s, prev_time, ignored);
       !st.ok()) {
     return st;
   }
+  // Zeros below `end` are not a reserve (records were there: the summary, or
+  // the writer, said so) but damage to the end: a reader skips them rather
+  // than stop there for good.
+  if (s.torn && s.end < stop) s.skips.push_back({s.end, stop, 0, s.next_seq});
   return std::move(s.skips);
 }
 
