@@ -504,6 +504,29 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
       return r;
     }
     if (hop == kMaxRedirects) return r;
+    if (t.starts_with("READONLY")) {
+      // A primary demoted without Cluster (FAILOVER, REPLICAOF: Sentinel's
+      // way): nothing ran, as a replica takes no write. ROLE names its
+      // primary: follow it for good, as a MOVED, and run the command there.
+      std::optional<Node> primary = primary_of();
+      if (!primary) return r;                // ROLE refused, or the connection broke: "not now"
+      if (primary->first.empty()) continue;  // a primary again by now: run it here
+      std::string why(t.substr(0, t.find(" script:")));
+      const std::string was = address();
+      drop();
+      options_.host = primary->first;
+      options_.port = primary->second;
+      ++redirects_;
+      redirected = true;
+      if (Status s = ensure(false); !s.ok()) {
+        // The next call starts over from the seed, which says the same.
+        err.status = {StatusCode::kUnavailable,
+                      "redis: " + was + " is a replica of " + address() + " (" + why +
+                          "), which cannot be reached: " + std::string(s.message())};
+        return nullptr;
+      }
+      continue;
+    }
     const bool moved = t.starts_with("MOVED ");
     if (!moved && !t.starts_with("ASK ")) return r;
     std::string host;
@@ -529,6 +552,26 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
     asked_ = std::move(target);  // for call_there(): where this command ran
     return answer;
   }
+}
+
+std::optional<std::pair<std::string, int>> Connection::primary_of() {
+  const std::string_view argv[] = {"ROLE"};
+  CallError err;
+  Reply r = roundtrip(argv, err);
+  if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+      r->element[0]->type != REDIS_REPLY_STRING) {
+    return std::nullopt;
+  }
+  const std::string_view role = reply_text(r->element[0]);
+  if (role == "master") return Node{};
+  // "slave", host, port, link state, offset.
+  if (role != "slave" || r->elements < 3 || r->element[1]->type != REDIS_REPLY_STRING ||
+      r->element[2]->type != REDIS_REPLY_INTEGER) {
+    return std::nullopt;
+  }
+  const long long port = r->element[2]->integer;
+  if (r->element[1]->len == 0 || port <= 0 || port > 65535) return std::nullopt;
+  return Node{std::string(reply_text(r->element[1])), static_cast<int>(port)};
 }
 
 Reply Connection::call_there(std::span<const std::string_view> argv, CallError& err) {
@@ -580,7 +623,7 @@ Reply Connection::eval_then(const Script& script, std::span<const std::string_vi
   const std::string_view t =
       r->type == REDIS_REPLY_ERROR ? reply_text(r.get()) : std::string_view();
   if (t.starts_with("MOVED ") || t.starts_with("ASK ") || t.starts_with("TRYAGAIN") ||
-      t.starts_with("NOSCRIPT")) {
+      t.starts_with("NOSCRIPT") || t.starts_with("READONLY")) {
     // The script did not run: eval() follows, retries or loads it. `then`
     // ran on its own here, for nothing.
     then_reply.reset();
@@ -620,7 +663,7 @@ Reply Connection::eval_multi(const Script& script, std::span<const std::string_v
   if (ran->type == REDIS_REPLY_ERROR) {
     const std::string_view t = reply_text(ran);
     if (t.starts_with("MOVED ") || t.starts_with("ASK ") || t.starts_with("TRYAGAIN") ||
-        t.starts_with("NOSCRIPT")) {
+        t.starts_with("NOSCRIPT") || t.starts_with("READONLY")) {
       return nullptr;  // the script did not run: eval() knows what to do
     }
   }

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -66,6 +67,10 @@ class Connection {
   // the last connect, replicas included), which redirects to the slot's
   // primary: so a handle outlives a failover. Until the cluster has named
   // the new primary, calls fail with kUnavailable.
+  // A server that answers READONLY (a plain primary demoted to a replica:
+  // FAILOVER, REPLICAOF, Sentinel) is asked ROLE, and the command (which
+  // did not run there) goes to the primary it names, for good; if that
+  // cannot be reached, the call fails with kUnavailable naming both.
   // TRYAGAIN (a multi-key command while its slot migrates) is retried with
   // a short backoff for up to io_timeout.
   Reply call(std::span<const std::string_view> argv, CallError& err);
@@ -157,6 +162,9 @@ class Connection {
   Reply read_reply(std::string_view what, CallError& err);
   // Whether `script` was declared at construction (so loaded by connect()).
   bool declared(const Script& script) const noexcept;
+  // ROLE on this connection: the primary this server replicates; an empty
+  // host if it is a primary itself; nullopt if that cannot be told.
+  std::optional<std::pair<std::string, int>> primary_of();
   // call() without its TRYAGAIN retries.
   Reply call_redirected(std::span<const std::string_view> argv, CallError& err,
                         const Context* wait = nullptr);
