@@ -35,6 +35,7 @@
 #include <cstring>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -364,7 +365,9 @@ int run_exec(Globals& g, const ExecArgs& a) {
     return fail("get", queue_label(a.name),
                 {StatusCode::kInvalidArgument, "--dead-letter must name another queue"});
   }
-  auto store = open_store(g, "get", &g.rc);
+  // Shared: a stat of --metrics still in progress at the end holds it (and
+  // finishes alone, StatSampler).
+  std::shared_ptr<QueueStore> store = open_store(g, "get", &g.rc);
   if (!store) return g.rc;
   if (a.start && !g.quiet) note_kept_position(*store, a.name, a.channel);
   std::signal(SIGPIPE, SIG_IGN);  // a command that does not read its stdin is not our death
@@ -386,12 +389,11 @@ int run_exec(Globals& g, const ExecArgs& a) {
   // Acknowledges what was got so far, through an outage (--reconnect).
   const auto ack = [&] { return reconnect.retry(ctx, [&] { return reader.ack(); }); };
   const std::size_t batch = a.batch != 0 ? a.batch : std::max<std::size_t>(32, 4 * a.parallel);
-  QueueStore& st = *store;
   CommandMetrics metrics;
   metrics.command = "get";
   metrics.queue = a.name;
   metrics.exec = true;
-  metrics.stat = [&st, &a] { return st.stat(a.name); };
+  metrics.stat = [store, name = a.name] { return store->stat(name); };
   auto server = serve_metrics(a.metrics, "get", metrics, &g.rc);
   if (!a.metrics.empty() && !server) return g.rc;
 

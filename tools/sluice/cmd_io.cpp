@@ -13,6 +13,7 @@
 #include <deque>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -66,7 +67,9 @@ int run_put(Globals& g, const IoArgs& a) {
     return fail("put", queue_label(a.name),
                 {StatusCode::kIOError, "stdin is closed: nothing to read the messages from"});
   }
-  auto store = open_store(g, "put", &g.rc);
+  // Shared: a stat of the progress line or --metrics still in progress at
+  // the end holds it (and finishes alone, StatSampler).
+  std::shared_ptr<QueueStore> store = open_store(g, "put", &g.rc);
   if (!store) return g.rc;
   const std::stop_token stop = stop_on_signals();
   // --timeout: one deadline for the whole command (the role, the bound, stdin).
@@ -84,15 +87,15 @@ int run_put(Globals& g, const IoArgs& a) {
     w = Status(put_ctx.err());
   }
   if (!w.ok()) return fail_role("put", queue_label(a.name), w.status(), a.no_wait);
-  QueueStore& st = *store;  // thread-safe: the progress thread samples it
   QueueWriter& writer = **w;
-  Progress progress(
-      Progress::wanted(g.quiet), "put " + a.name, [&st, &a] { return st.stat(a.name); },
-      [&writer] { return writer.blocked_seconds(); });
+  // Thread-safe: the progress line's and the metrics' threads sample it.
+  const auto stat = [store, name = a.name] { return store->stat(name); };
+  Progress progress(Progress::wanted(g.quiet), "put " + a.name, stat,
+                    [&writer] { return writer.blocked_seconds(); });
   CommandMetrics metrics;
   metrics.command = "put";
   metrics.queue = a.name;
-  metrics.stat = [&st, &a] { return st.stat(a.name); };
+  metrics.stat = stat;
   metrics.blocked = [&writer] { return writer.blocked_seconds(); };
   auto server = serve_metrics(a.metrics, "put", metrics, &g.rc);
   if (!a.metrics.empty() && !server) return g.rc;
@@ -283,7 +286,9 @@ int run_get(Globals& g, IoArgs a) {
     return fail("get", queue_label(a.name),
                 {StatusCode::kIOError, "stdout is closed: nowhere to write the messages"});
   }
-  auto store = open_store(g, "get", &g.rc);
+  // Shared: a stat of the progress line or --metrics still in progress at
+  // the end holds it (and finishes alone, StatSampler).
+  std::shared_ptr<QueueStore> store = open_store(g, "get", &g.rc);
   if (!store) return g.rc;
   if (a.exec.start && !g.quiet) note_kept_position(*store, a.name, a.channel);
   std::signal(SIGPIPE, SIG_IGN);  // a closed stdout is an EPIPE to handle, not a silent death
@@ -306,13 +311,12 @@ int run_get(Globals& g, IoArgs a) {
   if (r.code() == StatusCode::kUnavailable && ctx.err() != StatusCode::kOk) r = Status(ctx.err());
   if (!r.ok()) return fail_role("get", label, r.status(), a.no_wait);
   QueueReader& reader = **r;
-  QueueStore& st = *store;
-  Progress progress(Progress::wanted(g.quiet), "get " + a.name,
-                    [&st, &a] { return st.stat(a.name); });
+  const auto stat = [store, name = a.name] { return store->stat(name); };
+  Progress progress(Progress::wanted(g.quiet), "get " + a.name, stat);
   CommandMetrics metrics;
   metrics.command = "get";
   metrics.queue = a.name;
-  metrics.stat = [&st, &a] { return st.stat(a.name); };
+  metrics.stat = stat;
   auto server = serve_metrics(a.metrics, "get", metrics, &g.rc);
   if (!a.metrics.empty() && !server) return g.rc;
 

@@ -112,33 +112,16 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(std::string_view add
   const bool v6 = host.find(':') != std::string::npos;
   m->url_ = "http://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port) + "/metrics";
   MetricsServer* self = m.get();
-  m->thread_ = std::thread([self, &metrics] { self->serve(metrics); });
-  if (metrics.stat)
-    m->stat_thread_ = std::thread([self, &metrics] { self->sample_stats(metrics); });
-  return m;
-}
-
-void MetricsServer::sample_stats(const CommandMetrics& metrics) {
-  std::unique_lock lock(mu_);
-  for (;;) {
-    cv_.wait(lock, [&] { return stop_ || stats_done_ < stats_wanted_; });
-    if (stop_) return;
-    const std::uint64_t wanted = stats_wanted_;  // the requests this stat answers
-    lock.unlock();
-    const auto began = std::chrono::steady_clock::now();
-    auto info = metrics.stat();
-    lock.lock();
-    if (info.ok()) {
-      last_ = std::move(*info);
-      last_at_ = began;
-    }
-    last_ok_ = info.ok();
-    stats_done_ = wanted;
-    const std::uint64_t one = 1;
-    if (::write(stat_fd_, &one, sizeof one) < 0) {
-      // An eventfd counter write does not fail.
-    }
+  if (metrics.stat) {
+    m->sampler_ = std::make_unique<StatSampler>(metrics.stat, [self] {
+      const std::uint64_t one = 1;
+      if (::write(self->stat_fd_, &one, sizeof one) < 0) {
+        // An eventfd counter write does not fail.
+      }
+    });
   }
+  m->thread_ = std::thread([self, &metrics] { self->serve(metrics); });
+  return m;
 }
 
 void MetricsServer::serve(const CommandMetrics& metrics) {
@@ -171,13 +154,11 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
       c.out = response("400 Bad Request", "text/plain", "bad request\n", false);
     } else if (path != "/metrics") {
       c.out = response("404 Not Found", "text/plain", "not found: try /metrics\n", head);
-    } else if (metrics.stat) {
+    } else if (sampler_) {
       // Answered once the stat thread has sampled the queue for it.
-      std::lock_guard lock(mu_);
-      c.stat_wanted = ++stats_wanted_;
+      c.stat_wanted = sampler_->request();
       c.stat_until = Clock::now() + kStatWait;
       c.head = head;
-      cv_.notify_one();
     } else {
       c.out = response("200 OK", "text/plain; version=0.0.4; charset=utf-8",
                        metrics.render(StatSample{}), head);
@@ -187,15 +168,8 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
   const auto answer_stats = [&](Clock::time_point now) {
     if (std::none_of(conns.begin(), conns.end(), [](const Conn& c) { return c.stat_wanted != 0; }))
       return;
-    StatSample sample;
-    std::uint64_t done = 0;
-    {
-      std::lock_guard lock(mu_);
-      done = stats_done_;
-      sample.info = last_;
-      if (last_) sample.age_seconds = std::chrono::duration<double>(now - last_at_).count();
-      sample.ok = last_ok_;
-    }
+    const std::uint64_t done = sampler_->answered();
+    const StatSample sample = sampler_->sample(done, now);
     std::string fresh, late;  // each rendered once
     for (Conn& c : conns) {
       if (c.stat_wanted == 0 || (c.stat_wanted > done && now < c.stat_until)) continue;
@@ -232,7 +206,7 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
     if (fds[2].revents != 0) {
       std::uint64_t n = 0;
       if (::read(stat_fd_, &n, sizeof n) < 0) {
-        // EAGAIN: already read; the state is under mu_ either way.
+        // EAGAIN: already read; the sampler holds the state either way.
       }
     }
     const auto now = Clock::now();
@@ -306,12 +280,6 @@ void MetricsServer::serve(const CommandMetrics& metrics) {
 }
 
 MetricsServer::~MetricsServer() {
-  {
-    std::lock_guard lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (stat_thread_.joinable()) stat_thread_.join();  // after a stat in progress
   if (wake_fd_ >= 0) {
     const std::uint64_t one = 1;
     if (::write(wake_fd_, &one, sizeof one) < 0) {
@@ -319,6 +287,9 @@ MetricsServer::~MetricsServer() {
     }
   }
   if (thread_.joinable()) thread_.join();
+  // Not after a stat in progress: it ends alone, and no longer says so on
+  // stat_fd_ once this returns.
+  sampler_.reset();
   if (listen_fd_ >= 0) ::close(listen_fd_);
   if (wake_fd_ >= 0) ::close(wake_fd_);
   if (stat_fd_ >= 0) ::close(stat_fd_);

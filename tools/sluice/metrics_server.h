@@ -12,24 +12,24 @@
 //   call from another thread (QueueStore::stat and
 //   QueueWriter::blocked_seconds are).
 // Blocking: a scrape never blocks the data path: it reads atomics, and the
-//   queue's stat runs on a thread of its own. A /metrics request asks that
-//   thread for a stat and waits for it 500 ms at most, serving the other
-//   connections meanwhile; past that (say Redis does not answer) it is
-//   answered with the queue as last known, sluice_store_stat_ok 0 and
-//   sluice_store_stat_age_seconds saying how old. The destructor stops the
-//   server and joins its threads: at once (connections still open are
-//   closed), but after the stat in progress, if any, has returned.
+//   queue's stat runs on a thread of its own (StatSampler). A /metrics
+//   request asks that thread for a stat and waits for it 500 ms at most,
+//   serving the other connections meanwhile; past that (say Redis does not
+//   answer) it is answered with the queue as last known,
+//   sluice_store_stat_ok 0 and sluice_store_stat_age_seconds saying how
+//   old. The destructor stops the server at once (connections still open
+//   are closed), without waiting for a stat in progress: that one ends
+//   alone (see StatSampler).
 // Ownership: the server keeps a reference to the CommandMetrics it renders,
-//   which must outlive it.
+//   which must outlive it; its stat is copied, and must own what it uses
+//   (StatSampler).
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,15 +37,9 @@
 
 #include "sluice/status.h"
 #include "sluice/store.h"
+#include "stat_sampler.h"
 
 namespace sluice::cli {
-
-// The queue, as the server's stat thread last saw it.
-struct StatSample {
-  std::optional<QueueInfo> info;  // the last stat that succeeded; none yet: empty
-  double age_seconds = 0;         // since that stat began
-  bool ok = false;                // the stat for this scrape succeeded in time
-};
 
 // What a running put or get has done so far.
 struct CommandMetrics {
@@ -58,8 +52,10 @@ struct CommandMetrics {
   std::atomic<std::uint64_t> runs_ok{0};      // command runs that exited 0
   std::atomic<std::uint64_t> runs_failed{0};  // runs that failed (each retry counts)
   std::atomic<std::uint64_t> dead_lettered{0};
-  std::function<Result<QueueInfo>()> stat;  // the queue now; null: not sampled
-  std::function<double()> blocked;          // put: seconds waited at the bound
+  // The queue now; null: not sampled. Owns what it uses: a stat in
+  // progress at the server's end finishes alone (StatSampler).
+  std::function<Result<QueueInfo>()> stat;
+  std::function<double()> blocked;  // put: seconds waited at the bound
 
   // Prometheus text (0.0.4): sluice_cli_* for the command, sluice_store_*
   // for the queue (as `sample` shows it; none when stat is null); every
@@ -86,23 +82,13 @@ class MetricsServer {
  private:
   MetricsServer() = default;
   void serve(const CommandMetrics& metrics);
-  void sample_stats(const CommandMetrics& metrics);  // the stat thread
 
   int listen_fd_ = -1;
-  int wake_fd_ = -1;  // eventfd: the destructor's stop
-  int stat_fd_ = -1;  // eventfd: a stat finished
+  int wake_fd_ = -1;                      // eventfd: the destructor's stop
+  int stat_fd_ = -1;                      // eventfd: a stat finished
+  std::unique_ptr<StatSampler> sampler_;  // null without metrics.stat
   std::thread thread_;
-  std::thread stat_thread_;
   std::string url_;
-
-  std::mutex mu_;  // guards what follows
-  std::condition_variable cv_;
-  bool stop_ = false;
-  std::uint64_t stats_wanted_ = 0;  // stats asked for, one per request
-  std::uint64_t stats_done_ = 0;    // of those, answered by a stat that began after them
-  std::optional<QueueInfo> last_;   // the last stat that succeeded
-  std::chrono::steady_clock::time_point last_at_;  // when it began
-  bool last_ok_ = false;                           // the last stat to finish succeeded
 };
 
 // For a command: starts a server when `addr` is not empty and says where on
