@@ -245,6 +245,18 @@ Result<std::unique_ptr<QueueReader>> RedisStore::reader(std::string_view name,
 
 namespace {
 
+// A Streams topic's script answers NOGROUP for a channel it does not have
+// (a topic that is gone is NOTOPIC): said as the embedded store says it, not
+// as the transport's "deleted?", which the command would follow with a hint
+// to create the queue that exists.
+Status stream_no_channel(Status s, std::string_view name, std::string_view channel) {
+  if (s.code() != StatusCode::kNotFound || s.message().find("NOGROUP") == std::string_view::npos) {
+    return s;
+  }
+  return {StatusCode::kNotFound, "queue '" + std::string(name) + "' has no channel '" +
+                                     std::string(channel) + "' (sluice stat lists them)"};
+}
+
 Status pressure_has_one_channel(std::string_view name, std::string_view channel) {
   return {StatusCode::kInvalidArgument,
           "channel '" + std::string(channel) + "': queue '" + std::string(name) +
@@ -267,7 +279,7 @@ Result<std::unique_ptr<QueuePeek>> RedisStore::peek(std::string_view name, std::
     StreamTopic t(opt_, std::string(name), stream_options());
     // Not found now rather than at the first page.
     auto page = t.peek(channel, from.after_id.empty() ? "" : from.after_id, 1);
-    if (!page.ok()) return page.status();
+    if (!page.ok()) return stream_no_channel(page.status(), name, channel);
     return stream_peek(std::move(t), std::string(channel), from.after_id);
   }
   if (channel != kDefaultChannel) return pressure_has_one_channel(name, channel);
@@ -293,7 +305,9 @@ Result<SeekResult> RedisStore::seek(std::string_view name, std::string_view chan
   }
   StreamTopic t(opt_, std::string(name), stream_options());
   StreamSeekResult where;
-  if (Status s = seek_stream(t, channel, to, &where); !s.ok()) return s;
+  if (Status s = seek_stream(t, channel, to, &where); !s.ok()) {
+    return stream_no_channel(s, name, channel);
+  }
   SeekResult r;
   r.position = "after " + where.position;
   r.clamped =
@@ -311,7 +325,9 @@ Result<std::uint64_t> RedisStore::purge(std::string_view name, std::string_view 
   auto found = find(name);
   if (!found.ok()) return found.status();
   if (found->kind == Kind::kStream) {
-    return StreamTopic(opt_, std::string(name), stream_options()).purge(channel);
+    auto n = StreamTopic(opt_, std::string(name), stream_options()).purge(channel);
+    if (!n.ok()) return stream_no_channel(n.status(), name, channel);
+    return n;
   }
   if (channel != kDefaultChannel) return pressure_has_one_channel(name, channel);
   return found->queue->purge();
