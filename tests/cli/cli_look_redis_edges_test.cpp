@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/cli_backends.h"
+#include "redis/stream_helpers.h"
 
 namespace sluice {
 namespace {
@@ -29,6 +30,36 @@ TEST_P(CliLookRedisEdgesTest, AMissingChannelsErrorNamesTheChannelNotTheQueue) {
     EXPECT_EQ(r.err.find("deleted?"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("has no channel 'nope'"), std::string::npos) << r.err;
   }
+}
+
+// peek shows a channel's pending messages, then those not delivered yet, in
+// id order. Pending entries whose payloads are gone (deleted by another
+// client: the script leaves them out) must not make a page skip the pending
+// ones after them: with m1..m5 held by a competing reader and m1, m2 deleted,
+// the first three are m3, m4, m5, not m3 and then m6, m7.
+TEST_P(CliLookRedisEdgesTest, PeekDoesNotSkipPendingMessagesAfterDeletedOnes) {
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, "m1\nm2\nm3\nm4\nm5\nm6\nm7\nm8\n").rc, 0);
+  testutil::RawRedis raw(server_->port());
+  const std::string key = testutil::stream_key("q");
+  auto got =
+      raw.cmd({"XREADGROUP", "GROUP", "default", "other", "COUNT", "5", "STREAMS", key, ">"});
+  ASSERT_TRUE(got && got->type == REDIS_REPLY_ARRAY && got->elements == 1);
+  const redisReply* entries = got->element[0]->element[1];
+  ASSERT_EQ(entries->elements, 5u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    ASSERT_EQ(raw.integer({"XDEL", key, entries->element[i]->element[0]->str}), 1);
+  }
+  Outcome p = run({"peek", "q", "--count", "3"});
+  EXPECT_EQ(p.rc, 0) << p.err;
+  EXPECT_EQ(p.out, "m3\nm4\nm5\n");
+  // A page of deleted ones only: the next page goes on past them.
+  p = run({"peek", "q", "--count", "2"});
+  EXPECT_EQ(p.rc, 0) << p.err;
+  EXPECT_EQ(p.out, "m3\nm4\n");
+  p = run({"peek", "q"});
+  EXPECT_EQ(p.rc, 0) << p.err;
+  EXPECT_EQ(p.out, "m3\nm4\nm5\nm6\nm7\nm8\n");
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CliLookRedisEdgesTest,

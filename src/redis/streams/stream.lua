@@ -683,7 +683,8 @@ end
 -- after AFTER (at most MAX, in id order; entries deleted from the stream
 -- left out), the XRANGE reply of the entries after START = the larger of
 -- the last delivered id and AFTER (at most MAX less the pending entries at
--- or before START, which come before all of them) }. The caller merges the
+-- or before START, which come before all of them; none while more pending
+-- entries than MAX may follow) }. The caller merges the
 -- two by id and keeps the first MAX. OUTSIDE '1': the caller reads the
 -- entries after AFTER itself, with XRANGE in the same MULTI/EXEC right
 -- after this script (a plain command's reply costs the server a third of
@@ -705,31 +706,44 @@ if op == 'peek' then
   if after ~= '' and less(last, after) then start = after end
   local from = '-'
   if after ~= '' then from = '(' .. after end
-  local pend = redis.call('XPENDING', STREAM, ch, from, '+', ARGV[4])
-  local held, first = {}, 0
-  if #pend > 0 then
-    -- The payloads: one XRANGE over the pending ids' span, at most as many
-    -- entries as there are pending ones (all of them when they are dense,
-    -- as a consumer's batch is); an id it did not reach, one lookup each.
-    local span = redis.call('XRANGE', STREAM, pend[1][1], pend[#pend][1], 'COUNT', #pend)
-    local j = 1
-    local all_before = not less(start, pend[#pend][1])
-    for _, p in ipairs(pend) do
-      local id = p[1]
-      while span[j] and span[j][1] ~= id and less(span[j][1], id) do j = j + 1 end
-      local e = span[j]
-      if not (e and e[1] == id) then e = redis.call('XRANGE', STREAM, id, id)[1] end
-      if e then  -- else deleted from the stream by hand: left out
-        held[#held + 1] = id
-        held[#held + 1] = field(e[2], 'd') or ''
-        held[#held + 1] = p[4]
-        if all_before or not less(start, id) then first = first + 1 end
+  -- The pending ones, a page of XPENDING at a time until there are `max`
+  -- or no more: one deleted from the stream by hand is left out, and those
+  -- after it still come before the fresh ones (a page that stopped at `max`
+  -- pending entries may have more after it: no fresh ones then).
+  local held, first, n, all_seen = {}, 0, 0, false
+  while n < max do
+    local want = max - n
+    local pend = redis.call('XPENDING', STREAM, ch, from, '+', string.format('%d', want))
+    if #pend > 0 then
+      -- The payloads: one XRANGE over the pending ids' span, at most as many
+      -- entries as there are pending ones (all of them when they are dense,
+      -- as a consumer's batch is); an id it did not reach, one lookup each.
+      local span = redis.call('XRANGE', STREAM, pend[1][1], pend[#pend][1], 'COUNT', #pend)
+      local j = 1
+      local all_before = not less(start, pend[#pend][1])
+      for _, p in ipairs(pend) do
+        local id = p[1]
+        while span[j] and span[j][1] ~= id and less(span[j][1], id) do j = j + 1 end
+        local e = span[j]
+        if not (e and e[1] == id) then e = redis.call('XRANGE', STREAM, id, id)[1] end
+        if e then  -- else deleted from the stream by hand: left out
+          held[#held + 1] = id
+          held[#held + 1] = field(e[2], 'd') or ''
+          held[#held + 1] = p[4]
+          n = n + 1
+          if all_before or not less(start, id) then first = first + 1 end
+        end
       end
+      from = '(' .. pend[#pend][1]
+    end
+    if #pend < want then
+      all_seen = true
+      break
     end
   end
   if ARGV[5] == '1' and start == after then return { held, 1 } end
   local fresh = {}
-  if max > first then
+  if all_seen and max > first then
     fresh = redis.call('XRANGE', STREAM, '(' .. start, '+', 'COUNT',
                        string.format('%d', max - first))
   end
