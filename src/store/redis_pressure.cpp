@@ -184,17 +184,17 @@ class RedisReader final : public QueueReader {
 };
 
 // The head of the waiting list. The protocol has no cursor: each page asks
-// for the head again and skips what was shown (a get between two pages
-// shifts the list: the next page may repeat or miss messages at its edge).
+// for the messages after those shown, counted from the head (a get between
+// two pages shifts the list: the next page may repeat or miss messages at
+// its edge).
 class PressurePeek final : public QueuePeek {
  public:
   explicit PressurePeek(PressureQueue q) : q_(std::move(q)) {}
   Status next(std::vector<StoreMessage>& out, std::size_t max) override {
-    auto head = q_.peek(shown_ + max);
-    if (!head.ok()) return head.status();
-    for (std::size_t i = shown_; i < head->size(); ++i)
-      out.emplace_back().data = std::move((*head)[i]);
-    shown_ = std::max(shown_, head->size());
+    auto page = q_.peek(max, shown_);
+    if (!page.ok()) return page.status();
+    for (std::string& m : *page) out.emplace_back().data = std::move(m);
+    shown_ += page->size();
     return Status::Ok();
   }
 

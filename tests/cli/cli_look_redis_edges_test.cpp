@@ -66,5 +66,45 @@ INSTANTIATE_TEST_SUITE_P(Backends, CliLookRedisEdgesTest,
                          ::testing::Values(testutil::CliBackend{"redis_stream", true, "--stream"}),
                          testutil::backend_name);
 
+// The same on a pressure queue.
+class CliPressurePeekTest : public testutil::CliBackendTest {
+ protected:
+  // The bytes the server has sent to its clients, ever (INFO stats).
+  long long sent_bytes() {
+    testutil::RawRedis raw(server_->port());
+    auto r = raw.cmd({"INFO", "stats"});
+    const std::string info(r->str, r->len);
+    const std::string key = "total_net_output_bytes:";
+    return std::stoll(info.substr(info.find(key) + key.size()));
+  }
+};
+
+// A long peek reads the waiting list a page at a time. Each page must be
+// read from where the last one ended, not from the head again: asking for
+// the first shown+page messages every time sends (and, in the script,
+// copies) the whole list again per page, O(n^2) in a long queue, while the
+// server serves nobody else.
+TEST_P(CliPressurePeekTest, ALongPeekReadsEachMessageOnce) {
+  create("q", "0");
+  std::string input;
+  const int n = 20000;  // over two of peek's pages of 8192
+  for (int i = 0; i < n; ++i) {
+    std::string m = "m" + std::to_string(i);
+    input += m + std::string(100 - m.size(), '.') + "\n";
+  }
+  ASSERT_EQ(run({"put", "q"}, input).rc, 0);
+  const long long before = sent_bytes();
+  Outcome p = run({"peek", "q"});
+  const long long sent = sent_bytes() - before;
+  EXPECT_EQ(p.rc, 0) << p.err;
+  EXPECT_EQ(p.out, input);
+  EXPECT_LT(sent, static_cast<long long>(input.size()) * 3 / 2) << "for " << input.size();
+  EXPECT_EQ(stat("q", "length"), std::to_string(n));  // nothing taken
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CliPressurePeekTest,
+                         ::testing::Values(testutil::CliBackend{"redis", true, ""}),
+                         testutil::backend_name);
+
 }  // namespace
 }  // namespace sluice

@@ -152,10 +152,11 @@ class PressureQueue {
   Result<PressureStats> stats();
 
   // The head of the queue: up to `max` (>= 1) messages, the next a get
-  // would take, in that order, without taking them. Takes no role and
-  // changes nothing; one atomic read (a snapshot while puts and gets run).
-  // Not the messages reliable consumers hold in flight (inflight()).
-  Result<std::vector<std::string>> peek(std::size_t max);
+  // would take, in that order, without taking them; after the first `skip`
+  // of them (a pager's next page: only that page is read). Takes no role
+  // and changes nothing; one atomic read (a snapshot while puts and gets
+  // run). Not the messages reliable consumers hold in flight (inflight()).
+  Result<std::vector<std::string>> peek(std::size_t max, std::size_t skip = 0);
   // Drops every message waiting in the queue, without deleting it or
   // closing it; how many. Messages reliable consumers hold in flight stay
   // theirs. Counted in sluice's own key (PressureStats::purged), never in

@@ -432,10 +432,11 @@ elseif op == 'stats' then
           redis.call('LLEN', NOTFULL), live, old, ours(KEYS[13]) and num(KEYS[13]) or 0}
 
 elseif op == 'peek' then
-  -- ARGV[3]: LRANGE's start, "-<n>". The head of the queue, the next n
-  -- messages a get would take, oldest first. Takes no role, changes nothing.
+  -- ARGV[3], ARGV[4]: LRANGE's start and end, "-<skip+n>" and "-<skip+1>"
+  -- (none: -1). The head of the queue, the next n messages a get would
+  -- take after the first skip, oldest first. Takes no role, changes nothing.
   if not exists(BOUND) then return {'NOQUEUE'} end
-  local items = redis.call('LRANGE', DATA, ARGV[3], -1)
+  local items = redis.call('LRANGE', DATA, ARGV[3], ARGV[4] or -1)
   local reply = {'OK'}
   for k = #items, 1, -1 do reply[#reply + 1] = items[k] end
   return reply

@@ -611,12 +611,16 @@ Result<PressureStats> PressureQueue::stats() {
   return st;
 }
 
-Result<std::vector<std::string>> PressureQueue::peek(std::size_t max) {
+Result<std::vector<std::string>> PressureQueue::peek(std::size_t max, std::size_t skip) {
   if (!impl_) return moved_from();
   if (max == 0) return Status{StatusCode::kInvalidArgument, "PressureQueue::peek: max is 0"};
-  // LRANGE's start counts from the right end (the head): -max.
-  const std::string start = "-" + std::to_string(std::min<std::size_t>(max, INT64_MAX));
-  const std::array<std::string_view, 1> extra = {start};
+  // LRANGE's indexes count from the right end (the head): -(skip+max) to
+  // -(skip+1).
+  skip = std::min<std::size_t>(skip, INT64_MAX - 1);
+  max = std::min<std::size_t>(max, INT64_MAX - skip);
+  const std::string start = "-" + std::to_string(skip + max);
+  const std::string end = "-" + std::to_string(skip + 1);
+  const std::array<std::string_view, 2> extra = {start, end};
   Answer a;
   CallError err;
   if (Status s = impl_->run("peek", extra, a, err); !s.ok()) return s;
