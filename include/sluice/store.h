@@ -308,6 +308,9 @@ class QueuePeek {
   // Appends 0..max messages, in the order the channel would deliver them,
   // and moves past them. OK with none appended: nothing more now.
   virtual Status next(std::vector<StoreMessage>& out, std::size_t max) = 0;
+  // The embedded store: damaged messages passed without being shown, so
+  // far (as QueueReader::skipped_damaged).
+  virtual std::uint64_t skipped_damaged() const { return 0; }
 };
 
 // Where QueueStore::peek starts (default: the channel's first

@@ -27,6 +27,8 @@ std::uint64_t LogCursor::skipped() const {
   return impl_->r.corrupt() + impl_->r.gaps() + impl_->r.capped() + impl_->capped_at_start;
 }
 
+std::uint64_t LogCursor::skipped_corrupt() const { return impl_->r.corrupt(); }
+
 Status LogCursor::next_batch(std::vector<LogMessage>& out, std::size_t max) {
   if (max == 0) return {StatusCode::kInvalidArgument, "next_batch: max must be at least 1"};
   log::Reader& r = impl_->r;

@@ -547,6 +547,7 @@ class DirPeek final : public QueuePeek {
     }
     return Status::Ok();
   }
+  std::uint64_t skipped_damaged() const override { return cursor_->skipped_corrupt(); }
 
  private:
   std::unique_ptr<Topic> topic_;

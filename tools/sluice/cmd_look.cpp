@@ -42,6 +42,15 @@ bool write_all(int fd, const std::string& bytes) {
   return true;
 }
 
+// Damaged messages the peek left out: said once, as get says them.
+void note_damage_left_out(std::string_view queue, const QueuePeek& p) {
+  const std::uint64_t n = p.skipped_damaged();
+  if (n == 0) return;
+  std::cerr << "sluice peek: " << queue_label(queue) << ": " << n << " damaged message"
+            << (n == 1 ? "" : "s") << " skipped (not shown; `sluice log verify " << queue
+            << "` says where)\n";
+}
+
 int run_peek(Globals& g, const LookArgs& a) {
   auto store = open_store(g, "peek", &g.rc);
   if (!store) return g.rc;
@@ -58,18 +67,23 @@ int run_peek(Globals& g, const LookArgs& a) {
     if (a.count != 0)
       want = static_cast<std::size_t>(std::min<std::uint64_t>(want, a.count - shown));
     msgs.clear();
-    if (Status s = (*p)->next(msgs, want); !s.ok()) return fail("peek", queue_label(a.name), s);
+    if (Status s = (*p)->next(msgs, want); !s.ok()) {
+      note_damage_left_out(a.name, **p);
+      return fail("peek", queue_label(a.name), s);
+    }
     if (msgs.empty()) break;  // nothing more now
     bytes.clear();
     for (const StoreMessage& m : msgs) a.frames.append(m, a.channel, bytes);
     if (!write_all(STDOUT_FILENO, bytes)) {
-      if (errno == EPIPE) return kExitOk;  // the reader has what it wanted
       const int err = errno;
+      note_damage_left_out(a.name, **p);
+      if (err == EPIPE) return kExitOk;  // the reader has what it wanted
       return fail("peek", queue_label(a.name),
                   {StatusCode::kIOError, std::string("write stdout: ") + std::strerror(err)});
     }
     shown += msgs.size();
   }
+  note_damage_left_out(a.name, **p);
   return kExitOk;
 }
 

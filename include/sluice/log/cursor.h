@@ -55,6 +55,8 @@ class LogCursor {
   // Records from start() on that it passed without returning: deleted by a
   // retention cap before it read them, or lost to corruption.
   std::uint64_t skipped() const;
+  // Of those, the records lost to corruption (Channel::skipped_corrupt).
+  std::uint64_t skipped_corrupt() const;
 
   struct Impl;
 
