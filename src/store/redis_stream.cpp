@@ -40,7 +40,14 @@ std::optional<std::chrono::system_clock::time_point> id_time(std::string_view id
   std::uint64_t ms = 0;
   const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), ms);
   if (ec != std::errc() || end == id.data()) return std::nullopt;
-  return std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+  // An id another client gave past what the clock holds (year 2262): no time
+  // to give, rather than one that wrapped around.
+  using std::chrono::system_clock;
+  constexpr auto kMost =
+      std::chrono::duration_cast<std::chrono::milliseconds>(system_clock::duration::max()).count();
+  if (ms > static_cast<std::uint64_t>(kMost)) return std::nullopt;
+  return system_clock::time_point(std::chrono::duration_cast<system_clock::duration>(
+      std::chrono::milliseconds(static_cast<std::int64_t>(ms))));
 }
 
 // A competing consumer of one channel. While it lives, its channel handle

@@ -3,6 +3,7 @@
 // cli_look_edges_test.cpp).
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,29 @@ TEST_P(CliLookRedisEdgesTest, PeekDoesNotSkipPendingMessagesAfterDeletedOnes) {
   p = run({"peek", "q"});
   EXPECT_EQ(p.rc, 0) << p.err;
   EXPECT_EQ(p.out, "m3\nm4\nm5\nm6\nm7\nm8\n");
+}
+
+// The JSON's time is the id's milliseconds. An id another client gave past
+// what the clock can hold (after 2262) has no time the envelope can spell:
+// null, not a date that wrapped around.
+TEST_P(CliLookRedisEdgesTest, AnIdPastTheClocksRangeHasNoTimeRatherThanAWrongOne) {
+  create("q");
+  testutil::RawRedis raw(server_->port());
+  const std::string key = testutil::stream_key("q");
+  for (const char* id : {"99999999999999-0", "18446744073709551615-0"}) {
+    auto r = raw.cmd({"XADD", key, id, "d", "m"});
+    ASSERT_TRUE(r && r->type == REDIS_REPLY_STRING) << id;
+  }
+  Outcome p = run({"peek", "q", "--format", "json"});
+  ASSERT_EQ(p.rc, 0) << p.err;
+  std::size_t lines = 0;
+  for (std::size_t at = 0; at < p.out.size(); ++lines) {
+    const std::size_t end = p.out.find('\n', at);
+    const auto j = nlohmann::json::parse(p.out.substr(at, end - at));
+    EXPECT_TRUE(j["time"].is_null()) << j.dump();
+    at = end + 1;
+  }
+  EXPECT_EQ(lines, 2u) << p.out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CliLookRedisEdgesTest,
