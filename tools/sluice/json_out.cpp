@@ -154,7 +154,9 @@ std::string stat_json(const QueueInfo& info) {
     chans.push_back(std::move(o));
   }
   j["channel_info"] = std::move(chans);
-  return j.dump() + "\n";
+  // Channel names come from file names, which may hold any bytes (one made
+  // by hand): replaced with U+FFFD rather than an exception that aborts.
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace sluice::cli
