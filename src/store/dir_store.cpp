@@ -582,7 +582,7 @@ Result<std::unique_ptr<QueuePeek>> DirStore::peek(std::string_view name, std::st
                                                   const PeekFrom& from) {
   auto meta = read_meta(name);
   if (!meta.ok()) return meta.status();
-  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (Status s = validate_channel_name(channel); !s.ok()) return s;
   if (!from.after_id.empty()) {
     return Status(StatusCode::kInvalidArgument,
                   "the embedded store's messages have seqs, not ids: peek from a seq");
@@ -614,7 +614,7 @@ Result<DirStore::Moved> DirStore::move_channel(
     const std::function<Result<std::uint64_t>(Topic&)>& target, bool count_purged) {
   auto meta = read_meta(name);
   if (!meta.ok()) return meta.status();
-  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (Status s = validate_channel_name(channel); !s.ok()) return s;
   const std::string qdir = queue_dir(name);
   auto ro = topic_at(qdir + "/topic", topic_options(opt_, meta->bound, meta->max_age, true));
   if (!ro.ok()) return gone_or(name, ro.status());

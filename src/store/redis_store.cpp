@@ -268,7 +268,7 @@ Status pressure_has_one_channel(std::string_view name, std::string_view channel)
 Result<std::unique_ptr<QueuePeek>> RedisStore::peek(std::string_view name, std::string_view channel,
                                                     const PeekFrom& from) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
-  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (Status s = validate_channel_name(channel); !s.ok()) return s;
   auto found = find(name);
   if (!found.ok()) return found.status();
   if (from.seq) {
@@ -293,7 +293,7 @@ Result<std::unique_ptr<QueuePeek>> RedisStore::peek(std::string_view name, std::
 Result<SeekResult> RedisStore::seek(std::string_view name, std::string_view channel,
                                     const SeekTarget& to, const Context& ctx) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
-  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (Status s = validate_channel_name(channel); !s.ok()) return s;
   if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
   auto found = find(name);
   if (!found.ok()) return found.status();
@@ -320,7 +320,7 @@ Result<SeekResult> RedisStore::seek(std::string_view name, std::string_view chan
 Result<std::uint64_t> RedisStore::purge(std::string_view name, std::string_view channel,
                                         const Context& ctx) {
   if (Status s = validate_queue_name(name); !s.ok()) return s;
-  if (Status s = validate_queue_name(channel); !s.ok()) return s;
+  if (Status s = validate_channel_name(channel); !s.ok()) return s;
   if (ctx.stop_requested()) return Status(StatusCode::kCancelled);
   auto found = find(name);
   if (!found.ok()) return found.status();

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "cli/cli_backends.h"
 #include "testutil/wait_for.h"
@@ -50,6 +51,24 @@ TEST_P(CliLookEdgesTest, PeekAndGetGiveTheSameJsonForTheSameMessage) {
 
 // A channel that does not exist is exit 3 for peek (and seek, purge); with
 // --from-seq, peek prints the queue's messages for it and exits 0.
+// A name no channel may have ('.x': the embedded store keeps files beside a
+// channel's) is a usage error (exit 2) for peek, seek and purge, as for get,
+// not "no such channel" (exit 3).
+TEST_P(CliLookEdgesTest, ABadChannelNameIsAUsageErrorForPeekSeekAndPurge) {
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, "m1\n").rc, 0);
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"get", "q", "--channel", ".x", "--count", "1"},
+        std::vector<std::string>{"peek", "q", "--channel", ".x"},
+        std::vector<std::string>{"seek", "q", "--channel", ".x", "--to-start"},
+        std::vector<std::string>{"purge", "q", "--channel", ".x"}}) {
+    Outcome o = run(args);
+    EXPECT_EQ(o.rc, 2) << args[0] << ": " << o.err;
+    EXPECT_NE(o.err.find("bad channel name '.x'"), std::string::npos) << args[0] << ": " << o.err;
+  }
+  EXPECT_EQ(stat("q", "length"), "1");
+}
+
 TEST_P(CliLookEdgesTest, PeekFromSeqOfAChannelThatDoesNotExistFails) {
   create("q");
   ASSERT_EQ(run({"put", "q"}, "m1\nm2\n").rc, 0);
