@@ -1,5 +1,5 @@
-// `sluice log verify|inspect` and `sluice repair`, the real binary run as a
-// child process on stores whose files the test damages by hand.
+// `sluice log verify|inspect`, `sluice repair` and `peek` over damage, the real
+// binary run as a child process on stores whose files the test damages by hand.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -351,6 +351,30 @@ TEST_F(CliLogTest, BadArgumentsAreClearErrors) {
     EXPECT_EQ(r.rc, 0) << args[1];
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << r.out;
   }
+}
+
+// Not silently: a peek that leaves damaged messages out says so on stderr
+// (once, with their count), and still exits 0 with the rest; one that meets
+// no damage says nothing.
+TEST_F(CliLogTest, PeekSaysHowManyDamagedMessagesItLeftOut) {
+  make_queue("q", 100);
+  Outcome r = run({"peek", "q", "--count", "3"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err.find("damaged"), std::string::npos) << r.err;
+  const auto segs = segments("q");
+  ASSERT_GE(segs.size(), 3u);
+  overwrite(segs[1], 32 + 4 * kRecord + 24 + 1, "X");  // one record's payload
+  overwrite(segs[2], 32 + 1 * kRecord + 24 + 1, "X");
+  r = run({"peek", "q"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 98) << r.out;
+  EXPECT_NE(r.err.find("sluice peek: queue 'q': 2 damaged messages skipped"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // Before the damage: nothing to say.
+  r = run({"peek", "q", "--count", "30"});
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err.find("damaged"), std::string::npos) << r.err;
 }
 
 }  // namespace
