@@ -88,7 +88,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (any && m->seq <= last) __builtin_trap();
       any = true;
       last = m->seq;
-      if (m->payload.size() > o.max_message_bytes) __builtin_trap();
       const std::optional<lg::TimeUs> tm = micros(*m);
       if (!timed || tm.has_value() != *timed) __builtin_trap();
       if (tm && (!latest || *tm > *latest)) latest = tm;
@@ -97,8 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         // is in the bytes with some time at or beyond that bound.
         bool found = false;
         for (std::size_t at = lg::kSegmentHeaderSize; !found && at < bytes.size(); ++at) {
-          auto v = lg::decode_record(bytes.data() + at, bytes.size() - at, o.max_message_bytes,
-                                     m->seq, true);
+          auto v = lg::decode_record(bytes.data() + at, bytes.size() - at, m->seq, true);
           found = v.kind == lg::RecordView::kValid && v.payload == m->payload && v.time == *tm;
         }
         if (!found) __builtin_trap();
@@ -107,8 +105,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         lg::encode_record(rec.data(), m->seq, tm, m->payload);
         const auto at = bytes.find(rec, lg::kSegmentHeaderSize);
         if (at == std::string::npos) __builtin_trap();
-        auto v = lg::decode_record(bytes.data() + at, bytes.size() - at, o.max_message_bytes,
-                                   m->seq, tm.has_value());
+        auto v = lg::decode_record(bytes.data() + at, bytes.size() - at, m->seq, tm.has_value());
         if (v.kind != lg::RecordView::kValid) __builtin_trap();
       }
       // The cursor read the same records, without taking them.

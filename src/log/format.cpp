@@ -247,7 +247,7 @@ void encode_records(char* out, std::uint64_t first_seq, std::optional<TimeUs> ti
   }
 }
 
-RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_payload,
+RecordView decode_record(const char* p, std::size_t avail,
                          std::optional<std::uint64_t> expected_seq, bool timed, RecordCheck check) {
   // Each return builds its whole RecordView at once: filling a
   // zero-initialised one field by field made GCC copy it out through the
@@ -260,8 +260,7 @@ RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_pay
   };
   if (avail < kUntimedRecordHeaderSize) return incomplete();
   const std::uint32_t len = get32(p);
-  if (len > max_record_length(max_payload, timed)) return {};  // kInvalid
-  if (timed && len < kTimeSize) return {};
+  if (timed && len < kTimeSize) return {};  // kInvalid
   const std::uint64_t seq = get64(p + 8);
   if (expected_seq && seq != *expected_seq) return {};
   if (avail < kUntimedRecordHeaderSize + std::size_t{len}) return incomplete();
@@ -284,20 +283,19 @@ RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_pay
           .time = std::clamp(time, kMinTimeUs, kMaxTimeUs)};
 }
 
-std::size_t decode_records(const char* p, std::size_t avail, std::uint32_t max_payload,
-                           std::uint64_t first_seq, bool timed, RecordView* out, std::size_t max) {
+std::size_t decode_records(const char* p, std::size_t avail, std::uint64_t first_seq, bool timed,
+                           RecordView* out, std::size_t max) {
   // Frame them first, then check the CRCs three at a time (as encode_records
   // computes them): one record's chain of crc32 steps leaves the unit idle
   // two cycles in three.
   // decode_record's framing checks, inline: a call per record returning its
   // view through the stack cost more than the checks (store forwarding).
-  const std::uint64_t max_len = max_record_length(max_payload, timed);
   std::size_t n = 0;
   for (std::size_t pos = 0; n < max; ++n) {
     if (avail - pos < kUntimedRecordHeaderSize) break;
     const char* r = p + pos;
     const std::uint32_t len = get32(r);
-    if (len > max_len || (timed && len < kTimeSize)) break;
+    if (timed && len < kTimeSize) break;
     const std::uint64_t seq = get64(r + 8);
     if (seq != first_seq + n || avail - pos - kUntimedRecordHeaderSize < len) break;
     RecordView& v = out[n];

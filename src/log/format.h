@@ -135,18 +135,19 @@ struct RecordView {
 enum class RecordCheck : std::uint8_t { kCrc, kFraming };
 // Decodes one record of a format 2 segment (`timed`) or a format 1 one.
 // `expected_seq` nullopt: any seq is accepted (resync search checks it after).
-RecordView decode_record(const char* p, std::size_t avail, std::uint32_t max_payload,
+// Its length is bounded by the bytes there are, not by any option
+// (TopicOptions::max_message_bytes bounds appends only: a writer with a
+// larger one wrote valid records): a record longer than `avail` is
+// kIncomplete, so a caller whose `avail` reaches the end of the file (or of
+// the records known complete) takes that as not valid.
+RecordView decode_record(const char* p, std::size_t avail,
                          std::optional<std::uint64_t> expected_seq, bool timed,
                          RecordCheck check = RecordCheck::kCrc);
 // The valid records at p (seqs from first_seq on, up to max), into out:
 // decode_record of each in turn until one is not valid, with the same
 // checks. Returns how many.
-std::size_t decode_records(const char* p, std::size_t avail, std::uint32_t max_payload,
-                           std::uint64_t first_seq, bool timed, RecordView* out, std::size_t max);
-// The largest length field a valid record may hold.
-inline std::uint64_t max_record_length(std::uint32_t max_payload, bool timed) {
-  return std::uint64_t{max_payload} + (timed ? kTimeSize : 0);
-}
+std::size_t decode_records(const char* p, std::size_t avail, std::uint64_t first_seq, bool timed,
+                           RecordView* out, std::size_t max);
 
 struct PositionSlot {
   std::uint64_t generation = 0;

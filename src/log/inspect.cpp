@@ -44,17 +44,16 @@ std::string base_name(const std::string& path) {
 
 namespace {
 
-Found find_records(const std::string& data, std::uint64_t base, std::uint32_t max_payload) {
+Found find_records(const std::string& data, std::uint64_t base) {
   // Format 1 decoding finds the records of both formats (format.h).
   Found f;
   const std::size_t size = data.size();
-  const auto max_len = static_cast<std::uint32_t>(max_record_length(max_payload, true));
   std::size_t o = kSegmentHeaderSize;
   while (o + kUntimedRecordHeaderSize <= size) {
     const std::uint64_t seq = get64(data.data() + o + 8);
     if (seq >= base && seq <= base + size / kUntimedRecordHeaderSize &&
         (f.count == 0 || seq > f.last)) {
-      const RecordView v = decode_record(data.data() + o, size - o, max_len, seq, false);
+      const RecordView v = decode_record(data.data() + o, size - o, seq, false);
       if (v.kind == RecordView::kValid) {
         if (f.count++ == 0) f.first = seq;
         f.last = seq;
@@ -190,8 +189,8 @@ Status describe_scanned(FileSystem& fs, const Scanned& s, std::uint64_t torn_byt
   return Status::Ok();
 }
 
-Status describe_damaged(FileSystem& fs, const std::string& path, std::uint64_t base,
-                        const TopicOptions& opt, Snapshot& snap, SegmentInspection& g) {
+Status describe_damaged(FileSystem& fs, const std::string& path, std::uint64_t base, Snapshot& snap,
+                        SegmentInspection& g) {
   g.file = path;
   g.base_seq = base;
   auto data = read_whole(fs, path);
@@ -202,7 +201,7 @@ Status describe_damaged(FileSystem& fs, const std::string& path, std::uint64_t b
     g.flags = segment_header_flags(data->data());
     g.version = segment_header_version(data->data());
   }
-  const Found f = find_records(*data, base, opt.max_message_bytes);
+  const Found f = find_records(*data, base);
   snap.found[path] = f;
   g.records = f.count;
   g.first_seq = f.first;
@@ -361,7 +360,7 @@ Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions
   RecoveryReport& report = snap.report;
   for (int attempt = 0;; ++attempt) {
     report = {};
-    auto scan = scan_topic(fs, dir, opt, report);
+    auto scan = scan_topic(fs, dir, report);
     if (scan.ok()) {
       snap.scan = std::move(*scan);
       break;
@@ -416,7 +415,7 @@ Result<Snapshot> look(FileSystem& fs, const std::string& dir, const TopicOptions
     auto it = scanned.find(bases[i]);
     Status st = it != scanned.end()
                     ? describe_scanned(fs, *it->second, torn_of(it->second->path), g)
-                    : describe_damaged(fs, damaged[bases[i]], bases[i], opt, snap, g);
+                    : describe_damaged(fs, damaged[bases[i]], bases[i], snap, g);
     if (!st.ok()) return st;
     g.after_gap = (g.flags & kSegmentAfterGap) != 0;
     g.closed_mark = (g.flags & kSegmentClosed) != 0;

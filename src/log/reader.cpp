@@ -128,8 +128,7 @@ Status Reader::read_record(RecordView* out, bool& have) {
       if (Status s = fill(off_, size); !s.ok()) return s;
       at = buf_.data() + (off_ - buf_off_);
     }
-    const RecordView v =
-        decode_record(at, end - off_, t.opt.max_message_bytes, next_seq_, seg_->timed);
+    const RecordView v = decode_record(at, end - off_, next_seq_, seg_->timed);
     if (v.kind != RecordView::kValid) {
       if (unverified()) {  // opened from its summary: read it now, as recovery would have
         if (Status s = t.verify_segment(*seg_); !s.ok()) return s;

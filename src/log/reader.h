@@ -122,13 +122,12 @@ void Reader::read_more(std::size_t max, Take&& take) {
       if (s.from >= off_) lim = std::min(lim, s.from);
     }
   }
-  const std::uint32_t max_payload = topic_->opt.max_message_bytes;
   const bool timed = seg_->timed;
   RecordView v[32];
   while (max > 0 && off_ < lim) {
     const std::size_t want = std::min<std::size_t>(max, std::size(v));
     const std::size_t n =
-        decode_records(bytes + (off_ - from), lim - off_, max_payload, next_seq_, timed, v, want);
+        decode_records(bytes + (off_ - from), lim - off_, next_seq_, timed, v, want);
     for (std::size_t i = 0; i < n; ++i) {
       // A cap may delete the segment under the batch (a take may even
       // append): its rest is counted as lost, so stop as read_record would.

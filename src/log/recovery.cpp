@@ -17,15 +17,16 @@ std::string seq_range(std::uint64_t from, std::uint64_t count) {
 }
 
 // The offset of the next valid record after `off` whose seq is larger than
-// `expected` (size if none).
-std::size_t resync(std::string_view data, std::size_t off, std::uint64_t expected,
-                   std::uint32_t max_payload, bool timed, std::uint64_t& found_seq) {
+// `expected` (size if none). A candidate's CRC is computed only where its
+// seq is one that could follow and its length fits in the file (a length
+// is bounded by the file, not by max_message_bytes: docs/log_format.md).
+std::size_t resync(std::string_view data, std::size_t off, std::uint64_t expected, bool timed,
+                   std::uint64_t& found_seq) {
   const std::size_t size = data.size();
   for (std::size_t o = off + 1; o + kUntimedRecordHeaderSize <= size; ++o) {
     const std::uint64_t seq = get64(data.data() + o + 8);
     if (seq <= expected || seq > expected + (size - off) / kUntimedRecordHeaderSize) continue;
-    if (decode_record(data.data() + o, size - o, max_payload, seq, timed).kind ==
-        RecordView::kValid) {
+    if (decode_record(data.data() + o, size - o, seq, timed).kind == RecordView::kValid) {
       found_seq = seq;
       return o;
     }
@@ -53,13 +54,13 @@ void note_record(const RecordView& v, std::uint64_t seq, std::uint64_t off, Scan
 // Scans one segment's records from the header on, indexing them, in `data`
 // (the whole file). `prev_time`: the last append time seen in earlier
 // segments (timed ones).
-void scan_segment(std::string_view data, std::uint32_t max_payload, bool last, Scanned& s,
-                  std::optional<TimeUs>& prev_time, RecoveryReport& report) {
+void scan_segment(std::string_view data, bool last, Scanned& s, std::optional<TimeUs>& prev_time,
+                  RecoveryReport& report) {
   std::uint64_t expected = s.base_seq;
   std::size_t off = kSegmentHeaderSize;
   const std::size_t size = data.size();
   while (off < size) {
-    RecordView v = decode_record(data.data() + off, size - off, max_payload, expected, s.timed);
+    RecordView v = decode_record(data.data() + off, size - off, expected, s.timed);
     if (v.kind == RecordView::kValid) {
       note_record(v, expected, off, s, prev_time);
       off += v.size;
@@ -74,7 +75,7 @@ void scan_segment(std::string_view data, std::uint32_t max_payload, bool last, S
       break;
     }
     std::uint64_t found_seq = 0;
-    const std::size_t found = resync(data, off, expected, max_payload, s.timed, found_seq);
+    const std::size_t found = resync(data, off, expected, s.timed, found_seq);
     if (found < size) {
       const std::uint64_t lost = found_seq - expected;
       s.skips.push_back({off, found, lost, found_seq});
@@ -98,7 +99,8 @@ void scan_segment(std::string_view data, std::uint32_t max_payload, bool last, S
   s.next_seq = expected;
 }
 
-// [0, size) of a segment file through a window of ~1 MiB (or one record).
+// [0, size) of a segment file through a window of ~1 MiB (or one record,
+// whatever its length).
 // A scan read the whole file into memory, zeroed first: a reader opening a
 // topic whose writer was live held its 64 MiB newest segment to read one
 // message (60 ms and 65 MB for `sluice get --count 1`).
@@ -148,10 +150,8 @@ class SegmentWindow {
 // false where that cannot decide (a record that is not valid with non-zero
 // bytes after it: damage, or a write in progress; a failed read): the caller
 // restores s and prev_time and scans the whole file as before.
-bool scan_segment_windowed(SegmentWindow& w, std::uint32_t max_payload, Scanned& s,
-                           std::optional<TimeUs>& prev_time) {
+bool scan_segment_windowed(SegmentWindow& w, Scanned& s, std::optional<TimeUs>& prev_time) {
   const std::uint64_t size = w.size();
-  const std::uint64_t max_len = max_record_length(max_payload, s.timed);
   std::uint64_t expected = s.base_seq;
   std::uint64_t off = kSegmentHeaderSize;
   while (off < size) {
@@ -160,13 +160,14 @@ bool scan_segment_windowed(SegmentWindow& w, std::uint32_t max_payload, Scanned&
     const char* p = w.get(off, avail);
     if (p == nullptr) return false;
     if (avail == kUntimedRecordHeaderSize) {
-      // The whole record it claims (no more than a valid one may hold).
+      // The whole record it claims, as far as the file holds it (a record
+      // that runs past the end is not valid).
       avail += static_cast<std::size_t>(
-          std::min({std::uint64_t{get32(p)}, max_len, size - off - kUntimedRecordHeaderSize}));
+          std::min(std::uint64_t{get32(p)}, size - off - kUntimedRecordHeaderSize));
       p = w.get(off, avail);
       if (p == nullptr) return false;
     }
-    const RecordView v = decode_record(p, avail, max_payload, expected, s.timed);
+    const RecordView v = decode_record(p, avail, expected, s.timed);
     if (v.kind != RecordView::kValid) break;
     note_record(v, expected, off, s, prev_time);
     off += v.size;
@@ -184,19 +185,21 @@ bool scan_segment_windowed(SegmentWindow& w, std::uint32_t max_payload, Scanned&
 
 // Scans the segment file `f` (its header valid, `size` bytes) into s,
 // through a window where it can, else whole as read_whole gives it.
-Status scan_segment_file(FileSystem& fs, File& f, std::uint64_t size, std::uint32_t max_payload,
-                         bool last, Scanned& s, std::optional<TimeUs>& prev_time,
-                         RecoveryReport& report) {
+Status scan_segment_file(FileSystem& fs, File& f, std::uint64_t size, bool last, Scanned& s,
+                         std::optional<TimeUs>& prev_time, RecoveryReport& report) {
   const Scanned before = s;
   const std::optional<TimeUs> prev_before = prev_time;
-  SegmentWindow w(f, size);
-  if (scan_segment_windowed(w, max_payload, s, prev_time)) return Status::Ok();
+  {
+    // Gone before the whole read below: it may hold a long record.
+    SegmentWindow w(f, size);
+    if (scan_segment_windowed(w, s, prev_time)) return Status::Ok();
+  }
   s = before;
   prev_time = prev_before;
   auto data = read_whole(fs, s.path);
   if (!data.ok()) return data.status();
   if (data->size() > size) data->resize(size);  // what the window saw: appends go past it
-  scan_segment(*data, max_payload, last, s, prev_time, report);
+  scan_segment(*data, last, s, prev_time, report);
   return Status::Ok();
 }
 
@@ -204,13 +207,12 @@ Status scan_segment_file(FileSystem& fs, File& f, std::uint64_t size, std::uint3
 // segment (a byte-by-byte search, as resync does). Format 1 decoding finds
 // the records of both formats (a format 2 record is a valid format 1 one
 // whose payload starts with the time).
-bool holds_records(const std::string& data, std::uint64_t base, std::uint32_t max_payload) {
+bool holds_records(const std::string& data, std::uint64_t base) {
   const std::size_t size = data.size();
-  const auto max_len = static_cast<std::uint32_t>(max_record_length(max_payload, true));
   for (std::size_t o = kSegmentHeaderSize; o + kUntimedRecordHeaderSize <= size; ++o) {
     const std::uint64_t seq = get64(data.data() + o + 8);
     if (seq < base || seq > base + size / kUntimedRecordHeaderSize) continue;
-    if (decode_record(data.data() + o, size - o, max_len, seq, false).kind == RecordView::kValid) {
+    if (decode_record(data.data() + o, size - o, seq, false).kind == RecordView::kValid) {
       return true;
     }
   }
@@ -241,7 +243,7 @@ bool summarized(FileSystem& fs, const std::string& path, std::uint64_t base,
 }  // namespace
 
 Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, std::uint64_t base,
-                                      bool timed, std::uint32_t max_payload, std::uint64_t end) {
+                                      bool timed, std::uint64_t end) {
   auto f = fs.open(path, OpenMode::kRead);
   if (!f.ok()) return f.status();
   auto size = (*f)->size();
@@ -254,8 +256,7 @@ Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, s
   RecoveryReport ignored;
   // Complete records only: appends go past `end`.
   const std::uint64_t stop = std::min(*size, end);
-  if (Status st =
-          scan_segment_file(fs, **f, stop, max_payload, /*last=*/false, s, prev_time, ignored);
+  if (Status st = scan_segment_file(fs, **f, stop, /*last=*/false, s, prev_time, ignored);
       !st.ok()) {
     return st;
   }
@@ -281,8 +282,8 @@ Status validate(const TopicOptions& o) {
   return Status::Ok();
 }
 
-Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
-                        RecoveryReport& report, bool use_summaries) {
+Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, RecoveryReport& report,
+                        bool use_summaries) {
   auto names = fs.list(dir);
   if (!names.ok()) return names.status();
   Scan out;
@@ -330,7 +331,7 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
     if (!header_ok) {
       auto data = read_whole(fs, path);
       if (!data.ok()) return data.status();
-      if (!holds_records(*data, base, opt.max_message_bytes)) {
+      if (!holds_records(*data, base)) {
         // A segment whose header never reached the disk (or was lost with
         // it) and no record after: empty, whatever its (preallocated) size.
         if (last) {
@@ -368,9 +369,7 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptio
             {path, 0, 0, "gap before this segment: " + seq_range(prev, base - prev)});
       }
     }
-    if (Status st =
-            scan_segment_file(fs, **f, *size, opt.max_message_bytes, last, s, prev_time, report);
-        !st.ok()) {
+    if (Status st = scan_segment_file(fs, **f, *size, last, s, prev_time, report); !st.ok()) {
       return st;
     }
     if (last && (s.flags & kSegmentClosed) != 0) out.closed = report.closed = true;
@@ -398,7 +397,7 @@ std::optional<std::uint64_t> drop_writes_in_progress(Scan& scan, RecoveryReport&
 }
 
 Status cut_unpublished(FileSystem& fs, Scan& scan, RecoveryReport& report,
-                       std::uint32_t max_payload, std::uint64_t published) {
+                       std::uint64_t published) {
   if (scan.segments.empty()) return Status::Ok();
   Scanned& seg = scan.segments.back();
   if (seg.next_seq <= published) return Status::Ok();
@@ -423,8 +422,8 @@ Status cut_unpublished(FileSystem& fs, Scan& scan, RecoveryReport& report,
     if (!got.ok()) return got.status();
     std::size_t pos = 0;
     while (seq < published) {
-      const RecordView v = decode_record(buf.data() + pos, *got - pos, max_payload, seq, seg.timed,
-                                         RecordCheck::kFraming);
+      const RecordView v =
+          decode_record(buf.data() + pos, *got - pos, seq, seg.timed, RecordCheck::kFraming);
       if (v.kind != RecordView::kValid) {
         return {StatusCode::kCorruption, "record " + std::to_string(seq) + " of " + seg.path +
                                              " does not read back where the scan found it"};

@@ -63,13 +63,15 @@ struct Scan {
 // (and, for `empty` segments, remove or reuse). `use_summaries`: a segment
 // whose summary matches it is taken from the summary, unread (verified
 // false); verify, inspect and repair read everything.
-Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, const TopicOptions& opt,
-                        RecoveryReport& report, bool use_summaries = false);
+// Records are valid whatever their length (within the file): no option
+// bounds what is read.
+Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, RecoveryReport& report,
+                        bool use_summaries = false);
 
 // Reads a segment's bytes below `end` (its complete records) as recovery
 // does: the ranges of them that are damaged.
 Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, std::uint64_t base,
-                                      bool timed, std::uint32_t max_payload, std::uint64_t end);
+                                      bool timed, std::uint64_t end);
 
 Status validate(const TopicOptions& o);
 
@@ -92,7 +94,6 @@ std::optional<std::uint64_t> drop_writes_in_progress(Scan& scan, RecoveryReport&
 // segment's view before them; refresh() reads on as the writer publishes.
 // Only the newest segment holds such records: a roll syncs and publishes
 // the one before.
-Status cut_unpublished(FileSystem& fs, Scan& scan, RecoveryReport& report,
-                       std::uint32_t max_payload, std::uint64_t published);
+Status cut_unpublished(FileSystem& fs, Scan& scan, RecoveryReport& report, std::uint64_t published);
 
 }  // namespace sluice::log

@@ -26,13 +26,13 @@ void Topic::Impl::refresh() {
     std::uint64_t buf_at = end;
     std::size_t have = 0;
     std::size_t per_record = kUntimedRecordHeaderSize + 128;  // a guess, then what we saw
-    const std::uint64_t max_len = log::max_record_length(opt.max_message_bytes, seg->timed);
-    while (next_seq < limit) {  // records the writer completed since we looked
+    std::optional<std::uint64_t> file_size;  // looked up for a record longer than a read
+    while (next_seq < limit) {               // records the writer completed since we looked
       log::RecordView v;
       for (int tries = 0;; ++tries) {
         const std::size_t pos = static_cast<std::size_t>(end - buf_at);
-        v = log::decode_record(buf.data() + pos, have - pos, opt.max_message_bytes, next_seq,
-                               seg->timed, log::RecordCheck::kFraming);
+        v = log::decode_record(buf.data() + pos, have - pos, next_seq, seg->timed,
+                               log::RecordCheck::kFraming);
         if (v.kind != log::RecordView::kIncomplete || tries == 2) break;
         // Read what the writer says it completed (limit - next_seq records),
         // at least this record's declared size, capped: a reader catching up
@@ -42,8 +42,18 @@ void Topic::Impl::refresh() {
             std::min<std::uint64_t>(limit - next_seq, 1u << 20) * per_record);
         want = std::clamp<std::size_t>(want, 4096, std::size_t{1} << 20);
         if (have - pos >= kUntimedRecordHeaderSize) {  // never less than this record
+          // Whatever its length (the writer's max_message_bytes may be
+          // larger than ours), but within the file: a record the writer
+          // completed does not run past its end, a damaged length may.
           const std::size_t len = log::get32(buf.data() + pos);
-          if (len > max_len) break;  // damaged: decode says so below
+          if (len > (std::size_t{1} << 20)) {
+            if (!file_size) {
+              auto size = seg->file->size();
+              if (!size.ok()) break;
+              file_size = *size;
+            }
+            if (*file_size < end || *file_size - end < kUntimedRecordHeaderSize + len) break;
+          }
           want = std::max(want, kUntimedRecordHeaderSize + len);
         }
         auto got = seg->file->pread(buf.take(want), want, end);

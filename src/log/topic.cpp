@@ -81,7 +81,7 @@ Status Topic::Impl::open_reader() {
     if (Status s = notify.open(fs, dir); !s.ok()) return s;
     published = notify.visible();
   }
-  auto scan = log::scan_topic(fs, dir, opt, report, /*use_summaries=*/true);
+  auto scan = log::scan_topic(fs, dir, report, /*use_summaries=*/true);
   if (!scan.ok()) return scan.status();
   if (scan->segments.empty()) return {StatusCode::kNotFound, "no topic in " + dir};
   report.truncated.clear();  // a torn tail may be a write in progress
@@ -99,8 +99,7 @@ Status Topic::Impl::open_reader() {
   // cut may leave an older one) and what is on disk is what the next
   // writer's recovery keeps.
   if (had_notify && scan->segments.back().next_seq > published && log::live_writer(fs, dir) != 0) {
-    if (Status s = log::cut_unpublished(fs, *scan, report, opt.max_message_bytes, published);
-        !s.ok()) {
+    if (Status s = log::cut_unpublished(fs, *scan, report, published); !s.ok()) {
       return s;
     }
   }
@@ -152,7 +151,7 @@ Status Topic::Impl::open_writer() {
   }
   if (Status s = notify.open(fs, dir); !s.ok()) return s;
 
-  auto scan = log::scan_topic(fs, dir, opt, report, /*use_summaries=*/true);
+  auto scan = log::scan_topic(fs, dir, report, /*use_summaries=*/true);
   if (!scan.ok()) return scan.status();
   if (scan->damaged_newest) {
     return {StatusCode::kCorruption,

@@ -42,7 +42,7 @@ constexpr std::uint64_t kNone = ~std::uint64_t{0};
 // The seq of the first record at or after `from` (an index entry) and
 // before byte `stop` whose time is at least `want`; kNone if none.
 Result<std::uint64_t> first_at_time(const Segment& seg, const IndexEntry& from, std::uint64_t stop,
-                                    TimeUs want, std::uint32_t max_payload) {
+                                    TimeUs want) {
   const std::size_t n = static_cast<std::size_t>(stop - from.off);
   std::string buf;
   const char* data = nullptr;
@@ -69,8 +69,8 @@ Result<std::uint64_t> first_at_time(const Segment& seg, const IndexEntry& from, 
       }
     }
     if (skipped) continue;
-    const RecordView v = decode_record(
-        data + (off - from.off), static_cast<std::size_t>(stop - off), max_payload, seq, seg.timed);
+    const RecordView v = decode_record(data + (off - from.off),
+                                       static_cast<std::size_t>(stop - off), seq, seg.timed);
     if (v.kind != RecordView::kValid) {
       return Status(StatusCode::kCorruption, "damaged record at " + seg.path + " offset " +
                                                  std::to_string(off) + " (seq " +
@@ -116,12 +116,12 @@ Result<std::uint64_t> TopicCore::seq_at_time(std::chrono::system_clock::time_poi
     if (it == index.begin()) return first;
     const std::uint64_t limit = reader ? seg.end.load(std::memory_order_acquire) : seg.written;
     const std::uint64_t stop = it == index.end() ? limit : it->off;
-    auto found = first_at_time(seg, *(it - 1), stop, want, opt.max_message_bytes);
+    auto found = first_at_time(seg, *(it - 1), stop, want);
     if (!found.ok() && found.status().code() == StatusCode::kCorruption &&
         !seg.verified.load(std::memory_order_acquire)) {
       // Opened from its summary: read it now, as recovery would have.
       if (Status s = verify_segment(*sp); !s.ok()) return s;
-      found = first_at_time(seg, *(it - 1), stop, want, opt.max_message_bytes);
+      found = first_at_time(seg, *(it - 1), stop, want);
     }
     if (!found.ok()) return found.status();
     if (*found != kNone) return std::max(*found, first_seq);
@@ -133,8 +133,8 @@ Result<std::uint64_t> TopicCore::seq_at_time(std::chrono::system_clock::time_poi
 Status TopicCore::verify_segment(Segment& seg) const {
   std::lock_guard g(seg.verify_mu);
   if (seg.verified.load(std::memory_order_acquire)) return Status::Ok();
-  auto skips = find_damage(fs, seg.path, seg.base_seq, seg.timed, opt.max_message_bytes,
-                           seg.end.load(std::memory_order_acquire));
+  auto skips =
+      find_damage(fs, seg.path, seg.base_seq, seg.timed, seg.end.load(std::memory_order_acquire));
   if (!skips.ok()) return skips.status();
   seg.skips = std::move(*skips);
   seg.verified.store(true, std::memory_order_release);

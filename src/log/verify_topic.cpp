@@ -22,7 +22,7 @@ Result<RecoveryReport> verify_topic(FileSystem& fs, const std::string& dir,
   if (Status s = validate(options); !s.ok()) return s;
   if (!fs.is_dir(dir)) return Status(StatusCode::kNotFound, "no topic directory " + dir);
   RecoveryReport report;
-  auto scan = scan_topic(fs, dir, options, report);
+  auto scan = scan_topic(fs, dir, report);
   if (!scan.ok()) return scan.status();
   return report;
 }

@@ -51,7 +51,7 @@ TEST(FormatTest, EncodeRecordsWritesWhatEncodeRecordWritesForEverySizeMix) {
       std::size_t at = 0;
       for (std::size_t i = 0; i < payloads.size(); ++i) {
         const RecordView v =
-            decode_record(got.data() + at, got.size() - at, 1 << 20, first + i, time.has_value());
+            decode_record(got.data() + at, got.size() - at, first + i, time.has_value());
         ASSERT_EQ(v.kind, RecordView::kValid) << "round " << round << " record " << i;
         EXPECT_EQ(v.payload, payloads[i]);
         at += v.size;
@@ -72,7 +72,7 @@ TEST(FormatTest, ADamagedByteInAnyOfThreeRecordsEncodedTogetherFailsItsCrcOnly) 
     std::string bad = good;
     bad[k * rec + kRecordHeaderSize + 11] ^= 1;
     for (std::size_t i = 0; i < 3; ++i) {
-      const RecordView v = decode_record(bad.data() + i * rec, rec, 1 << 20, 7 + i, true);
+      const RecordView v = decode_record(bad.data() + i * rec, rec, 7 + i, true);
       EXPECT_EQ(v.kind, i == k ? RecordView::kInvalid : RecordView::kValid) << k << " " << i;
     }
   }
@@ -108,18 +108,17 @@ TEST(FormatTest, DecodeRecordsReadsWhatDecodeRecordReadsAndStopsWhereItWould) {
         std::size_t at = 0;
         damaged = rng() % count;
         for (std::size_t i = 0; i < damaged; ++i) {
-          at += decode_record(log.data() + at, log.size() - at, 1 << 20, first + i, timed).size;
+          at += decode_record(log.data() + at, log.size() - at, first + i, timed).size;
         }
         const std::size_t size =
-            decode_record(log.data() + at, log.size() - at, 1 << 20, first + damaged, timed).size;
+            decode_record(log.data() + at, log.size() - at, first + damaged, timed).size;
         bad[at + rng() % size] ^= static_cast<char>(1 + rng() % 255);
       }
       const std::size_t avail = rng() % 3 == 0 ? rng() % (bad.size() + 1) : bad.size();
       // What decode_record finds, one at a time.
       std::vector<RecordView> want;
       for (std::size_t at = 0;;) {
-        const RecordView v =
-            decode_record(bad.data() + at, avail - at, 1 << 20, first + want.size(), timed);
+        const RecordView v = decode_record(bad.data() + at, avail - at, first + want.size(), timed);
         if (v.kind != RecordView::kValid) break;
         want.push_back(v);
         at += v.size;
@@ -127,8 +126,7 @@ TEST(FormatTest, DecodeRecordsReadsWhatDecodeRecordReadsAndStopsWhereItWould) {
       for (const std::size_t max :
            {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{32}}) {
         std::vector<RecordView> got(max);
-        const std::size_t n =
-            decode_records(bad.data(), avail, 1 << 20, first, timed, got.data(), max);
+        const std::size_t n = decode_records(bad.data(), avail, first, timed, got.data(), max);
         ASSERT_EQ(n, std::min(max, want.size())) << "round " << round << " max " << max;
         for (std::size_t i = 0; i < n; ++i) {
           EXPECT_EQ(got[i].seq, want[i].seq);

@@ -151,15 +151,12 @@ TEST(RecoveryWindowAgreementTest, TheWindowedScanAndTheWholeFileScanAgreeOnEvery
         if (!newest) {
           std::ofstream(dir / log::segment_name(next), std::ios::binary) << segment(next, timed);
         }
-        TopicOptions o;
-        o.max_message_bytes = kMaxMessage;
-        o.segment_bytes = 64 << 20;
         RecoveryReport windowed_report;
-        auto windowed = log::scan_topic(log::posix_file_system(), dir.string(), o, windowed_report);
+        auto windowed = log::scan_topic(log::posix_file_system(), dir.string(), windowed_report);
         ASSERT_TRUE(windowed.ok()) << windowed.status();
         WholeOnly whole_fs;
         RecoveryReport whole_report;
-        auto whole = log::scan_topic(whole_fs, dir.string(), o, whole_report);
+        auto whole = log::scan_topic(whole_fs, dir.string(), whole_report);
         ASSERT_TRUE(whole.ok()) << whole.status();
         EXPECT_EQ(describe(*windowed, windowed_report), describe(*whole, whole_report));
       }

@@ -121,7 +121,8 @@ struct TopicInspection {
 // Describes the topic in `dir` and checks every segment (headers, record
 // checksums, seq continuity across segments) and position file (both slots,
 // positions within the log), changing nothing. `options.max_message_bytes`
-// must be at least the writer's (records longer than it count as damage).
+// does not bound what is read: a record is valid at any length that fits
+// in its segment file (docs/log_format.md).
 Result<TopicInspection> inspect_topic(const std::string& dir, TopicOptions options = {});
 
 struct TopicRepairOptions {

@@ -57,7 +57,9 @@ enum class Durability : std::uint8_t {
 
 struct TopicOptions {
   std::uint64_t segment_bytes = std::uint64_t{64} << 20;  // roll after this size
-  std::uint32_t max_message_bytes = 16U << 20;            // larger appends: kInvalidArgument
+  // Larger appends: kInvalidArgument. Appends only: records of any length
+  // (a writer's with a larger limit) are read and delivered.
+  std::uint32_t max_message_bytes = 16U << 20;
   Durability durability = Durability::kGroupCommit;
   std::chrono::milliseconds sync_interval{100};  // kInterval only
   // The writer reserves segment space ahead in 1 MiB chunks (fallocate), so
