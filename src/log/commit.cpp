@@ -349,6 +349,13 @@ Status Commit::wait_durable(std::uint64_t upto) {
       bump_epoch();  // followers wake to the failure (sync_failed_)
       return failed_sync(s, *seg);
     }
+    if (!sync_failed_.ok()) {
+      // A sync beside this one (sync(), a roll) failed on the same segment:
+      // only one fdatasync learns of a failed write-back, so this one's 0
+      // proves nothing. Look again: ok only if a good sync covered `upto`.
+      bump_epoch();
+      continue;
+    }
     if (target > synced_seq_) {
       publish(*seg, end, target);
       mark_synced(target);
