@@ -301,6 +301,8 @@ Status Commit::failed_sync(const Status& s, const Segment& seg) {
                               "): records appended since the last successful sync may be lost "
                               "and a later sync cannot tell, so this topic refuses appends and "
                               "syncs: reopen it (recovery keeps what is on disk)");
+    // Appenders asleep at the bound can only fail now: wake them.
+    notify.acked();
   }
   return s;
 }

@@ -94,6 +94,8 @@ class Commit : public TopicCore {
 
   std::uint64_t appended() const SLUICE_REQUIRES(mu) { return appended_; }
   std::uint64_t syncs() const SLUICE_REQUIRES(mu) { return syncs_; }
+  // Not ok once a segment sync failed (until the topic is reopened).
+  const Status& sync_failure() const SLUICE_REQUIRES(mu) { return sync_failed_; }
 
  protected:
   // Retention is deleting `seg`: sync() no longer has its records to sync.

@@ -134,6 +134,9 @@ Status Retention::wait_for_room(std::size_t n, const Context& ctx) {
   bool waited = false;
   for (;;) {
     if (closing) return {StatusCode::kClosed, "topic " + dir + " is closed"};
+    // After a failed segment sync an append can only fail (and acks here
+    // make no room): fail now rather than wait for room.
+    if (!sync_failure().ok()) return sync_failure();
     const std::uint32_t made = notify.channels_made();
     // As of the last look, unless a channel was made since (it may start
     // behind the slowest one).
