@@ -115,13 +115,6 @@ void Connection::drop() noexcept {
 
 Status Connection::ensure(bool fall_back) {
   if (ctx_ != nullptr) return Status::Ok();
-  if (stop_.stop_requested() && Context::Clock::now() < hung_at_ + options_.io_timeout) {
-    // A connect would wait io_timeout again for the server that just did not
-    // answer: the caller is stopping, and its cleanup is best effort.
-    return {StatusCode::kUnavailable,
-            "redis: " + address() + " did not answer within " + millis(options_.io_timeout) +
-                " (RedisOptions::io_timeout); not tried again after a stop"};
-  }
   Status s = connect();
   if (s.ok() || !fall_back || s.code() != StatusCode::kUnavailable) return s;
   // Redis Cluster: the node is gone (a failover gave its slots to a
@@ -149,7 +142,6 @@ Status Connection::connect() {
     if (c->err == REDIS_ERR_IO && connect_errno == ECONNREFUSED) {
       msg = "redis: connection refused at " + address() + " (is redis-server running there?)";
     } else if (c->err == REDIS_ERR_IO && connect_errno == ETIMEDOUT) {
-      hung_at_ = Context::Clock::now();
       msg = "redis: timed out after " + millis(options_.connect_timeout) + " connecting to " +
             address() + " (RedisOptions::connect_timeout)";
     } else {
@@ -188,7 +180,6 @@ Status Connection::connect() {
   for (const auto& cmd : cmds) {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK) {
-      note_timeout(errno);
       const std::string what =
           cmd[0] == "CLIENT" || cmd[0] == "SCRIPT" ? cmd[0] + " " + cmd[1] : cmd[0];
       std::string msg = io_failure("connection set-up: no reply to " + what, errno);
@@ -263,7 +254,6 @@ bool Connection::flush(std::string_view what, CallError& err) {
   int done = 0;
   while (done == 0) {
     if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
-      note_timeout(errno);
       err.status = {StatusCode::kUnavailable, io_failure("sending " + std::string(what), errno)};
       drop();
       return false;
@@ -276,7 +266,6 @@ Reply Connection::read_reply(std::string_view what, CallError& err) {
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK) {
     err.maybe_ran = true;
-    note_timeout(errno);
     err.status = {StatusCode::kUnavailable, io_failure("no reply to " + std::string(what), errno)};
     drop();
     return nullptr;
@@ -304,7 +293,6 @@ Reply Connection::roundtrip(std::span<const std::string_view> argv, CallError& e
 
 Reply Connection::call_blocking(std::span<const std::string_view> argv, const Context& ctx,
                                 CallError& err) {
-  stop_ = ctx.token();
   return call_redirected(argv, err, &ctx);
 }
 
@@ -400,12 +388,6 @@ std::vector<std::string> Connection::auth_command() const {
 
 std::string Connection::address() const {
   return options_.host + ":" + std::to_string(options_.port);
-}
-
-void Connection::note_timeout(int err_no) noexcept {
-  if (ctx_->err == REDIS_ERR_IO && (err_no == EAGAIN || err_no == EWOULDBLOCK)) {
-    hung_at_ = Context::Clock::now();
-  }
 }
 
 std::string Connection::io_failure(const std::string& doing, int err_no) const {

@@ -10,7 +10,6 @@
 #include <memory>
 #include <optional>
 #include <span>
-#include <stop_token>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -86,12 +85,6 @@ class Connection {
   // already on its way (kept: nothing is lost). Where that cannot be done
   // (no CLIENT ID at connect, UNBLOCK refused by an ACL, the second
   // connection fails), the server's own timeout ends the command.
-  // Once the stop of the last call_blocking()'s context is requested (the
-  // caller is stopping), a connection the server did not answer within
-  // io_timeout (a hung server) is not made again for io_timeout: calls then
-  // fail at once with kUnavailable instead of each waiting io_timeout on the
-  // connect, so the caller's cleanup (giving back what it holds) ends
-  // promptly. A call_blocking() with another context ends that.
   Reply call_blocking(std::span<const std::string_view> argv, const Context& ctx, CallError& err);
   // Runs a script as call() runs a command: EVALSHA, and on NOSCRIPT (the
   // script did not run) EVAL, which runs it and caches it again. A script
@@ -175,8 +168,6 @@ class Connection {
   // call() without its TRYAGAIN retries.
   Reply call_redirected(std::span<const std::string_view> argv, CallError& err,
                         const Context* wait = nullptr);
-  // Notes in hung_at_ a read or write that failed as io_timeout passed.
-  void note_timeout(int err_no) noexcept;
   // Why a read or write failed; `err_no` is errno right after it.
   std::string io_failure(const std::string& doing, int err_no) const;
 
@@ -187,12 +178,7 @@ class Connection {
   // call_blocking()'s second connection, to side_node_.
   redisContext* side_ = nullptr;
   std::pair<std::string, int> side_node_;
-  bool unblock_refused_ = false;  // an error reply to CLIENT UNBLOCK: never again
-  // The last call_blocking()'s stop, and when the server last failed to
-  // answer within io_timeout: ensure() does not connect while the stop is
-  // requested and that was less than io_timeout ago.
-  std::stop_token stop_;
-  Context::Clock::time_point hung_at_ = Context::Clock::time_point::min();
+  bool unblock_refused_ = false;        // an error reply to CLIENT UNBLOCK: never again
   std::vector<const Script*> scripts_;  // declared: loaded at every connect
   // Redis Cluster nodes to fall back on: the seed (the address given), then
   // those CLUSTER SLOTS listed at the last connect.
