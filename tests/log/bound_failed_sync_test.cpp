@@ -16,7 +16,7 @@
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
-#include "testutil/forwarding_file_system.h"
+#include "testutil/flaky_segment_sync.h"
 #include "testutil/wait_for.h"
 
 namespace sluice {
@@ -24,39 +24,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// The next `fail` segment syncs fail (nothing reaches the disk).
-class FailingSegmentSync final : public testutil::ForwardingFileSystem {
- public:
-  explicit FailingSegmentSync(log::FileSystem& base) : ForwardingFileSystem(base) {}
-  std::atomic<int> fail{0};
-
- protected:
-  std::unique_ptr<log::File> wrap(std::unique_ptr<log::File> f) override {
-    if (!f->path().ends_with(log::kSegmentSuffix)) return f;
-    return std::make_unique<File>(std::move(f), *this);
-  }
-
- private:
-  class File final : public testutil::ForwardingFile {
-   public:
-    File(std::unique_ptr<log::File> f, FailingSegmentSync& fs)
-        : ForwardingFile(std::move(f)), fs_(fs) {}
-    Status sync() override {
-      if (fs_.fail.load() > 0) {
-        fs_.fail.fetch_sub(1);
-        return {StatusCode::kIOError, "fdatasync " + path() + ": Input/output error"};
-      }
-      return ForwardingFile::sync();
-    }
-
-   private:
-    FailingSegmentSync& fs_;
-  };
-};
+using testutil::FlakySegmentSync;
 
 TEST(BoundFailedSyncTest, AnAppendAsleepAtTheBoundFailsWhenASyncFails) {
   testutil::FaultFileSystem disk;
-  FailingSegmentSync fs(disk);
+  FlakySegmentSync fs(disk);
   TopicOptions o;
   o.durability = Durability::kNone;
   o.max_unconsumed = 1;

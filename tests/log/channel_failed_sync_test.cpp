@@ -13,49 +13,21 @@
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
-#include "testutil/forwarding_file_system.h"
+#include "testutil/flaky_segment_sync.h"
 
 namespace sluice {
 namespace {
 
 using namespace std::chrono_literals;
 
-// The next `fail` segment syncs fail (nothing reaches the disk).
-class FailingSegmentSync final : public testutil::ForwardingFileSystem {
- public:
-  explicit FailingSegmentSync(log::FileSystem& base) : ForwardingFileSystem(base) {}
-  std::atomic<int> fail{0};
-
- protected:
-  std::unique_ptr<log::File> wrap(std::unique_ptr<log::File> f) override {
-    if (!f->path().ends_with(log::kSegmentSuffix)) return f;
-    return std::make_unique<File>(std::move(f), *this);
-  }
-
- private:
-  class File final : public testutil::ForwardingFile {
-   public:
-    File(std::unique_ptr<log::File> f, FailingSegmentSync& fs)
-        : ForwardingFile(std::move(f)), fs_(fs) {}
-    Status sync() override {
-      if (fs_.fail.load() > 0) {
-        fs_.fail.fetch_sub(1);
-        return {StatusCode::kIOError, "fdatasync " + path() + ": Input/output error"};
-      }
-      return ForwardingFile::sync();
-    }
-
-   private:
-    FailingSegmentSync& fs_;
-  };
-};
+using testutil::FlakySegmentSync;
 
 TEST(ChannelFailedSyncTest, AnAckAfterAFailedSyncFailsUntilTheTopicIsReopened) {
   for (const Durability mode : {Durability::kNone, Durability::kInterval, Durability::kGroupCommit,
                                 Durability::kPerAppend}) {
     SCOPED_TRACE(static_cast<int>(mode));
     testutil::FaultFileSystem disk;
-    FailingSegmentSync fs(disk);
+    FlakySegmentSync fs(disk);
     TopicOptions o;
     o.durability = mode;
     o.sync_interval = 1h;  // the flusher stays out of it
