@@ -12,6 +12,7 @@
 
 #include "log/fault_file_system.h"
 #include "log/format.h"
+#include "log/synced_topic_test.h"
 #include "log/topic_impl.h"
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
@@ -23,49 +24,14 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-class RecoveryEdgesTest : public ::testing::Test {
+// Small segments (64 KiB).
+class RecoveryEdgesTest : public testutil::SyncedTopicTest<64 * 1024> {
  protected:
-  void SetUp() override { dir_ = testutil::test_dir("recovery-edges"); }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Small segments, synced at each roll (summaries are written then).
-  static TopicOptions synced() {
-    TopicOptions o;
-    o.segment_bytes = 64 * 1024;
-    o.max_message_bytes = 2048;
-    o.durability = Durability::kGroupCommit;
-    return o;
-  }
-  std::unique_ptr<Topic> open(TopicOptions o = synced()) {
-    auto t = Topic::open(dir_.string(), o);
-    EXPECT_TRUE(t.ok()) << t.status();
-    return t.ok() ? std::move(*t) : nullptr;
-  }
-  std::vector<fs::path> files(const std::string& ext) {
-    std::vector<fs::path> out;
-    for (const auto& e : fs::directory_iterator(dir_)) {
-      if (e.path().extension() == ext) out.push_back(e.path());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-  // 1,000 bytes, all alike but for the seq.
-  static std::string msg(std::uint64_t i) {
-    std::string s = std::to_string(i);
-    return "message " + std::string(8 - s.size(), '0') + s + std::string(984, 'x');
-  }
   static constexpr std::uint64_t kRec = log::kRecordHeaderSize + 1000;
   void fill(int n) {
     auto t = open();
     for (int i = 0; i < n; ++i) ASSERT_TRUE(t->append(msg(static_cast<std::uint64_t>(i))).ok());
   }
-  static void overwrite(const fs::path& file, std::uint64_t at, const std::string& with) {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(at));
-    f.write(with.data(), static_cast<std::streamsize>(with.size()));
-  }
-
-  fs::path dir_;
 };
 
 // An older segment recovery read and found damaged gets no summary from the

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "log/format.h"
+#include "log/synced_topic_test.h"
 #include "sluice/log/channel.h"
 #include "sluice/log/topic.h"
 #include "testutil/temp_dir.h"
@@ -25,37 +26,8 @@ using namespace std::chrono_literals;
 
 constexpr int kRecords = 2000;  // 1 KiB each: ~10 segments of 4 index entries
 
-class TopicSummaryTest : public ::testing::Test {
+class TopicSummaryTest : public testutil::SyncedTopicTest<200 * 1024> {
  protected:
-  void SetUp() override { dir_ = testutil::test_dir("summary"); }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Small segments, synced at each roll (summaries are written then).
-  static TopicOptions synced() {
-    TopicOptions o;
-    o.segment_bytes = 200 * 1024;
-    o.max_message_bytes = 2048;
-    o.durability = Durability::kGroupCommit;
-    return o;
-  }
-  std::unique_ptr<Topic> open(TopicOptions o = synced()) {
-    auto t = Topic::open(dir_.string(), o);
-    EXPECT_TRUE(t.ok()) << t.status();
-    return t.ok() ? std::move(*t) : nullptr;
-  }
-  std::vector<fs::path> files(const std::string& ext) {
-    std::vector<fs::path> out;
-    for (const auto& e : fs::directory_iterator(dir_)) {
-      if (e.path().extension() == ext) out.push_back(e.path());
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-  // 1,000 bytes, all alike but for the seq.
-  static std::string msg(std::uint64_t i) {
-    std::string s = std::to_string(i);
-    return "message " + std::string(8 - s.size(), '0') + s + std::string(984, 'x');
-  }
   // kRecords records, 100 per batch; the time before record 1000 in *middle.
   void fill(std::chrono::system_clock::time_point* middle = nullptr) {
     auto t = open();
@@ -81,13 +53,6 @@ class TopicSummaryTest : public ::testing::Test {
     }
     return out;
   }
-  static void overwrite(const fs::path& file, std::uint64_t at, const std::string& with) {
-    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(at));
-    f.write(with.data(), static_cast<std::streamsize>(with.size()));
-  }
-
-  fs::path dir_;
 };
 
 TEST_F(TopicSummaryTest, OlderSegmentsOpenFromTheirSummariesAndReadTheSame) {
