@@ -86,14 +86,7 @@ TEST_P(CliRedisStopFdLimitTest, SigintEndsAGetBlockedOnTheServerWithoutAnEventfd
   ASSERT_LT(open_on(get->pid(), "eventfd"), 3)
       << "at the lowest limit that waits on the server, get still made every eventfd";
 
-  get->signal(SIGINT);
-  const bool ended = ends_soon(*get);
-  EXPECT_TRUE(ended) << "SIGINT did not end get within 5 s";
-  if (!ended) get->kill_now();
-  const Outcome r = get->finish();
-  if (ended) {
-    EXPECT_EQ(r.rc, 130) << r.err;
-  }
+  const Outcome r = interrupt(*get, SIGINT, "get");
   EXPECT_EQ(r.out, "");
 
   ASSERT_EQ(run_cli(url_, {"put", "q"}, "m1\n").rc, 0);

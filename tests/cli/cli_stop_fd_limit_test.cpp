@@ -109,14 +109,7 @@ TEST_F(CliStopFdLimitTest, SigintEndsAGetWaitingForRoomWithoutAnEventfd) {
   ASSERT_LT(open_on(get->pid(), "eventfd"), 2)
       << "at the lowest limit that opens the queue, get still made both eventfds";
 
-  get->signal(SIGINT);
-  const bool ended = ends_soon(*get);
-  EXPECT_TRUE(ended) << "SIGINT did not end get within 5 s";
-  if (!ended) get->kill_now();
-  const Outcome r = get->finish();
-  if (ended) {
-    EXPECT_EQ(r.rc, 130) << r.err;
-  }
+  const Outcome r = interrupt(*get, SIGINT, "get");
   EXPECT_NE(stat("q").find("consumed=0\n"), std::string::npos) << stat("q");
   EXPECT_NE(stat("q").find("produced=400\n"), std::string::npos) << stat("q");
 }
@@ -148,14 +141,7 @@ TEST_F(CliStopFdLimitTest, SigtermKillsAnExecCommandAfterTheGraceWithoutAnEventf
   }
   ASSERT_TRUE(running()) << "the command did not start";
 
-  get->signal(SIGTERM);
-  const bool ended = ends_soon(*get);
-  EXPECT_TRUE(ended) << "SIGTERM did not end get --exec within 5 s (--grace 200ms)";
-  if (!ended) get->kill_now();
-  const Outcome r = get->finish();
-  if (ended) {
-    EXPECT_EQ(r.rc, 130) << r.err;
-  }
+  const Outcome r = interrupt(*get, SIGTERM, "get --exec (--grace 200ms)");
   EXPECT_NE(stat("q").find("consumed=0\n"), std::string::npos) << stat("q");
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -36,6 +37,20 @@ inline bool ends_soon(const Child& c) {
     if (main_thread_state(c.pid()) == 'Z') return true;
   }
   return false;
+}
+
+// Sends `sig` to `c` and finishes it: it must end within 5 s (else the test
+// fails and the child is killed) with 130, the exit of an interrupted command.
+inline Outcome interrupt(Child& c, int sig, const std::string& what) {
+  c.signal(sig);
+  const bool ended = ends_soon(c);
+  EXPECT_TRUE(ended) << what << " did not end within 5 s of the signal";
+  if (!ended) c.kill_now();
+  Outcome r = c.finish();
+  if (ended) {
+    EXPECT_EQ(r.rc, 130) << r.err;
+  }
+  return r;
 }
 
 }  // namespace sluice::testutil
