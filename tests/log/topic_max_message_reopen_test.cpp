@@ -17,6 +17,7 @@
 #include "sluice/log/cursor.h"
 #include "sluice/log/inspect.h"
 #include "sluice/log/topic.h"
+#include "testutil/damage.h"
 #include "testutil/temp_dir.h"
 
 namespace sluice {
@@ -222,17 +223,6 @@ TEST_F(MaxMessageReopenTest, AReadOnlyReaderWithASmallerLimitFollowsALiveWriter)
   EXPECT_EQ((*c)->skipped_corrupt(), 0U);
 }
 
-// Flips the byte at `off` of `path`.
-void flip(const fs::path& path, std::uint64_t off) {
-  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
-  f.seekg(static_cast<std::streamoff>(off));
-  char c = 0;
-  f.read(&c, 1);
-  c = static_cast<char>(c ^ 0x5a);
-  f.seekp(static_cast<std::streamoff>(off));
-  f.write(&c, 1);
-}
-
 // Writes `len` as a record's length field at `off` of `path`.
 void put_length(const fs::path& path, std::uint64_t off, std::uint32_t len) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -251,9 +241,9 @@ TEST_F(MaxMessageReopenTest, DamageInLongerRecordsIsStillFound) {
   // second, the length of its record 5 made to run past the end of the
   // file; in the newest, a payload byte of its record 3.
   constexpr std::uint64_t kRec = 1024;
-  flip(segs[0], 32 + 10 * kRec + 500);
+  testutil::flip_bit(segs[0], 32 + 10 * kRec + 500);
   put_length(segs[1], 32 + 5 * kRec, 0x7fffffffU);
-  flip(segs.back(), 32 + 3 * kRec + 40);
+  testutil::flip_bit(segs.back(), 32 + 3 * kRec + 40);
   for (const std::uint32_t limit : {kWriterLimit, kSmall}) {
     SCOPED_TRACE("limit " + std::to_string(limit));
     auto v = verify_topic(dir_.string(), with_limit(limit));
