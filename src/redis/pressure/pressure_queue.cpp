@@ -58,10 +58,7 @@ constexpr std::array<std::string_view, kKeyCount> kSuffix = {"",
 constexpr std::size_t kChunkMessages = 1024;
 constexpr std::size_t kChunkBytes = std::size_t{8} << 20;
 
-// host_id(): the hostname, and the PID namespace where it is not the initial one.
-const std::string& hostname() { return redis::host_id(); }
-
-std::string process_id() { return hostname() + "_pid" + std::to_string(getpid()); }
+std::string process_id() { return redis::host_id() + "_pid" + std::to_string(getpid()); }
 
 std::string_view text(const redisReply* r) {
   return r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS ||
@@ -117,7 +114,7 @@ std::optional<bool> holder_gone(std::string_view holder, ClientList&& client_lis
   long pid = 0;
   auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), pid);
   if (ec != std::errc() || pid <= 0) return std::nullopt;
-  if (host == hostname()) {
+  if (host == redis::host_id()) {
     // The process table is the truth here, and has no lag: the server may
     // still list a killed process's connection for a moment.
     return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
@@ -126,7 +123,7 @@ std::optional<bool> holder_gone(std::string_view holder, ClientList&& client_lis
   // with a tag that is a prefix of another: "ingest" and "ingest-retry" read
   // "-retry<host>_pid<N>"): the process whose name ends it may be alive.
   const bool alive_here = kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-  if (host.ends_with(hostname()) && alive_here) return false;
+  if (host.ends_with(redis::host_id()) && alive_here) return false;
   const std::optional<std::string> clients = client_list();
   if (!clients) return std::nullopt;
   const std::string proc = std::string(host) + "_pid" + std::to_string(pid);
