@@ -246,11 +246,11 @@ Status Channel::ack(std::uint64_t seq) {
                                               std::to_string(c.r.next_seq()) + ")"};
   }
   if (seq + 1 <= c.acked) return Status::Ok();
-  {
+  if (c.topic->sync_failed()) {
     // After a failed segment sync the records since the last good one are
     // in doubt: no position moves past them until the topic is reopened.
     MutexLock lk(c.topic->mu);
-    if (const Status& s = c.topic->sync_failure(); !s.ok()) return s;
+    return c.topic->sync_failure();
   }
   // As durable as the log it points into: synced in the modes whose appends
   // are durable on return; written (surviving a process crash) otherwise,

@@ -301,6 +301,7 @@ Status Commit::failed_sync(const Status& s, const Segment& seg) {
                               "): records appended since the last successful sync may be lost "
                               "and a later sync cannot tell, so this topic refuses appends and "
                               "syncs: reopen it (recovery keeps what is on disk)");
+    sync_failed_seen_.store(true, std::memory_order_release);
     // Appenders asleep at the bound can only fail now: wake them.
     notify.acked();
   }

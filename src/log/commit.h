@@ -96,6 +96,8 @@ class Commit : public TopicCore {
   std::uint64_t syncs() const SLUICE_REQUIRES(mu) { return syncs_; }
   // Not ok once a segment sync failed (until the topic is reopened).
   const Status& sync_failure() const SLUICE_REQUIRES(mu) { return sync_failed_; }
+  // Whether sync_failure() is set, without the lock (a hot path's look).
+  bool sync_failed() const noexcept { return sync_failed_seen_.load(std::memory_order_acquire); }
 
  protected:
   // Retention is deleting `seg`: sync() no longer has its records to sync.
@@ -146,6 +148,7 @@ class Commit : public TopicCore {
   // later append, sync and wait for durability fails with it: reopen the
   // topic (what recovery then finds is what is there).
   Status sync_failed_ SLUICE_GUARDED_BY(mu);
+  std::atomic<bool> sync_failed_seen_{false};  // sync_failed_ is set (it never clears)
   // Records `s` (a failed sync of `seg`) in sync_failed_; returns s.
   Status failed_sync(const Status& s, const Segment& seg) SLUICE_REQUIRES(mu);
   // kNone: sealed segments whose records are not synced yet (their headers
