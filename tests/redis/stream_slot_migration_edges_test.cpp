@@ -2,7 +2,11 @@
 // redis-cli --cluster reshard/rebalance move it): each move ends the wait
 // with "UNBLOCKED the stream key no longer exists" (MIGRATE deletes the key
 // from the old node). That is not a deleted topic however many times it
-// happens under one read. A 3-primary Redis Cluster of real redis-servers.
+// happens under one read. And a slot's move ends with CLUSTER SETSLOT NODE
+// sent to every node in turn (redis-cli --cluster in its own order): until
+// the last one, two nodes may each answer MOVED naming the other. A call
+// caught between them waits for them to agree. A 3-primary Redis Cluster of
+// real redis-servers.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -35,6 +39,16 @@ RedisCluster& cluster() {
 // Whether node `node` has a client blocked (flags b) in `command`.
 bool blocked_in(std::size_t node, std::string_view command) {
   return RawRedis(cluster().port(node)).blocked_in(command);
+}
+
+// How many MOVED replies node `node` has sent (INFO errorstats).
+long long moved_replies(std::size_t node) {
+  auto r = RawRedis(cluster().port(node)).cmd({"INFO", "errorstats"});
+  const std::string_view info(r->str, r->len);
+  const std::string_view field = "errorstat_MOVED:count=";
+  const auto at = info.find(field);
+  if (at == std::string_view::npos) return 0;
+  return std::stoll(std::string(info.substr(at + field.size(), 20)));
 }
 
 // Blocking calls that wait on the server longer than the test takes, so
@@ -80,6 +94,39 @@ TEST(StreamSlotMigrationEdgesTest, AReadWaitingWhileItsSlotMovesTwiceIsNotToldTh
   ASSERT_EQ(got.size(), 1U);
   EXPECT_EQ(got[0].payload, "after0");
   EXPECT_EQ(ch.ack(std::vector<std::string>{got[0].id}), StatusCode::kOk);
+}
+
+// The topic's slot belongs to `a`, then `a` is told it belongs to `b`
+// while `b` still thinks it is `a`'s: each sends the call to the other. The
+// call goes round between them (more often than any fixed number of
+// redirections) until every node is told `b` owns the slot; then it runs.
+TEST(StreamSlotMigrationEdgesTest, ACallSentRoundByTwoNodesThatDisagreeWaitsForThemToAgree) {
+  RedisCluster& c = cluster();
+  const std::string name = "disagreed.over";  // no keys yet: its slot can be given away
+  const std::size_t a = c.node_of(stream_key(name));
+  const std::size_t b = (a + 1) % c.size();
+  const long long slot = c.slot_of(stream_key(name));
+  RawRedis(c.port(a)).cmd({"CLUSTER", "SETSLOT", std::to_string(slot), "NODE", c.id(b)});
+  const long long before = moved_replies(a) + moved_replies(b);
+
+  StreamTopic t(c.options(), name);
+  auto creating = std::async(std::launch::async, [&] {
+    const std::string chans[] = {"c"};
+    return t.create(chans);
+  });
+  // Sent round at least 20 times (past any fixed limit of redirections),
+  // unless the call gave up first.
+  const auto gone_round = [&] { return moved_replies(a) + moved_replies(b) >= before + 20; };
+  ASSERT_TRUE(testutil::eventually(
+      [&] { return gone_round() || creating.wait_for(0s) == std::future_status::ready; }));
+  ASSERT_TRUE(gone_round()) << "the call stopped going round: " << creating.get();
+  c.end_move(slot, b);
+  ASSERT_EQ(creating.get(), StatusCode::kOk);
+  EXPECT_EQ(c.node_of(stream_key(name)), b);
+  ASSERT_EQ(append(t, numbered("m", 1)), StatusCode::kOk);
+  StreamChannel ch(c.options(), name, "c");
+  ASSERT_EQ(ch.join(), StatusCode::kOk);
+  EXPECT_EQ(take(ch, 1), numbered("m", 1));
 }
 
 }  // namespace

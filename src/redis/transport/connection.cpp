@@ -454,23 +454,44 @@ bool redirect_target(std::string_view text, std::string& host, int& port) {
 
 }  // namespace
 
+namespace {
+
+// Pauses between tries at a cluster's passing state (a slot mid-move): 1 ms
+// doubling to 50 ms, for up to `limit` from the first pause, never past the
+// caller's deadline or stop.
+class Backoff {
+ public:
+  // False when the time is up (the caller gives its last reply); else
+  // sleeps and returns true.
+  bool pause(std::chrono::milliseconds limit, const Context* ctx) {
+    const auto now = Context::Clock::now();
+    if (give_up_ == Context::Clock::time_point{}) give_up_ = now + limit;
+    if (ctx != nullptr && (ctx->stop_requested() || ctx->expired(now + pause_))) return false;
+    if (now + pause_ > give_up_) return false;
+    std::this_thread::sleep_for(pause_);
+    pause_ = std::min(pause_ * 2, std::chrono::milliseconds(50));
+    return true;
+  }
+
+ private:
+  Context::Clock::time_point give_up_{};
+  std::chrono::milliseconds pause_{1};
+};
+
+}  // namespace
+
 Reply Connection::call(std::span<const std::string_view> argv, CallError& err) {
   // Redis Cluster, while a slot migrates: a command on several keys of it,
   // some of which are not there (yet), gets TRYAGAIN and did not run. A
   // resharding moves a slot in milliseconds: retry with a short backoff for
   // up to io_timeout before giving the caller the error.
-  std::chrono::steady_clock::time_point give_up{};
-  auto pause = std::chrono::milliseconds(1);
+  Backoff backoff;
   for (;;) {
     Reply r = call_redirected(argv, err);
     if (!r || r->type != REDIS_REPLY_ERROR || !reply_text(r.get()).starts_with("TRYAGAIN")) {
       return r;
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (give_up == std::chrono::steady_clock::time_point{}) give_up = now + options_.io_timeout;
-    if (now + pause > give_up) return r;
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+    if (!backoff.pause(options_.io_timeout, nullptr)) return r;
   }
 }
 
@@ -482,6 +503,7 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
   // command. Every key of one call shares a hash tag, so one node serves it.
   constexpr int kMaxRedirects = 5;
   bool redirected = false;
+  Backoff backoff;
   asked_.reset();
   for (int hop = 0;; ++hop) {
     err = {};
@@ -503,7 +525,16 @@ Reply Connection::call_redirected(std::span<const std::string_view> argv, CallEr
       drop();
       return r;
     }
-    if (hop == kMaxRedirects) return r;
+    if (hop == kMaxRedirects) {
+      // Still MOVED: nodes that send a command round disagree who owns its
+      // slot. A slot's move ends with CLUSTER SETSLOT NODE sent to every node
+      // in turn (redis-cli --cluster in its own order), and until the last
+      // one, two may each name the other. That lasts milliseconds: wait for
+      // them to agree, as for TRYAGAIN, up to io_timeout.
+      if (!t.starts_with("MOVED ") || !backoff.pause(options_.io_timeout, wait)) return r;
+      hop = -1;
+      continue;
+    }
     if (t.starts_with("READONLY")) {
       // A primary demoted without Cluster (FAILOVER, REPLICAOF: Sentinel's
       // way): nothing ran, as a replica takes no write. ROLE names its

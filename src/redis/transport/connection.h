@@ -72,7 +72,8 @@ class Connection {
   // did not run there) goes to the primary it names, for good; if that
   // cannot be reached, the call fails with kUnavailable naming both.
   // TRYAGAIN (a multi-key command while its slot migrates) is retried with
-  // a short backoff for up to io_timeout.
+  // a short backoff for up to io_timeout; so is a command that nodes keep
+  // sending round with MOVED (they disagree who owns its slot as a move ends).
   Reply call(std::span<const std::string_view> argv, CallError& err);
   // call() for a command that blocks on the server (BLMOVE, XREADGROUP ...
   // BLOCK) with a timeout of its own that ends by ctx's deadline. Redis ends
