@@ -103,6 +103,20 @@ class Child {
     in_ = -1;
   }
   void signal(int sig) { kill(pid_, sig); }
+  // As finish(), but nothing is read before the child has exited: what it
+  // wrote to stdout stays in the pipe, never taken while it runs (its
+  // output must fit in the pipes, 64 KiB each).
+  Outcome finish_unread() {
+    Outcome r;
+    r.rc = wait();
+    while (read_some(out_, out)) {
+    }
+    while (read_some(err_, err)) {
+    }
+    r.out = out;
+    r.err = err;
+    return r;
+  }
   pid_t pid() const { return pid_; }
   void kill_now() { kill(pid_, SIGKILL); }
 

@@ -446,32 +446,60 @@ int run_get(Globals& g, IoArgs a) {
                               s.code() != StatusCode::kCancelled) {
     error = s;
   }
-  const std::uint64_t held = reader.delivered() - reader.acked();
+  // Counted before the give-back, which forgets what it gives back.
+  const std::uint64_t delivered = reader.delivered();
+  const std::uint64_t acked = reader.acked();
+  const std::uint64_t held = delivered - acked;
+  // Read by the reader: acknowledged, or taken from the pipe with an
+  // acknowledgement that got no answer (a request already sent to a server
+  // that stopped answering may still run). Once the reader has gone, what it
+  // did not acknowledge went with the pipe.
+  const std::uint64_t read =
+      rc == kExitIO ? acked : std::max(acked, std::min(out.taken(), delivered));
+  const std::uint64_t in_doubt = read - acked;
   Status given = Status::Ok();
   // Tried once after --timeout or a signal; through an outage otherwise.
   if (held != 0) given = reconnect.retry(ctx, [&] { return reader.release(); });
   if (rc == kExitIO) {
-    std::cerr << "sluice get: " << label << ": the reader of stdout has gone; it took "
-              << reader.acked() << " of the " << written << " messages written";
+    std::cerr << "sluice get: " << label << ": the reader of stdout has gone; it took " << acked
+              << " of the " << written << " messages written";
   } else if (held != 0) {
-    std::cerr << "sluice get: " << label << ": the reader of stdout had not taken the last " << held
-              << " messages" << (out.is_pipe() && error.ok() ? " after --linger" : "");
+    std::cerr << "sluice get: " << label << ": ";
+    if (in_doubt != 0) {
+      std::cerr << "the reader of stdout took " << in_doubt
+                << " messages whose acknowledgement got no answer (it may yet take effect)";
+      if (held > in_doubt) std::cerr << ", and ";
+    }
+    if (held > in_doubt) {
+      std::cerr << "the reader of stdout had not taken the last " << held - in_doubt << " messages"
+                << (out.is_pipe() && error.ok() ? " after --linger" : "");
+    }
   }
   if (held != 0) {
     // Held: written and not read, and fetched but not yet written.
-    const std::uint64_t unread = written - std::min(written, reader.acked());
-    const std::string parts = held > unread
+    const std::uint64_t unread = written - std::min(written, read);
+    const std::uint64_t not_yet = delivered - std::min(delivered, written);
+    const std::string parts = not_yet != 0
                                   ? " (" + std::to_string(unread) + " written and not read, " +
-                                        std::to_string(held - unread) + " not yet written)"
+                                        std::to_string(not_yet) + " not yet written)"
                                   : "";
+    // Those whose acknowledgement may yet run come again only if it does not.
+    const char* will =
+        in_doubt != 0 ? "they may be delivered again" : "they will be delivered again";
     if (given.ok()) {
-      std::cerr << "; " << held << " given back" << parts << ": they will be delivered again\n";
+      std::cerr << "; " << held << " given back" << parts << ": " << will << "\n";
     } else {
       std::cerr << "; " << held << " not given back" << parts << " (" << given.message()
-                << "): they will be delivered again once this reader is gone\n";
+                << "): " << will << " once this reader is gone\n";
     }
   } else if (rc == kExitIO) {
     std::cerr << "\n";
+  } else if (const Status& cut = reconnect.cut_short();
+             !cut.ok() && (rc == kExitInterrupted || rc == kExitTimeout)) {
+    // Nothing left to give back here; the store's own cleanup (a pressure
+    // queue's reader role) did not wait for a Redis that does not answer.
+    std::cerr << "sluice get: " << label << ": ended while Redis did not answer (" << cut.message()
+              << "): what this reader held goes to the next reader once this process is gone\n";
   }
   if (!error.ok()) return fail("get", label, error);
   return rc;

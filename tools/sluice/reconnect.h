@@ -34,7 +34,12 @@ class Reconnect {
   // Only kUnavailable is retried, for up to the limit since the outage
   // began; a stop or deadline of ctx ends the wait (false).
   bool again(const Status& s, const Context& ctx) {
-    if (s.code() != StatusCode::kUnavailable || limit_.count() <= 0) return false;
+    if (s.code() != StatusCode::kUnavailable) return false;
+    if (ctx.err() != StatusCode::kOk) {  // ended: no retry to announce
+      cut_short_ = s;
+      return false;
+    }
+    if (limit_.count() <= 0) return false;
     const auto now = Clock::now();
     if (!down_) {
       down_ = true;
@@ -85,8 +90,13 @@ class Reconnect {
     return s;
   }
 
+  // The last failure (kUnavailable) that ctx's stop or deadline cut short,
+  // unless a call worked since: the command says what it could not do then.
+  const Status& cut_short() const noexcept { return cut_short_; }
+
   // After a call that worked: ends an outage, saying so.
   void ok() {
+    cut_short_ = Status::Ok();
     if (!down_) return;
     down_ = false;
     const std::chrono::duration<double> took = Clock::now() - since_;
@@ -112,6 +122,7 @@ class Reconnect {
   std::chrono::duration<double> limit_;
   bool down_ = false;
   Clock::time_point since_{};
+  Status cut_short_ = Status::Ok();
   std::chrono::milliseconds step_{100};
 };
 

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <mutex>
 #include <optional>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -768,6 +769,14 @@ class StreamChannel::KeepAlive {
     }
   }
 
+  // The stop of the handle's last read: once it is requested, a round does
+  // not connect again to a server that did not answer the last one (the
+  // owner is stopping; its destructor waits for a round in flight).
+  void stop_with(const std::stop_token& stop) {
+    std::lock_guard lk(mu_);
+    if (stop != stop_token_) stop_token_ = stop;
+  }
+
   // The channel's timeout, as a read (claim) learned it.
   void set_visibility(std::chrono::milliseconds v) {
     {
@@ -813,6 +822,7 @@ class StreamChannel::KeepAlive {
       std::lock_guard lk(mu_);
       if (stop_) return;
       ids.assign(held_.begin(), held_.end());
+      conn_.stop_with(stop_token_);
       last_ = Clock::now();
       due_ = last_ + period(visibility_);
     }
@@ -870,7 +880,8 @@ class StreamChannel::KeepAlive {
   Clock::time_point last_{};  // the last round's start
   Clock::time_point due_{};   // the next round's
   bool stop_ = false;
-  std::thread thread_;  // started by the first add(); joined by the destructor
+  std::stop_token stop_token_;  // the handle's last read's
+  std::thread thread_;          // started by the first add(); joined by the destructor
 };
 
 void StreamChannel::KeepAliveDeleter::operator()(KeepAlive* k) const noexcept { delete k; }
@@ -985,6 +996,7 @@ Status StreamChannel::next_batch(std::vector<StreamMessage>& out, std::size_t ma
     }
     keep_alive_->add(out, before);
   }
+  if (keep_alive_) keep_alive_->stop_with(ctx.token());
   return s;
 }
 

@@ -115,6 +115,14 @@ void Connection::drop() noexcept {
 
 Status Connection::ensure(bool fall_back) {
   if (ctx_ != nullptr) return Status::Ok();
+  if (hung_ && stop_.stop_requested()) {
+    // A connect would wait io_timeout again for the server that did not
+    // answer the last call: the caller is stopping, and its cleanup is best
+    // effort. However long the cleanup takes (a get lingers for its reader).
+    return {StatusCode::kUnavailable,
+            "redis: " + address() + " did not answer within " + millis(options_.io_timeout) +
+                " (RedisOptions::io_timeout); not tried again after a stop"};
+  }
   Status s = connect();
   if (s.ok() || !fall_back || s.code() != StatusCode::kUnavailable) return s;
   // Redis Cluster: the node is gone (a failover gave its slots to a
@@ -142,6 +150,7 @@ Status Connection::connect() {
     if (c->err == REDIS_ERR_IO && connect_errno == ECONNREFUSED) {
       msg = "redis: connection refused at " + address() + " (is redis-server running there?)";
     } else if (c->err == REDIS_ERR_IO && connect_errno == ETIMEDOUT) {
+      hung_ = true;
       msg = "redis: timed out after " + millis(options_.connect_timeout) + " connecting to " +
             address() + " (RedisOptions::connect_timeout)";
     } else {
@@ -180,6 +189,7 @@ Status Connection::connect() {
   for (const auto& cmd : cmds) {
     void* raw = nullptr;
     if (redisGetReply(ctx_, &raw) != REDIS_OK) {
+      note_timeout(errno);
       const std::string what =
           cmd[0] == "CLIENT" || cmd[0] == "SCRIPT" ? cmd[0] + " " + cmd[1] : cmd[0];
       std::string msg = io_failure("connection set-up: no reply to " + what, errno);
@@ -187,6 +197,7 @@ Status Connection::connect() {
       return {StatusCode::kUnavailable, msg};
     }
     Reply r(static_cast<redisReply*>(raw));
+    hung_ = false;                               // it answers
     if (cmd[0] == "CLIENT" && cmd[1] == "ID") {  // refused (an ACL): the server's timeouts then
       client_id_ = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
       continue;
@@ -254,6 +265,7 @@ bool Connection::flush(std::string_view what, CallError& err) {
   int done = 0;
   while (done == 0) {
     if (redisBufferWrite(ctx_, &done) != REDIS_OK) {
+      note_timeout(errno);
       err.status = {StatusCode::kUnavailable, io_failure("sending " + std::string(what), errno)};
       drop();
       return false;
@@ -266,10 +278,12 @@ Reply Connection::read_reply(std::string_view what, CallError& err) {
   void* raw = nullptr;
   if (redisGetReply(ctx_, &raw) != REDIS_OK) {
     err.maybe_ran = true;
+    note_timeout(errno);
     err.status = {StatusCode::kUnavailable, io_failure("no reply to " + std::string(what), errno)};
     drop();
     return nullptr;
   }
+  hung_ = false;
   return Reply(static_cast<redisReply*>(raw));
 }
 
@@ -293,6 +307,7 @@ Reply Connection::roundtrip(std::span<const std::string_view> argv, CallError& e
 
 Reply Connection::call_blocking(std::span<const std::string_view> argv, const Context& ctx,
                                 CallError& err) {
+  stop_ = ctx.token();
   return call_redirected(argv, err, &ctx);
 }
 
@@ -388,6 +403,12 @@ std::vector<std::string> Connection::auth_command() const {
 
 std::string Connection::address() const {
   return options_.host + ":" + std::to_string(options_.port);
+}
+
+void Connection::note_timeout(int err_no) noexcept {
+  if (ctx_->err == REDIS_ERR_IO && (err_no == EAGAIN || err_no == EWOULDBLOCK)) {
+    hung_ = true;
+  }
 }
 
 std::string Connection::io_failure(const std::string& doing, int err_no) const {

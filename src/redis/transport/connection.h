@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -86,7 +87,16 @@ class Connection {
   // already on its way (kept: nothing is lost). Where that cannot be done
   // (no CLIENT ID at connect, UNBLOCK refused by an ACL, the second
   // connection fails), the server's own timeout ends the command.
+  // Once the stop of the last call_blocking()'s context is requested (the
+  // caller is stopping), a connection whose server did not answer the last
+  // call within io_timeout (a hung server) is not made again: calls then
+  // fail at once with kUnavailable instead of each waiting io_timeout on the
+  // connect, so the caller's cleanup (giving back what it holds) ends
+  // promptly. A call_blocking() with another context ends that.
   Reply call_blocking(std::span<const std::string_view> argv, const Context& ctx, CallError& err);
+  // Takes `stop` as call_blocking() takes its context's: a connection that
+  // never waits (a helper thread's) learns its owner's stop.
+  void stop_with(std::stop_token stop) noexcept { stop_ = std::move(stop); }
   // Runs a script as call() runs a command: EVALSHA, and on NOSCRIPT (the
   // script did not run) EVAL, which runs it and caches it again. A script
   // not declared at construction works too, by the same fallback.
@@ -169,6 +179,8 @@ class Connection {
   // call() without its TRYAGAIN retries.
   Reply call_redirected(std::span<const std::string_view> argv, CallError& err,
                         const Context* wait = nullptr);
+  // Notes in hung_ a read or write that failed as io_timeout passed.
+  void note_timeout(int err_no) noexcept;
   // Why a read or write failed; `err_no` is errno right after it.
   std::string io_failure(const std::string& doing, int err_no) const;
 
@@ -179,7 +191,12 @@ class Connection {
   // call_blocking()'s second connection, to side_node_.
   redisContext* side_ = nullptr;
   std::pair<std::string, int> side_node_;
-  bool unblock_refused_ = false;        // an error reply to CLIENT UNBLOCK: never again
+  bool unblock_refused_ = false;  // an error reply to CLIENT UNBLOCK: never again
+  // The last call_blocking()'s stop, and whether the server failed to
+  // answer the last call within io_timeout (a reply clears it): ensure()
+  // does not connect while both hold.
+  std::stop_token stop_;
+  bool hung_ = false;
   std::vector<const Script*> scripts_;  // declared: loaded at every connect
   // Redis Cluster nodes to fall back on: the seed (the address given), then
   // those CLUSTER SLOTS listed at the last connect.
