@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
 #include <stop_token>
 #include <string>
 #include <string_view>
@@ -12,10 +13,12 @@
 #include "sluice/context.h"
 #include "sluice/redis/redis_options.h"
 #include "testutil/redis_server.h"
+#include "testutil/wait_for.h"
 
 namespace sluice {
 namespace {
 
+using testutil::RawRedis;
 using testutil::RedisServer;
 using Clock = std::chrono::steady_clock;
 
@@ -67,6 +70,56 @@ TEST(TransportEdges, BlockingCallWithDeadlineOnAHungServerEndsWithinIoTimeout) {
   server.resume();
   EXPECT_FALSE(r);
   EXPECT_LT(took.count(), 600 + 300) << "io_timeout is 600 ms, deadline 100 ms; " << err.status;
+}
+
+// A stopped wait is ended by CLIENT UNBLOCK. A passing error reply to it
+// (BUSY: another client's script runs past busy-reply-threshold) turned
+// unblocking off for the connection's life: every later stop then waited
+// for the server's timeout or io_timeout. Only a refusal (an ACL, a renamed
+// command) is for good.
+TEST(TransportEdges, ABusyServerRefusingOneUnblockDoesNotTurnUnblockingOff) {
+  RedisServer server;
+  RawRedis admin(server.port());
+  admin.cmd({"CONFIG", "SET", "busy-reply-threshold", "50"});
+  RedisOptions o = server.options();
+  o.io_timeout = std::chrono::milliseconds(1500);
+  redis::Connection conn(o, "edges");
+  const std::string_view blpop[] = {"BLPOP", "nothing", "30"};
+  const auto wait_until_stopped = [&](std::stop_source& stop) {
+    return std::async(std::launch::async, [&conn, &blpop, &stop] {
+      redis::CallError err;
+      redis::Reply r = conn.call_blocking(blpop, Context(stop.get_token()), err);
+      return std::make_pair(std::move(r), err.status);
+    });
+  };
+
+  // 1. The wait's stop comes while a script keeps the server busy: UNBLOCK
+  // is answered BUSY, and the wait ends at io_timeout.
+  std::stop_source first;
+  auto waiting = wait_until_stopped(first);
+  ASSERT_TRUE(testutil::eventually([&] { return admin.blocked_in("blpop"); }));
+  auto script = std::async(std::launch::async, [port = server.port()] {
+    RawRedis(port).cmd({"EVAL", "while true do end", "0"});  // until SCRIPT KILL
+  });
+  ASSERT_TRUE(testutil::eventually([&] {
+    auto r = admin.cmd({"PING"});
+    return r->type == REDIS_REPLY_ERROR && std::string_view(r->str, r->len).starts_with("BUSY");
+  }));
+  first.request_stop();
+  auto [r1, s1] = waiting.get();
+  EXPECT_FALSE(r1);  // nothing answers a busy server
+  admin.cmd({"SCRIPT", "KILL"});
+  script.get();
+
+  // 2. The server answers again: a stop ends the next wait at once, by
+  // UNBLOCK, with the wait's reply (nil), not at io_timeout with none.
+  std::stop_source second;
+  waiting = wait_until_stopped(second);
+  ASSERT_TRUE(testutil::eventually([&] { return admin.blocked_in("blpop"); }));
+  second.request_stop();
+  auto [r2, s2] = waiting.get();
+  ASSERT_TRUE(r2) << "UNBLOCK was not tried: " << s2;
+  EXPECT_EQ(r2->type, REDIS_REPLY_NIL);
 }
 
 // redis://[::1]:6380 is how RFC 3986 writes an IPv6 host; the brackets are

@@ -390,7 +390,13 @@ bool Connection::unblock(Context::Clock::time_point hung) {
   }
   ++round_trips_;
   const bool done = r->type == REDIS_REPLY_INTEGER && r->integer == 1;
-  if (r->type == REDIS_REPLY_ERROR) unblock_refused_ = true;
+  if (r->type == REDIS_REPLY_ERROR) {
+    // Refused (an ACL, a renamed command): never again. A passing error
+    // (BUSY with another client's script, LOADING) is for this stop only.
+    const std::string_view t(r->str, r->len);
+    unblock_refused_ = t.starts_with("NOPERM") || t.starts_with("NOAUTH") ||
+                       t.starts_with("WRONGPASS") || t.starts_with("ERR unknown");
+  }
   freeReplyObject(r);
   return done;
 }

@@ -191,7 +191,7 @@ class Connection {
   // call_blocking()'s second connection, to side_node_.
   redisContext* side_ = nullptr;
   std::pair<std::string, int> side_node_;
-  bool unblock_refused_ = false;  // an error reply to CLIENT UNBLOCK: never again
+  bool unblock_refused_ = false;  // CLIENT UNBLOCK refused (ACL, renamed): never again
   // The last call_blocking()'s stop, and whether the server failed to
   // answer the last call within io_timeout (a reply clears it): ensure()
   // does not connect while both hold.
