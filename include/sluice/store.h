@@ -168,8 +168,9 @@ class QueueWriter {
   virtual Status close() = 0;
   virtual std::size_t max_message_bytes() const = 0;
   // Time put() spent waiting at the bound (backpressure), in seconds, since
-  // this writer was made. The embedded store measures it; Redis, whose
-  // waits happen on the server, reports 0.
+  // this writer was made; every backend measures it (Redis: the client's
+  // waits for room, slice by slice). Safe to call from another thread while
+  // a put waits.
   virtual double blocked_seconds() const { return 0; }
 };
 

@@ -2,6 +2,7 @@
 // reader (reliable gets under a consumer name of its own; see redis_store.h
 // and docs/cli.md, "Redis").
 #include <algorithm>
+#include <chrono>
 #include <iterator>
 #include <utility>
 
@@ -31,6 +32,9 @@ class RedisWriter final : public QueueWriter {
   }
 
   std::size_t max_message_bytes() const override { return kMaxMessageBytes; }
+  double blocked_seconds() const override {
+    return std::chrono::duration<double>(q_.bound_wait()).count();
+  }
 
  private:
   Status put_all(std::span<const std::string_view> batch, const Context& ctx, std::size_t& n) {

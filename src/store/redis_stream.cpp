@@ -30,6 +30,9 @@ class StreamWriter final : public QueueWriter {
   std::size_t in_doubt() const override { return t_.in_doubt(); }
   Status close() override { return t_.close(); }
   std::size_t max_message_bytes() const override { return kMaxMessageBytes; }
+  double blocked_seconds() const override {
+    return std::chrono::duration<double>(t_.bound_wait()).count();
+  }
 
  private:
   StreamTopic t_;

@@ -55,6 +55,7 @@
 //   messages (PutResult).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -254,6 +255,11 @@ class PressureQueue {
   std::string client_id() const;
   // Round trips this handle has made (for tests and benchmarks).
   std::uint64_t round_trips() const noexcept;
+  // Time this handle's puts have waited for room at the bound (backpressure)
+  // since it was made; a wait adds at the end of each of its slices
+  // (RedisOptions::wait_slice). Safe to call from any thread, also while a
+  // put waits (a progress line, a metrics scrape): the one member that is.
+  std::chrono::nanoseconds bound_wait() const noexcept;
 
  private:
   struct Impl;

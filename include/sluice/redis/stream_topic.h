@@ -81,6 +81,7 @@
 //   many did.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -269,6 +270,14 @@ class StreamTopic {
   // may or may not be in the topic (the connection broke after they were
   // sent); 0 after a success.
   std::size_t in_doubt() const noexcept { return in_doubt_; }
+  // Time this handle's appends have waited for room at the bound
+  // (backpressure) since it was made; a wait adds at the end of each of its
+  // slices (RedisOptions::wait_slice). Safe to call from any thread, also
+  // while an append waits (a progress line, a metrics scrape).
+  std::chrono::nanoseconds bound_wait() const noexcept {
+    return std::chrono::nanoseconds(bound_wait_ns_ ? bound_wait_ns_->load(std::memory_order_relaxed)
+                                                   : 0);
+  }
   // Marks the end of the topic: appends return kClosed (those waiting at
   // the bound too, within one wait slice); a channel's consumers get
   // kClosed once they have had everything. Idempotent. kNotFound if
@@ -368,6 +377,9 @@ class StreamTopic {
   std::unique_ptr<redis::Connection> conn_;
   std::uint64_t since_trim_ = 0;
   std::size_t in_doubt_ = 0;
+  // Read by other threads (bound_wait()); on the heap so the handle moves.
+  std::unique_ptr<std::atomic<std::int64_t>> bound_wait_ns_ =
+      std::make_unique<std::atomic<std::int64_t>>(0);
   // The replicas create() recorded, as the last append's reply said: the
   // next append pipelines its WAIT for them.
   std::uint32_t recorded_replicas_ = 0;

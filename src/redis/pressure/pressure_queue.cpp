@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
@@ -161,6 +162,7 @@ struct PressureQueue::Impl {
 
   std::string name;
   redis::Connection conn;
+  std::atomic<std::int64_t> bound_wait_ns{0};  // read by bound_wait() from any thread
   std::array<std::string, kKeyCount> keys;
   std::array<std::string_view, kKeyCount + 1> key_views;
   // KEYS[13] for one run(): a reliable consumer's in-flight list, or the
@@ -403,7 +405,15 @@ struct PressureQueue::Impl {
         res.status = std::move(why);
         break;
       }
-      if (Status s = wait_on(gate, ctx); !s.ok()) {
+      const auto t0 = Context::Clock::now();
+      Status s = wait_on(gate, ctx);
+      if (gate == kNotFull) {
+        bound_wait_ns.fetch_add(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Context::Clock::now() - t0)
+                .count(),
+            std::memory_order_relaxed);
+      }
+      if (!s.ok()) {
         res.status = std::move(s);
         break;
       }
@@ -517,6 +527,10 @@ struct PressureQueue::Impl {
 PressureQueue::PressureQueue(RedisOptions options, std::string name)
     : impl_(std::make_unique<Impl>(std::move(options), std::move(name))) {}
 PressureQueue::~PressureQueue() = default;
+
+std::chrono::nanoseconds PressureQueue::bound_wait() const noexcept {
+  return std::chrono::nanoseconds(impl_ ? impl_->bound_wait_ns.load(std::memory_order_relaxed) : 0);
+}
 PressureQueue::PressureQueue(PressureQueue&&) noexcept = default;
 PressureQueue& PressureQueue::operator=(PressureQueue&&) noexcept = default;
 

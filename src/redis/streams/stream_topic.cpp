@@ -391,7 +391,12 @@ Status StreamTopic::append_impl(std::span<const std::string_view> batch, const C
     std::snprintf(secs.data(), secs.size(), "%.3f", static_cast<double>(slice.count()) / 1e3);
     const std::string_view wait[] = {"BLPOP", keys_[kWake], secs.data()};
     CallError werr;
+    const auto t0 = std::chrono::steady_clock::now();
     Reply w = conn_->call_blocking(wait, ctx, werr);  // ends at ctx's deadline or stop
+    bound_wait_ns_->fetch_add(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+            .count(),
+        std::memory_order_relaxed);
     if (!w) return werr.status;  // nothing was appended by the wait: nothing in doubt
     if (w->type == REDIS_REPLY_ERROR) return failed(*conn_, w, werr, "BLPOP");
     waited = true;
