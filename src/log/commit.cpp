@@ -116,6 +116,8 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
     // Not rolled: the old segment takes the next appends, so a file named
     // after `base` must not stay (the next roll needs the name, or, once
     // appends went on in the old segment, it would lie inside the log).
+    // If this directory sync fails too, a power cut may bring the file back:
+    // recovery removes a segment without records named inside the log.
     (*next)->file.reset();
     (void)fs.remove((*next)->path);
     (void)fs.sync_dir(dir);

@@ -233,8 +233,11 @@ void segment_findings(const Snapshot& snap, const SegmentInspection& g, const Sc
           kNothingToDo);
     } else if (std::find(scan.empty.begin(), scan.empty.end(), path) != scan.empty.end()) {
       add(t, Severity::kNote, path, 0, g.file_bytes,
-          "older segment without a header and without records (a power cut while it was "
-          "created)",
+          g.header_valid || !g.sealed
+              ? "segment without records named inside the log (a roll failed and removed it, "
+                "and a power cut undid the removal)"
+              : "older segment without a header and without records (a power cut while it "
+                "was created)",
           kNothingToDo);
     } else if (g.header_valid) {
       add(t, Severity::kDamage, path, 0, g.file_bytes,

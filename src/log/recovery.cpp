@@ -334,7 +334,9 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, RecoveryReport& 
       if (!holds_records(*data, base)) {
         // A segment whose header never reached the disk (or was lost with
         // it) and no record after: empty, whatever its (preallocated) size.
-        if (last) {
+        // Named inside the log, it is a failed roll's (removed, but a power
+        // cut undid the removal): its name holds no high-water mark either.
+        if (last && (out.segments.empty() || base >= out.segments.back().next_seq)) {
           out.reuse_base = base;
           report.truncated.push_back({path, 0, data->size(),
                                       "segment header lost before any record was written: "
@@ -360,6 +362,15 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, RecoveryReport& 
     if (!out.segments.empty() && base != out.segments.back().next_seq) {
       const std::uint64_t prev = out.segments.back().next_seq;
       if (base < prev) {
+        // A header and no record: a roll that failed took it back and a
+        // power cut undid the removal (appends had gone on in the segment
+        // before). Nothing to skip: it goes, as an empty segment does.
+        SegmentWindow w(**f, *size);
+        if (const std::optional<bool> zeros = w.zeros_from(kSegmentHeaderSize); zeros && *zeros) {
+          out.empty.push_back(path);
+          report.removed.push_back(path);
+          continue;
+        }
         out.skipped.push_back(path);
         report.corrupt.push_back({path, 0, 0, "segment overlaps the previous one: skipped"});
         continue;

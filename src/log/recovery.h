@@ -45,7 +45,11 @@ struct Scan {
   std::vector<Scanned> segments;             // valid headers, in seq order
   std::vector<std::string> tmp;              // leftover *.tmp files
   std::vector<std::string> stale_summaries;  // *.sum files of no segment (retention's crash)
-  std::vector<std::string> empty;  // header invalid, no valid record: empty whatever its size
+  // Segment files that hold nothing to keep, which the writer removes: an
+  // older one whose header is invalid and that holds no valid record
+  // (whatever its size), or one without records named inside the log (a
+  // failed roll's, which a power cut brought back).
+  std::vector<std::string> empty;
   // The newest segment file's header is invalid and it holds no record: the
   // writer reuses it (its name keeps the topic's high-water mark).
   std::optional<std::uint64_t> reuse_base;

@@ -36,8 +36,14 @@ Result<std::shared_ptr<Segment>> create_segment(FileSystem& fs, const std::strin
   Status s = seg->file->pwrite(header, sizeof header, 0);
   if (s.ok() && sync) s = seg->file->sync();
   if (!s.ok()) {
+    // The removal synced too: the creation may have reached the disk (on
+    // ext4 an fsync of the new file commits it), and appends may go on in
+    // the segment before, past `base`. If this sync fails as well, a power
+    // cut may bring the file back: recovery removes a segment without
+    // records named inside the log.
     seg->file.reset();
     (void)fs.remove(seg->path);
+    (void)fs.sync_dir(dir);
     return s;
   }
   return seg;

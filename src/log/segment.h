@@ -115,7 +115,8 @@ struct Segment {
 };
 
 // Creates <dir>/<base>.seg holding only its header, synced when `sync` (a
-// directory entry must never be durable before the header it names).
+// directory entry must never be durable before the header it names). On
+// failure the file is removed again, and the directory synced.
 // `version` kUntimedFormatVersion: records without time (tests only).
 Result<std::shared_ptr<Segment>> create_segment(FileSystem& fs, const std::string& dir,
                                                 std::uint64_t base, bool sync,
