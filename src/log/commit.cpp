@@ -108,6 +108,9 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   // the newest segment (which carries the next seq) is always on disk, so
   // retention may delete older ones without syncing their data first. Both
   // syncs touch a fresh 32-byte file, once per segment.
+  // kNone: the sealed segment's records are not synced; the new header says
+  // so, so that a power cut's loss of them is not taken for damage.
+  if (deferred && dirty_) flags |= kSegmentAfterUnsynced;
   auto next = create_segment(fs, dir, base, /*sync=*/true, flags, write_version());
   if (!next.ok()) return next.status();
   Status made = make_writable(**next, wopt_);

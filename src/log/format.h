@@ -79,6 +79,12 @@ constexpr std::uint32_t kSegmentAfterGap = 1;
 // The topic was closed at this segment's base_seq (end of stream): it holds
 // no record, it is the newest segment, and no append follows it.
 constexpr std::uint32_t kSegmentClosed = 2;
+// The segment before this one was sealed without a sync (mode none, with
+// records written since the last sync): a power cut before the next sync()
+// may have taken its unsynced bytes, so recovery reports what it lost there
+// that a power cut explains (zeroed sectors), and the gap to this segment,
+// as a lost unsynced tail, not as damage (docs/log_format.md).
+constexpr std::uint32_t kSegmentAfterUnsynced = 4;
 
 void encode_segment_header(char* out, std::uint64_t base_seq, std::uint32_t flags = 0,
                            std::uint32_t version = kFormatVersion);

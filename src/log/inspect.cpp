@@ -75,6 +75,9 @@ void add(TopicInspection& t, Severity sev, std::string file, std::uint64_t offse
 }
 
 const char* const kNothingToDo = "nothing to do: the writer repairs it when it next opens";
+const char* const kUnsyncedAdvice =
+    "nothing to do: in durability none a power cut takes what sync() had not reached (use "
+    "a durable mode, or sync(), to keep it)";
 const char* const kRepair = "run `sluice repair` (moves it to the quarantine; deletes nothing)";
 
 Status read_channels(FileSystem& fs, const std::string& dir, TopicInspection& t) {
@@ -249,7 +252,19 @@ void segment_findings(const Snapshot& snap, const SegmentInspection& g, const Sc
     }
     return;
   }
-  if (prev != nullptr && s->base_seq > prev->next_seq && !g.after_gap) {
+  const auto unsynced_gap = [&] {
+    return std::any_of(snap.report.truncated.begin(), snap.report.truncated.end(),
+                       [&](const LogDamage& d) {
+                         return d.file == path && d.offset == 0 && d.what.ends_with(kUnsyncedGap);
+                       });
+  };
+  if (prev != nullptr && s->base_seq > prev->next_seq && !g.after_gap && unsynced_gap()) {
+    add(t, Severity::kNote, path, 0, 0,
+        seqs(prev->next_seq, s->base_seq) +
+            " lost with the unsynced tail of the segment before: a power cut, as it was sealed "
+            "without a sync (durability none), or else a segment file removed",
+        kUnsyncedAdvice);
+  } else if (prev != nullptr && s->base_seq > prev->next_seq && !g.after_gap) {
     add(t, Severity::kDamage, path, 0, 0,
         seqs(prev->next_seq, s->base_seq) +
             " missing before this segment (a segment file lost or removed?): those records "
@@ -258,7 +273,7 @@ void segment_findings(const Snapshot& snap, const SegmentInspection& g, const Sc
         "records the gap as a known loss",
         true);
   }
-  if ((g.flags & ~(kSegmentAfterGap | kSegmentClosed)) != 0) {
+  if ((g.flags & ~(kSegmentAfterGap | kSegmentClosed | kSegmentAfterUnsynced)) != 0) {
     add(t, Severity::kDamage, path, 24, 4,
         "unknown header flags " + std::to_string(g.flags) + " (written by a newer sluice?)",
         "read it with the sluice version that wrote it");
@@ -278,19 +293,36 @@ void segment_findings(const Snapshot& snap, const SegmentInspection& g, const Sc
         "time");
   }
   for (const Skip& k : s->skips) {
-    std::string what;
-    if (k.to >= g.file_bytes && k.lost == 0) {
-      what = "corrupt from here to the end of the segment: its later records are lost";
-    } else {
-      // Recovery's report names the seqs lost ("corrupt: seqs 17..20 lost").
-      std::string lost = "no whole record lost";
-      for (const LogDamage& d : snap.report.corrupt) {
-        if (d.file == path && d.offset == k.from && d.what.starts_with("corrupt: ")) {
-          lost = d.what.substr(9);
+    // Recovery's report names the seqs lost ("corrupt: seqs 17..20 lost"), or
+    // calls them a power cut's in a segment sealed without a sync.
+    std::string lost = "no whole record lost";
+    bool unsynced = false;
+    for (const LogDamage& d : snap.report.corrupt) {
+      if (d.file == path && d.offset == k.from && d.what.starts_with("corrupt: ")) {
+        lost = d.what.substr(9);
+      }
+    }
+    for (const LogDamage& d : snap.report.truncated) {
+      if (d.file == path && d.offset == k.from && d.what.starts_with(kUnsyncedLoss)) {
+        unsynced = true;
+        if (d.what.starts_with(std::string(kUnsyncedLoss) + ": ")) {
+          lost = d.what.substr(kUnsyncedLoss.size() + 2);
         }
       }
-      what = "corrupt bytes (checksum or length wrong): " + lost + "; readers skip them";
     }
+    const bool to_end = k.to >= g.file_bytes && k.lost == 0;
+    if (unsynced) {
+      add(t, Severity::kNote, path, k.from, k.to - k.from,
+          std::string(to_end ? "unsynced tail" : "unsynced bytes") +
+              " lost in a power cut (zeroed sectors; the segment was sealed without a sync, in "
+              "durability none): " +
+              (to_end ? std::string("its later records are lost") : lost + "; readers skip them"),
+          kUnsyncedAdvice);
+      continue;
+    }
+    const std::string what =
+        to_end ? "corrupt from here to the end of the segment: its later records are lost"
+               : "corrupt bytes (checksum or length wrong): " + lost + "; readers skip them";
     add(t, Severity::kDamage, path, k.from, k.to - k.from, what,
         "nothing to do for delivery; a crash does not do this: check the disk (dmesg, "
         "smartctl); the bytes stay in place for inspection");

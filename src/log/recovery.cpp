@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <string_view>
+#include <utility>
 
 #include "log/read_buffer.h"
 #include "log/summary.h"
@@ -240,6 +241,62 @@ bool summarized(FileSystem& fs, const std::string& path, std::uint64_t base,
   return true;
 }
 
+// Whether bytes [from, to) of a segment (`data`, read from `from`; the file
+// is `size` bytes) are what a power cut leaves of unsynced writes: each
+// 512-byte sector reaches the disk or not, and one that did not reads as
+// zeros past the synced size. So zeros from `from`, or from a sector's start
+// inside, to that sector's end (or the file's end). A flipped bit leaves no
+// such run.
+bool torn_by_power_cut(std::string_view data, std::uint64_t from, std::uint64_t size) {
+  constexpr std::uint64_t kSector = 512;
+  const std::uint64_t to = from + data.size();
+  for (std::uint64_t p = from; p < to; p = (p / kSector + 1) * kSector) {
+    std::uint64_t e = (p / kSector + 1) * kSector;
+    if (e > to) {
+      if (to != size) break;
+      e = to;
+    }
+    if (data.substr(p - from, e - p).find_first_not_of('\0') == std::string_view::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The segment at `path` was sealed without a sync (the next one's header
+// says so): its damage that a power cut explains (torn_by_power_cut) moves
+// from corrupt to truncated, as a lost unsynced write (readers skip it all
+// the same). Returns whether none is left in corrupt.
+Result<bool> unsynced_losses(FileSystem& fs, const std::string& path, RecoveryReport& report) {
+  constexpr std::string_view kCorrupt = "corrupt";
+  bool explained = true;
+  for (auto it = report.corrupt.begin(); it != report.corrupt.end();) {
+    if (it->file != path || it->offset < kSegmentHeaderSize || !it->what.starts_with(kCorrupt)) {
+      ++it;
+      continue;
+    }
+    auto f = fs.open(path, OpenMode::kRead);
+    if (!f.ok()) return f.status();
+    auto size = (*f)->size();
+    if (!size.ok()) return size.status();
+    std::string bytes(static_cast<std::size_t>(it->length), '\0');
+    auto got = (*f)->pread(bytes.data(), bytes.size(), it->offset);
+    if (!got.ok()) return got.status();
+    bytes.resize(*got);
+    if (!torn_by_power_cut(bytes, it->offset, *size)) {
+      explained = false;
+      ++it;
+      continue;
+    }
+    LogDamage d = std::move(*it);
+    it = report.corrupt.erase(it);
+    const std::string rest = d.what.substr(kCorrupt.size());  // ": seqs 3..5 lost", " to the..."
+    d.what = std::string(kUnsyncedLoss) + (rest.starts_with(":") ? "" : ",") + rest;
+    report.truncated.push_back(std::move(d));
+  }
+  return explained;
+}
+
 }  // namespace
 
 Result<std::vector<Skip>> find_damage(FileSystem& fs, const std::string& path, std::uint64_t base,
@@ -305,14 +362,24 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, RecoveryReport& 
   }
   std::size_t i = 0;
   std::optional<TimeUs> prev_time;
+  std::string previous_file;
   for (const auto& [base, path] : files) {
     const bool last = ++i == files.size();
+    // kSegmentAfterUnsynced speaks of the file just before: the segment
+    // before, unless that one was skipped or removed.
+    const std::string file_before = std::exchange(previous_file, path);
+    const bool after_unsynced_prev =
+        !out.segments.empty() && out.segments.back().path == file_before;
     // A segment with a summary that matches it is not read (after a gap or
     // an overlap it is: recovery says what that is). The newest has one
     // only while it is as the writer's clean close left it.
     const bool follows = out.segments.empty() || base == out.segments.back().next_seq;
     if (use_summaries && follows && summarized(fs, path, base, out.segments)) {
       const Scanned& s = out.segments.back();
+      if ((s.flags & kSegmentAfterUnsynced) != 0 && after_unsynced_prev) {
+        auto done = unsynced_losses(fs, out.segments[out.segments.size() - 2].path, report);
+        if (!done.ok()) return done.status();
+      }
       if (s.has_time) prev_time = s.last_time;
       if (last && (s.flags & kSegmentClosed) != 0) out.closed = report.closed = true;
       ++report.summarized;
@@ -343,6 +410,7 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, RecoveryReport& 
                                       "emptied and reused"});
         } else {
           out.empty.push_back(path);
+          previous_file = file_before;  // it holds nothing: a flag after it speaks past it
           report.removed.push_back(path);
         }
       } else if (last) {
@@ -368,6 +436,7 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, RecoveryReport& 
         SegmentWindow w(**f, *size);
         if (const std::optional<bool> zeros = w.zeros_from(kSegmentHeaderSize); zeros && *zeros) {
           out.empty.push_back(path);
+          previous_file = file_before;  // it holds nothing: a flag after it speaks past it
           report.removed.push_back(path);
           continue;
         }
@@ -375,10 +444,27 @@ Result<Scan> scan_topic(FileSystem& fs, const std::string& dir, RecoveryReport& 
         report.corrupt.push_back({path, 0, 0, "segment overlaps the previous one: skipped"});
         continue;
       }
-      if ((s.flags & kSegmentAfterGap) == 0) {
+      // Mode none: the unsynced tail a power cut took (or a segment file
+      // removed: the disk cannot tell), unless the segment before holds
+      // damage no power cut explains.
+      bool unsynced = false;
+      if ((s.flags & kSegmentAfterUnsynced) != 0 && after_unsynced_prev) {
+        auto done = unsynced_losses(fs, out.segments.back().path, report);
+        if (!done.ok()) return done.status();
+        unsynced = *done;
+      }
+      if ((s.flags & kSegmentAfterGap) != 0) {
+        // A known loss.
+      } else if (unsynced) {
+        report.truncated.push_back(
+            {path, 0, 0, seq_range(prev, base - prev) + std::string(kUnsyncedGap)});
+      } else {
         report.corrupt.push_back(
             {path, 0, 0, "gap before this segment: " + seq_range(prev, base - prev)});
       }
+    } else if ((s.flags & kSegmentAfterUnsynced) != 0 && after_unsynced_prev) {
+      auto done = unsynced_losses(fs, out.segments.back().path, report);
+      if (!done.ok()) return done.status();
     }
     if (Status st = scan_segment_file(fs, **f, *size, last, s, prev_time, report); !st.ok()) {
       return st;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "log/file_system.h"
@@ -62,6 +63,16 @@ struct Scan {
   // The newest segment carries kSegmentClosed: the topic is closed.
   bool closed = false;
 };
+
+// How recovery's report names what a power cut took of a segment sealed
+// without a sync (kSegmentAfterUnsynced on the next one): in `truncated`,
+// not `corrupt`. Damage in it no power cut explains (no zeroed sector: a
+// flipped bit) stays corrupt, and so does the gap after it then.
+inline constexpr std::string_view kUnsyncedLoss =
+    "not synced when the power went (sealed without a sync)";
+// The gap after such a segment: "seqs 3..5 lost" + kUnsyncedGap.
+inline constexpr std::string_view kUnsyncedGap =
+    " with the unsynced tail of the segment before (it was sealed without a sync)";
 
 // Scans every segment in `dir`, filling `report` with what open would find
 // (and, for `empty` segments, remove or reuse). `use_summaries`: a segment

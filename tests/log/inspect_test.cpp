@@ -50,8 +50,12 @@ class InspectTest : public ::testing::Test {
 
   // Appends n records (segments of 35 records each), with channel "c"
   // acknowledged up to `acked` (none if 0).
-  void fill(int n, std::uint64_t acked = 0) {
-    auto t = Topic::open(dir_.string(), small());
+  // `d`: kNone seals segments without a sync (a power cut may take their
+  // tails, which recovery does not call damage).
+  void fill(int n, std::uint64_t acked = 0, Durability d = Durability::kNone) {
+    TopicOptions o = small();
+    o.durability = d;
+    auto t = Topic::open(dir_.string(), o);
     ASSERT_TRUE(t.ok()) << t.status();
     for (int i = 0; i < n; ++i) ASSERT_TRUE((*t)->append(msg(i)).ok());
     if (acked > 0) {
@@ -250,7 +254,9 @@ TEST_F(InspectTest, ATruncatedSealedSegmentLosesItsTailAndLeavesAGap) {
 }
 
 TEST_F(InspectTest, ARemovedMiddleSegmentIsAGapThatRepairRecords) {
-  fill(100, 5);
+  // Synced at each roll: in kNone a power cut could take a sealed segment's
+  // tail, which the disk does not tell from a segment file removed.
+  fill(100, 5, Durability::kInterval);
   const auto segs = segments();
   ASSERT_EQ(segs.size(), 3U);
   fs::remove(segs[1]);
