@@ -318,7 +318,7 @@ class QueuePeek {
 // unacknowledged message, those a running reader holds included).
 struct PeekFrom {
   // The embedded store: from this seq (before the oldest retained message:
-  // from that one).
+  // from that one; past the next seq: kInvalidArgument, as for seek).
   std::optional<std::uint64_t> seq;
   // Redis Streams topics: the messages after this id.
   std::string after_id;

@@ -597,8 +597,15 @@ Result<std::unique_ptr<QueuePeek>> DirStore::peek(std::string_view name, std::st
     if (pos.code() == StatusCode::kNotFound) return no_channel(name, channel);
     return pos.status();
   }
-  const std::uint64_t at = from.seq ? std::min(*from.seq, (*topic)->next_seq()) : *pos;
-  auto cursor = (*topic)->cursor(at);
+  // A seq past the next one was never given (seek and a reader's start
+  // refuse it too): bad input, not "nothing there yet".
+  const std::uint64_t end = (*topic)->next_seq();
+  if (from.seq && *from.seq > end) {
+    return Status(StatusCode::kInvalidArgument,
+                  "seq " + std::to_string(*from.seq) + " is past the end of queue '" +
+                      std::string(name) + "' (its next seq is " + std::to_string(end) + ")");
+  }
+  auto cursor = (*topic)->cursor(from.seq ? *from.seq : *pos);
   if (!cursor.ok()) return gone_or(name, cursor.status());
   return std::unique_ptr<QueuePeek>(new DirPeek(std::move(*topic), std::move(*cursor)));
 }

@@ -1,0 +1,63 @@
+// The exit statuses of docs/cli.md's table ("Exit status") where commands
+// had to be made to agree, through the real binary, on every backend that
+// has the case.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "cli/cli_backends.h"
+
+namespace sluice {
+namespace {
+
+using testutil::Outcome;
+
+class CliExitStatusTest : public testutil::CliBackendTest {};
+
+// A place past the end, one rule per backend for peek, seek and get. The
+// embedded store's seqs are dense: one past the next seq was never given
+// (a typo, or a seq of a queue since deleted and made again, whose seqs
+// start over), so every command refuses it as bad input (exit 2, saying the
+// next seq). peek took it as the end and printed nothing (exit 0), where
+// seek and get refused it. A Streams id is a place in time: one past the
+// newest is after all there is, for peek and seek alike.
+TEST_P(CliExitStatusTest, APlacePastTheEndIsOneRuleForPeekSeekAndGet) {
+  if (pressure()) GTEST_SKIP() << "a pressure queue has no places (exit 2 for any)";
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, "m1\nm2\n").rc, 0);
+  if (embedded()) {
+    Outcome r = run({"peek", "q", "--from-seq", "2"});  // the next seq: the end, nothing there
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, "");
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"peek", "q", "--from-seq", "3"},
+          std::vector<std::string>{"seek", "q", "--to-seq", "3"},
+          std::vector<std::string>{"get", "q", "--channel", "new", "--from-seq", "3"}}) {
+      r = run(args);
+      EXPECT_EQ(r.rc, 2) << args[0] << ": " << r.err;
+      EXPECT_EQ(r.out, "") << args[0];
+      EXPECT_NE(r.err.find("past the end"), std::string::npos) << args[0] << ": " << r.err;
+      EXPECT_NE(r.err.find("next seq"), std::string::npos) << args[0] << ": " << r.err;
+    }
+  } else {
+    Outcome p = run({"peek", "q", "--format", "json"});
+    ASSERT_EQ(p.rc, 0) << p.err;
+    const auto last_id = p.out.rfind("\"id\":\"");
+    ASSERT_NE(last_id, std::string::npos) << p.out;
+    const std::string id = p.out.substr(last_id + 6, p.out.find('"', last_id + 6) - last_id - 6);
+    const std::string past = std::to_string(std::stoull(id.substr(0, id.find('-'))) + 1) + "-0";
+    Outcome r = run({"peek", "q", "--from-id", past});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_EQ(r.out, "");
+    r = run({"seek", "q", "--to-id", past});
+    EXPECT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find("\nunacknowledged=0\n"), std::string::npos) << r.out;
+  }
+  EXPECT_EQ(stat("q", "channels"), "default");  // get made no channel
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CliExitStatusTest, SLUICE_CLI_BACKENDS, testutil::backend_name);
+
+}  // namespace
+}  // namespace sluice
