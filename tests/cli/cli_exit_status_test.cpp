@@ -11,6 +11,7 @@
 namespace sluice {
 namespace {
 
+using testutil::Child;
 using testutil::Outcome;
 
 class CliExitStatusTest : public testutil::CliBackendTest {};
@@ -55,6 +56,50 @@ TEST_P(CliExitStatusTest, APlacePastTheEndIsOneRuleForPeekSeekAndGet) {
     EXPECT_NE(r.out.find("\nunacknowledged=0\n"), std::string::npos) << r.out;
   }
   EXPECT_EQ(stat("q", "channels"), "default");  // get made no channel
+}
+
+// A --timeout that runs out while another process holds the role (the
+// channel's reader role, or the writer role a seek back needs) is exit 6,
+// as --no-wait is, naming the holder: the cause is the other process, and
+// a script that takes get's 9 as "the queue was quiet" must not mistake a
+// stuck consumer for an idle queue. 9 is for time that ran out with the
+// role held (get: before --count or the end).
+TEST_P(CliExitStatusTest, ATimeoutWaitingForARoleIsExit6AndNamesTheHolder) {
+  if (!embedded()) GTEST_SKIP() << "Redis roles are not exclusive (docs/cli.md, \"Redis\")";
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, "m1\n").rc, 0);
+  ASSERT_EQ(run({"get", "q", "--count", "1"}).out, "m1\n");
+  Outcome r = run({"get", "q", "--timeout", "100ms"});  // the role free, nothing to get
+  EXPECT_EQ(r.rc, 9) << r.err;
+  {
+    Child get(cmd({"get", "q", "--metrics", "127.0.0.1:0"}));
+    get.read_err_until("/metrics\n");  // printed once it holds the channel
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"seek", "q", "--to-start", "--timeout", "200ms"},
+          std::vector<std::string>{"purge", "q", "--timeout", "200ms"},
+          std::vector<std::string>{"get", "q", "--timeout", "200ms"}}) {
+      r = run(args);
+      EXPECT_EQ(r.rc, 6) << args[0] << ": " << r.err;
+      EXPECT_NE(r.err.find("PID " + std::to_string(get.pid())), std::string::npos)
+          << args[0] << ": " << r.err;
+      EXPECT_NE(r.err.find("--timeout"), std::string::npos) << args[0] << ": " << r.err;
+    }
+  }
+  // The writer role: a seek back needs it (retention and the bound follow
+  // the slowest channel), and so does another put.
+  Child put(cmd({"put", "q", "--metrics", "127.0.0.1:0"}));
+  put.read_err_until("/metrics\n");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"seek", "q", "--to-start", "--timeout", "200ms"},
+        std::vector<std::string>{"put", "q", "--timeout", "200ms"}}) {
+    r = run(args);
+    EXPECT_EQ(r.rc, 6) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("PID " + std::to_string(put.pid())), std::string::npos)
+        << args[0] << ": " << r.err;
+  }
+  put.close_stdin();
+  EXPECT_EQ(put.finish().rc, 0);
+  EXPECT_EQ(stat("q", "channel.default.lag"), "0");  // the seeks moved nothing
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CliExitStatusTest, SLUICE_CLI_BACKENDS, testutil::backend_name);

@@ -534,7 +534,8 @@ void add_io_commands(CLI::App& app, Globals& g) {
       ->check(whole_number(1));
   as_duration(put->add_option("--timeout", a->timeout,
                               "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9, saying how "
-                              "many messages were enqueued, unless the input ended first"));
+                              "many messages were enqueued, unless the input ended first (exit "
+                              "6 if another writer held the queue all that time)"));
   add_reconnect_option(put, *a);
   add_metrics_option(put, *a);
   put->callback([&g, a] { g.rc = run_put(g, *a); });
@@ -549,7 +550,8 @@ void add_io_commands(CLI::App& app, Globals& g) {
   get->add_option("--count", a->count, "stop after N messages")->check(whole_number(1));
   as_duration(get->add_option("--timeout", a->timeout,
                               "stop after DURATION (30, 1.5, 500ms, 2m, 1h): exit 9 unless "
-                              "--count or the end came first"));
+                              "--count or the end came first (exit 6 if another reader held "
+                              "the channel all that time)"));
   add_reconnect_option(get, *a);
   add_place_options(get, a->from, "--from", "a new channel starts at");
   as_duration(get->add_option("--linger", a->linger,

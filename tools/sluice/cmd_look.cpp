@@ -156,7 +156,8 @@ void add_look_commands(CLI::App& app, Globals& g) {
   seek->add_option("--channel", a->channel, "the channel to move")->capture_default_str();
   add_place_options(seek, a->to, "--to", "deliver next");
   seek->add_flag("--no-wait", a->no_wait, "fail at once (exit 6) if a put or get holds a role");
-  as_duration(seek->add_option("--timeout", a->timeout, "wait at most DURATION for the roles"));
+  as_duration(seek->add_option("--timeout", a->timeout,
+                               "wait at most DURATION for the roles (then exit 6)"));
   seek->callback([&g, a] { g.rc = run_seek(g, *a); });
 
   auto* purge = app.add_subcommand(
@@ -166,7 +167,8 @@ void add_look_commands(CLI::App& app, Globals& g) {
   purge->add_option("NAME", a->name, "queue name")->required();
   purge->add_option("--channel", a->channel, "the channel to purge")->capture_default_str();
   purge->add_flag("--no-wait", a->no_wait, "fail at once (exit 6) if a put or get holds a role");
-  as_duration(purge->add_option("--timeout", a->timeout, "wait at most DURATION for the roles"));
+  as_duration(purge->add_option("--timeout", a->timeout,
+                                "wait at most DURATION for the roles (then exit 6)"));
   purge->callback([&g, a] { g.rc = run_purge(g, *a); });
 }
 

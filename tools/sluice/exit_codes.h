@@ -14,10 +14,11 @@ enum ExitCode : int {
   kExitNoQueue = 3,       // the queue does not exist
   kExitExists = 4,        // create: the queue already exists
   kExitClosed = 5,        // put: the queue is closed
-  kExitInUse = 6,         // the role (writer, or the channel's reader) is held elsewhere
+  kExitInUse = 6,         // the role (writer, or the channel's reader) is held elsewhere,
+                          // with --no-wait or until --timeout ran out
   kExitIO = 7,            // I/O error: disk full, permissions, stdout closed
   kExitTooLarge = 8,      // put: a message over the size limit
-  kExitTimeout = 9,       // get --timeout: time ran out before --count or the end
+  kExitTimeout = 9,       // --timeout ran out with the role taken (get: before --count or the end)
   kExitUnavailable = 10,  // store unreachable: the Redis server is down or does not answer
   kExitDamaged = 11,      // log verify: damage found (one line per finding on stdout)
   kExitCannotRun = 126,   // get --exec: the command cannot be run (as xargs)
