@@ -2,6 +2,7 @@
 // had to be made to agree, through the real binary, on every backend that
 // has the case.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -100,6 +101,30 @@ TEST_P(CliExitStatusTest, ATimeoutWaitingForARoleIsExit6AndNamesTheHolder) {
   put.close_stdin();
   EXPECT_EQ(put.finish().rc, 0);
   EXPECT_EQ(stat("q", "channel.default.lag"), "0");  // the seeks moved nothing
+}
+
+// Commands that print through std::cout (ls, stat, seek, purge, the log
+// commands) had their output flushed at exit, where a failed write went
+// unnoticed: `sluice stat q >/dev/full` printed nothing and exited 0. A
+// full disk under stdout is an I/O error (exit 7), as for get and peek.
+TEST_P(CliExitStatusTest, StdoutOnAFullDiskIsExit7ForEveryCommandThatPrints) {
+  if (::access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full here";
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, "m1\n").rc, 0);
+  std::vector<std::vector<std::string>> cmds = {
+      {"peek", "q"}, {"ls"}, {"ls", "-l"}, {"stat", "q"}, {"stat", "q", "--json"}, {"purge", "q"}};
+  if (!pressure()) cmds.push_back({"seek", "q", "--to-start"});
+  if (embedded()) cmds.push_back({"log", "verify", "q"});
+  for (const std::vector<std::string>& args : cmds) {
+    // sh -c 'exec "$0" "$@" >/dev/full' sluice --store S args...
+    std::vector<std::string> argv = cmd(args);
+    argv.insert(argv.begin(), {"/bin/sh", "-c", "exec \"$0\" \"$@\" >/dev/full"});
+    Child c(argv);
+    c.close_stdin();
+    const Outcome r = c.finish();
+    EXPECT_EQ(r.rc, 7) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("stdout"), std::string::npos) << args[0] << ": " << r.err;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CliExitStatusTest, SLUICE_CLI_BACKENDS, testutil::backend_name);

@@ -250,5 +250,21 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
   }
+  // What went through std::cout (ls, stat, seek, purge, the log commands)
+  // may still be in stdio's buffer, whose flush at exit fails silently: a
+  // full disk under stdout is an I/O error, not success.
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+    const int err = errno;
+    std::string cmd;
+    for (const CLI::App* a = &app; !a->get_subcommands().empty();) {
+      a = a->get_subcommands().front();
+      cmd += (cmd.empty() ? "" : " ") + a->get_name();
+    }
+    std::cerr << "sluice " << cmd
+              << ": write stdout: " << (err != 0 ? std::strerror(err) : "failed")
+              << " (its output is incomplete)\n";
+    if (g.rc == kExitOk) return kExitIO;
+  }
   return g.rc;
 }
