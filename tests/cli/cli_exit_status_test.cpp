@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/cli_backends.h"
+#include "testutil/wait_for.h"
 
 namespace sluice {
 namespace {
@@ -125,6 +126,38 @@ TEST_P(CliExitStatusTest, StdoutOnAFullDiskIsExit7ForEveryCommandThatPrints) {
     EXPECT_EQ(r.rc, 7) << args[0] << ": " << r.err;
     EXPECT_NE(r.err.find("stdout"), std::string::npos) << args[0] << ": " << r.err;
   }
+}
+
+// close --no-wait beside a put waiting for room: the embedded store's put
+// holds the writer role, a pressure queue's put the protocol's producer
+// role while it waits (a close needs it): exit 6, and the put goes on once
+// there is room. A Streams topic's close needs no role: it closes, and the
+// put exits 5. docs/cli.md said --no-wait never exits 6 on Redis.
+TEST_P(CliExitStatusTest, CloseNoWaitBesideAPutWaitingForRoom) {
+  create("q", "1");
+  Child put(cmd({"put", "q"}));
+  put.write_stdin("m1\nm2\n");
+  put.close_stdin();
+  ASSERT_TRUE(testutil::eventually([&] { return stat("q", "produced") == "1"; }));
+#ifdef SLUICE_TEST_REDIS
+  if (pressure()) {  // the put's wait for room has taken the producer role
+    testutil::RawRedis redis(server_->port());
+    ASSERT_TRUE(testutil::eventually([&] {
+      return redis.integer({"EXISTS", "__pressure__:q:producer_free"}) == 0;
+    }));
+  }
+#endif
+  Outcome c = run({"close", "q", "--no-wait"});
+  if (stream()) {
+    EXPECT_EQ(c.rc, 0) << c.err;
+    EXPECT_EQ(put.finish().rc, 5);
+    return;
+  }
+  EXPECT_EQ(c.rc, 6) << c.err;
+  EXPECT_EQ(stat("q", "closed"), "false");
+  EXPECT_EQ(run({"get", "q", "--count", "1"}).out, "m1\n");  // room: the put ends
+  const Outcome p = put.finish();
+  EXPECT_EQ(p.rc, 0) << p.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CliExitStatusTest, SLUICE_CLI_BACKENDS, testutil::backend_name);
