@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/cli_backends.h"
@@ -126,6 +127,29 @@ TEST_P(CliExitStatusTest, StdoutOnAFullDiskIsExit7ForEveryCommandThatPrints) {
     EXPECT_EQ(r.rc, 7) << args[0] << ": " << r.err;
     EXPECT_NE(r.err.find("stdout"), std::string::npos) << args[0] << ": " << r.err;
   }
+}
+
+// An error writing stdout is exit 7 as one of the store's is, but its hint
+// said to check the store's free space and permissions (--store): the
+// wrong place to look.
+TEST_P(CliExitStatusTest, AnErrorOfStdoutDoesNotSendItsUserToTheStore) {
+  if (::access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full here";
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, "m1\n").rc, 0);
+  for (const auto& [redirect, args] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {">/dev/full", {"peek", "q"}},
+           {">/dev/full", {"get", "q", "--count", "1"}},
+           {">&-", {"get", "q", "--count", "1"}}}) {
+    std::vector<std::string> argv = cmd(args);
+    argv.insert(argv.begin(), {"/bin/sh", "-c", "exec \"$0\" \"$@\" " + redirect});
+    Child c(argv);
+    c.close_stdin();
+    const Outcome r = c.finish();
+    EXPECT_EQ(r.rc, 7) << args[0] << redirect << ": " << r.err;
+    EXPECT_NE(r.err.find("stdout"), std::string::npos) << args[0] << redirect << ": " << r.err;
+    EXPECT_EQ(r.err.find("--store"), std::string::npos) << args[0] << redirect << ": " << r.err;
+  }
+  EXPECT_EQ(run({"get", "q", "--count", "1"}).out, "m1\n");  // given back each time
 }
 
 // close --no-wait beside a put waiting for room: the embedded store's put

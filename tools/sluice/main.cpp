@@ -108,6 +108,16 @@ void note_damage_skipped(std::string_view queue, const QueueReader& reader, std:
 
 namespace {
 
+// Whether an I/O error's message is about the command's stdout (as get,
+// peek and get --exec say it), not the store (a queue may be named stdout).
+bool about_stdout(std::string_view msg) {
+  for (const std::string_view m :
+       {"write stdout", "poll stdout", "stdout is closed", "stdout was closed"}) {
+    if (msg.find(m) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 // "sluice <cmd>: <what>: <message> (<hint>)"; the exit status for s.
 int report(std::string_view cmd, std::string_view what, const Status& s, const std::string& hint) {
   const std::string msg =
@@ -155,9 +165,14 @@ int fail(std::string_view cmd, std::string_view what, const Status& s) {
       }
       break;
     case StatusCode::kIOError:
-      hint = s.message().find(std::strerror(EMFILE)) != std::string_view::npos
-                 ? "this process is out of file descriptors: raise its limit (ulimit -n)"
-                 : "check free space and permissions of the store (--store, SLUICE_STORE)";
+      if (s.message().find(std::strerror(EMFILE)) != std::string_view::npos) {
+        hint = "this process is out of file descriptors: raise its limit (ulimit -n)";
+      } else if (about_stdout(s.message())) {
+        // get's and peek's own output: the store is not where to look.
+        hint = "check where stdout goes: open, with free space, its reader still there";
+      } else {
+        hint = "check free space and permissions of the store (--store, SLUICE_STORE)";
+      }
       break;
     case StatusCode::kClosed:
       hint = "the queue takes no more messages; create a new one";
