@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -150,6 +152,29 @@ TEST_P(CliExitStatusTest, AnErrorOfStdoutDoesNotSendItsUserToTheStore) {
     EXPECT_EQ(r.err.find("--store"), std::string::npos) << args[0] << redirect << ": " << r.err;
   }
   EXPECT_EQ(run({"get", "q", "--count", "1"}).out, "m1\n");  // given back each time
+}
+
+// A store location that is malformed is a usage error (exit 2); one that
+// is a file, not a directory, an I/O error (exit 7), as the man page says.
+TEST_P(CliExitStatusTest, AStoreThatIsAFileIsExit7AndAMalformedOneExit2) {
+  if (!embedded()) GTEST_SKIP() << "the embedded store's location";
+  std::filesystem::create_directories(store_);
+  const std::string file = store_ + "/file";
+  ASSERT_TRUE(std::ofstream(file) << "not a store\n");
+  for (const char* c : {"ls", "create", "stat"}) {
+    std::vector<std::string> args = {SLUICE_CLI, "--store", file, c};
+    if (std::string(c) != "ls") args.push_back("q");
+    Child child(args);
+    child.close_stdin();
+    Outcome r = child.finish();
+    EXPECT_EQ(r.rc, 7) << c << ": " << r.err;
+    EXPECT_NE(r.err.find("Not a directory"), std::string::npos) << c << ": " << r.err;
+    args[2] = "ftp://" + file;
+    Child bad(args);
+    bad.close_stdin();
+    r = bad.finish();
+    EXPECT_EQ(r.rc, 2) << c << ": " << r.err;
+  }
 }
 
 // close --no-wait beside a put waiting for room: the embedded store's put
