@@ -131,6 +131,32 @@ TEST_P(CliExitStatusTest, StdoutOnAFullDiskIsExit7ForEveryCommandThatPrints) {
   }
 }
 
+// A closed stdout (>&-) is one that cannot be written: a command with
+// something to print there exits 7, as get does (sluice holds fd 1 with
+// /dev/null, so the store's files never take it, and printed into that,
+// exiting 0). One with nothing to print does its work.
+TEST_P(CliExitStatusTest, AClosedStdoutIsExit7ForACommandThatPrints) {
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, "m1\n").rc, 0);
+  std::vector<std::vector<std::string>> cmds = {
+      {"peek", "q"}, {"ls"}, {"stat", "q"}, {"purge", "q"}, {"close", "q"}};
+  if (embedded()) cmds.push_back({"log", "verify", "q"});
+  for (const std::vector<std::string>& args : cmds) {
+    std::vector<std::string> argv = cmd(args);
+    argv.insert(argv.begin(), {"/bin/sh", "-c", "exec \"$0\" \"$@\" >&-"});
+    Child c(argv);
+    c.close_stdin();
+    const Outcome r = c.finish();
+    const bool prints = args[0] != "close";
+    EXPECT_EQ(r.rc, prints ? 7 : 0) << args[0] << ": " << r.err;
+    if (prints) {
+      EXPECT_NE(r.err.find("stdout"), std::string::npos) << args[0] << ": " << r.err;
+    }
+  }
+  EXPECT_EQ(stat("q", "closed"), "true");
+  EXPECT_EQ(stat("q", "channel.default.purged"), "1");  // the purge was done
+}
+
 // An error writing stdout is exit 7 as one of the store's is, but its hint
 // said to check the store's free space and permissions (--store): the
 // wrong place to look.

@@ -52,6 +52,10 @@ void note_damage_left_out(std::string_view queue, const QueuePeek& p) {
 }
 
 int run_peek(Globals& g, const LookArgs& a) {
+  if (g.stdout_closed) {  // as get: fd 1 holds /dev/null, and what went there would be lost
+    return fail("peek", queue_label(a.name),
+                {StatusCode::kIOError, "stdout is closed: nowhere to write the messages"});
+  }
   auto store = open_store(g, "peek", &g.rc);
   if (!store) return g.rc;
   std::signal(SIGPIPE, SIG_IGN);  // a reader that stops early ends the peek: nothing was taken

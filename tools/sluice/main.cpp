@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <streambuf>
 #include <thread>
 
 #include "cli.h"
@@ -213,6 +214,25 @@ std::stop_token stop_on_signals() {
   return source.get_token();
 }
 
+// A stream buffer that takes nothing and notes that something was offered.
+class CountingNull final : public std::streambuf {
+ public:
+  bool wrote() const { return wrote_; }
+
+ protected:
+  int_type overflow(int_type c) override {
+    wrote_ = wrote_ || !traits_type::eq_int_type(c, traits_type::eof());
+    return traits_type::eof();
+  }
+  std::streamsize xsputn(const char* /*s*/, std::streamsize n) override {
+    wrote_ = wrote_ || n > 0;
+    return 0;
+  }
+
+ private:
+  bool wrote_ = false;
+};
+
 }  // namespace sluice::cli
 
 int main(int argc, char** argv) {
@@ -235,6 +255,14 @@ int main(int argc, char** argv) {
         ::close(null_fd);
       }
     }
+  }
+  // ... and what a command prints through std::cout then is noted, not
+  // written into /dev/null as if it had been delivered (never freed:
+  // std::cout is flushed after main returns).
+  CountingNull* closed_out = nullptr;
+  if (g.stdout_closed) {
+    closed_out = new CountingNull;
+    std::cout.rdbuf(closed_out);
   }
   auto* store = app.add_option("--store", g.store,
                                "store directory (or file:PATH, or redis://HOST:PORT/DB); default "
@@ -267,18 +295,21 @@ int main(int argc, char** argv) {
   }
   // What went through std::cout (ls, stat, seek, purge, the log commands)
   // may still be in stdio's buffer, whose flush at exit fails silently: a
-  // full disk under stdout is an I/O error, not success.
+  // full disk under stdout, or a closed one, is an I/O error, not success.
+  std::string why;
   errno = 0;
   if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
-    const int err = errno;
+    why = errno != 0 ? std::strerror(errno) : "failed";
+  } else if (closed_out != nullptr && closed_out->wrote()) {
+    why = "stdout is closed";
+  }
+  if (!why.empty()) {
     std::string cmd;
     for (const CLI::App* a = &app; !a->get_subcommands().empty();) {
       a = a->get_subcommands().front();
       cmd += (cmd.empty() ? "" : " ") + a->get_name();
     }
-    std::cerr << "sluice " << cmd
-              << ": write stdout: " << (err != 0 ? std::strerror(err) : "failed")
-              << " (its output is incomplete)\n";
+    std::cerr << "sluice " << cmd << ": write stdout: " << why << " (its output is incomplete)\n";
     if (g.rc == kExitOk) return kExitIO;
   }
   return g.rc;
