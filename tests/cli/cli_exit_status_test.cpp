@@ -203,6 +203,20 @@ TEST_P(CliExitStatusTest, AStoreThatIsAFileIsExit7AndAMalformedOneExit2) {
   }
 }
 
+// get --exec whose dead-letter queue is closed cannot move a failed
+// message there: exit 5 (the queue is closed), and the message is not
+// acknowledged (it comes again). The table said 5 for put only.
+TEST_P(CliExitStatusTest, GetExecIntoAClosedDeadLetterQueueIsExit5) {
+  create("q");
+  create("q.dead");
+  ASSERT_EQ(run({"close", "q.dead"}).rc, 0);
+  ASSERT_EQ(run({"put", "q"}, "m1\n").rc, 0);
+  const Outcome r = run({"get", "q", "--exec", "false", "--retries", "0", "--count", "1"});
+  EXPECT_EQ(r.rc, 5) << r.err;
+  EXPECT_NE(r.err.find("'q.dead' is closed"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"get", "q", "--count", "1"}).out, "m1\n");
+}
+
 // close --no-wait beside a put waiting for room: the embedded store's put
 // holds the writer role, a pressure queue's put the protocol's producer
 // role while it waits (a close needs it): exit 6, and the put goes on once
