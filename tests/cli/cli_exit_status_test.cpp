@@ -180,6 +180,39 @@ TEST_P(CliExitStatusTest, AnErrorOfStdoutDoesNotSendItsUserToTheStore) {
   EXPECT_EQ(run({"get", "q", "--count", "1"}).out, "m1\n");  // given back each time
 }
 
+// On Redis a put or get holds the protocol's role only while it waits for
+// room or data, so one that waits behind it with --timeout waits for the
+// same room or data: when the time runs out it is exit 9 (the queue was
+// full, or empty, all that time), not 6.
+TEST_P(CliExitStatusTest, OnRedisATimeoutBehindAWaitingPutOrGetIsExit9) {
+  if (embedded()) GTEST_SKIP() << "ATimeoutWaitingForARoleIsExit6AndNamesTheHolder";
+  create("full", "1");
+  Child put(cmd({"put", "full"}));
+  put.write_stdin("m1\nm2\n");
+  put.close_stdin();
+  create("empty");
+  Child get(cmd({"get", "empty", "--count", "1"}));
+  get.close_stdin();
+#ifdef SLUICE_TEST_REDIS
+  if (pressure()) {  // both wait, holding the producer's and the consumer's role
+    testutil::RawRedis redis(server_->port());
+    ASSERT_TRUE(testutil::eventually([&] {
+      return redis.integer({"EXISTS", "__pressure__:full:producer_free",
+                            "__pressure__:empty:consumer_free"}) == 0;
+    }));
+  }
+#endif
+  ASSERT_TRUE(testutil::eventually([&] { return stat("full", "produced") == "1"; }));
+  Outcome r = run({"put", "full", "--timeout", "300ms"}, "m3\n");
+  EXPECT_EQ(r.rc, 9) << r.err;
+  r = run({"get", "empty", "--timeout", "300ms"});
+  EXPECT_EQ(r.rc, 9) << r.err;
+  ASSERT_EQ(run({"put", "empty"}, "e1\n").rc, 0);  // the waiting ones end
+  EXPECT_EQ(get.finish().out, "e1\n");
+  EXPECT_EQ(run({"get", "full", "--count", "2"}).out, "m1\nm2\n");
+  EXPECT_EQ(put.finish().rc, 0);
+}
+
 // A store location that is malformed is a usage error (exit 2); one that
 // is a file, not a directory, an I/O error (exit 7), as the man page says.
 TEST_P(CliExitStatusTest, AStoreThatIsAFileIsExit7AndAMalformedOneExit2) {
