@@ -52,6 +52,7 @@ struct Channel::Impl {
   ~Impl() {
     if (!registered) return;
     MutexLock lk(topic->mu);  // before the file goes: retention may sync it
+    std::lock_guard g(topic->channels_mu);
     topic->open_channels.erase(name);
   }
 
@@ -167,7 +168,7 @@ struct Channel::Impl {
     if (to > acked) {
       if (Status s = write_position(to, /*sync=*/true); !s.ok()) return s;
       MutexLock lk(topic->mu);
-      topic->open_channels.find(name)->second.acked = acked;
+      topic->open_channels.find(name)->second.acked.store(acked, std::memory_order_release);
     }
     r.seek(to);
     topic->notify.acked();  // room, maybe, for an appender in the writer's process
@@ -260,7 +261,7 @@ Status Channel::ack(std::uint64_t seq) {
   bool crossed = false;
   {
     MutexLock lk(c.topic->mu);
-    c.topic->open_channels.find(c.name)->second.acked = c.acked;
+    c.topic->open_channels.find(c.name)->second.acked.store(c.acked, std::memory_order_release);
     crossed = c.topic->segs.size() > 1 && c.acked >= c.topic->segs[1]->base_seq;
   }
   // An appender waiting for room under the topic bound (in any process).
@@ -296,7 +297,8 @@ Result<std::uint64_t> Channel::seek(std::uint64_t seq) {
     // the file holds it (a cut in between leaves the file at the old
     // position, which this call did not promise to change).
     auto& reg = t.open_channels.find(c.name)->second;
-    reg.acked = std::min(reg.acked, to);
+    reg.acked.store(std::min(reg.acked.load(std::memory_order_relaxed), to),
+                    std::memory_order_release);
     t.position_moved_back(to);
   }
   // Moving forward: the file first (synced, in every mode), then what
@@ -306,7 +308,7 @@ Result<std::uint64_t> Channel::seek(std::uint64_t seq) {
   bool crossed = false;
   {
     MutexLock lk(t.mu);
-    t.open_channels.find(c.name)->second.acked = c.acked;
+    t.open_channels.find(c.name)->second.acked.store(c.acked, std::memory_order_release);
     crossed = t.segs.size() > 1 && c.acked >= t.segs[1]->base_seq;
   }
   c.r.seek(to);
@@ -325,7 +327,7 @@ Result<std::uint64_t> Topic::channel_position(std::string_view name) const {
     MutexLock lk(t.mu);
     auto it = t.open_channels.find(name);
     if (it != t.open_channels.end() && it->second.file != nullptr) {
-      return std::clamp(it->second.acked, t.first_seq, t.next_seq);
+      return std::clamp(it->second.acked.load(), t.first_seq, t.next_seq);
     }
   }
   auto f = t.fs.open(t.channel_path(name), log::OpenMode::kRead);
@@ -401,6 +403,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
   }
   {
     MutexLock lk(t.mu);
+    std::lock_guard g(t.channels_mu);
     if (!t.open_channels.try_emplace(std::string(name)).second) {
       return Status(StatusCode::kInUse,
                     "channel '" + std::string(name) + "' is already open in this process");
@@ -491,7 +494,7 @@ Result<std::unique_ptr<Channel>> Topic::channel(std::string_view name,
     // a read-only topic, the refresh above forgot the segments a cap deleted
     // since `start` was taken: the seek starts past them, uncounted else.
     if (c->acked < t.first_seq) c->capped_here += t.first_seq - c->acked;
-    reg.acked = c->acked;
+    reg.acked.store(c->acked, std::memory_order_release);
     reg.file = c->file.get();
     if (!t.reader) t.position_moved_back(c->acked);
   }

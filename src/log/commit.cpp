@@ -131,11 +131,12 @@ Status Commit::roll_to(std::uint64_t base, std::uint32_t flags) {
   active_since_ = std::chrono::steady_clock::now();
   disk_bytes += kSegmentHeaderSize;
   // Everything in the sealed segment is durable now (kNone: as durable as
-  // it will get before sync()), so all of it becomes visible.
+  // it will get before sync()), so all of it becomes visible: before the
+  // followers it covers return (mark_synced), visible in the stats too.
+  publish(*old, old->written, next_seq);
   if (!deferred) {
     mark_synced(next_seq);
   }
-  publish(*old, old->written, next_seq);
   old->sealed.store(true, std::memory_order_release);
   return Status::Ok();
 }
@@ -290,6 +291,10 @@ void Commit::start_writeback(Segment& seg) {
 void Commit::mark_synced(std::uint64_t seq) {
   if (seq <= synced_seq_) return;
   synced_seq_ = seq;
+  // Group-commit followers return from here without the lock, maybe while
+  // its holder goes on to more I/O (a roll's retention): the stats must
+  // have what their appends did (visible, synced) first.
+  publish_stats();
   synced_.store(seq, std::memory_order_release);
   bump_epoch();
 }
@@ -387,8 +392,8 @@ Status Commit::sync_locked() {
   ++syncs_;
   if (Status s = last->file->sync(); !s.ok()) return failed_sync(s, *last);
   dirty_ = false;
+  publish(*last, last->written, next_seq);  // before mark_synced returns followers
   mark_synced(next_seq);
-  publish(*last, last->written, next_seq);
   return Status::Ok();
 }
 

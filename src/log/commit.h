@@ -100,6 +100,9 @@ class Commit : public TopicCore {
   bool sync_failed() const noexcept { return sync_failed_seen_.load(std::memory_order_acquire); }
 
  protected:
+  // Publishes the counters Topic::stats reads without the lock (Retention,
+  // which has them all; the lock runs it before each release too).
+  virtual void publish_stats() SLUICE_REQUIRES(mu) {}
   // Retention is deleting `seg`: sync() no longer has its records to sync.
   void forget_unsynced(const Segment& seg) SLUICE_REQUIRES(mu);
 

@@ -33,13 +33,25 @@ namespace sluice::log {
 class SLUICE_CAPABILITY("mutex") Mutex {
  public:
   void lock() SLUICE_ACQUIRE() { mu_.lock(); }
-  void unlock() SLUICE_RELEASE() { mu_.unlock(); }
+  void unlock() SLUICE_RELEASE() {
+    if (on_unlock_ != nullptr) on_unlock_(on_unlock_arg_);
+    mu_.unlock();
+  }
+  // Runs f(arg) with the lock held just before every release (also a
+  // CondVar's): the topic publishes its counters there, for Topic::stats to
+  // read without the lock. Set and cleared while no other thread uses it.
+  void set_on_unlock(void (*f)(void*), void* arg) {
+    on_unlock_ = f;
+    on_unlock_arg_ = arg;
+  }
   // For lambdas run under the lock (e.g. a condition's predicate): tells the
   // analysis what the caller holds; no run-time cost.
   void assert_held() const SLUICE_ASSERT_HELD(this) {}
 
  private:
   std::mutex mu_;
+  void (*on_unlock_)(void*) = nullptr;
+  void* on_unlock_arg_ = nullptr;
 };
 
 // RAII holder that may let go and take the lock again while it lives (a

@@ -2,20 +2,109 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
+#include <utility>
 
 #include "log/position.h"
 #include "log/summary.h"
 
 namespace sluice::log {
 
-Status Retention::trim() {
-  MutexLock lk(mu);
-  return trim_locked();
+Retention::Retention(FileSystem& file_system, std::string directory, TopicOptions options,
+                     bool read_only)
+    : Commit(file_system, std::move(directory), options, read_only) {
+  mu.set_on_unlock(&Retention::publish_hook, this);
+}
+
+// mu calls it with the lock held (the analysis cannot see through the
+// pointer).
+void Retention::publish_hook(void* self) { static_cast<Retention*>(self)->publish_stats(); }
+
+// The layers below still lock after this one is gone (Commit::close): no
+// one reads the counters then.
+Retention::~Retention() { mu.set_on_unlock(nullptr, nullptr); }
+
+// A seqlock without fences (which TSan does not model): every field is
+// stored with release and loaded with acquire, so a reader that sees a
+// field of a publish under way also sees its odd version at the re-check.
+// On x86 these are plain moves.
+void Retention::publish_stats() {
+  constexpr auto rel = std::memory_order_release;
+  const std::uint32_t v = pub_.version.load(std::memory_order_relaxed);
+  pub_.version.store(v + 1, std::memory_order_relaxed);
+  pub_.first_seq.store(first_seq, rel);
+  pub_.next_seq.store(next_seq, rel);
+  pub_.visible_seq.store(visible_seq, rel);
+  pub_.segments.store(segs.size(), rel);
+  pub_.disk_bytes.store(disk_bytes, rel);
+  pub_.appended.store(appended(), rel);
+  pub_.syncs.store(syncs(), rel);
+  pub_.bound_waits.store(bound_waits, rel);
+  pub_.bound_wait_ns.store(bound_wait_ns, rel);
+  pub_.segments_deleted.store(stats_.segments_deleted, rel);
+  pub_.segments_capped.store(stats_.segments_capped, rel);
+  pub_.records_dropped.store(stats_.records_dropped, rel);
+  pub_.version.store(v + 2, rel);
+}
+
+template <class F>
+void Retention::read_published(F f) const {
+  for (;;) {
+    const std::uint32_t v = pub_.version.load(std::memory_order_acquire);
+    if ((v & 1) == 0) {
+      f(pub_);  // acquire loads: the re-check below stays after them
+      if (pub_.version.load(std::memory_order_relaxed) == v) return;
+    }
+    std::this_thread::yield();  // a publish under way: a few stores, unless preempted
+  }
 }
 
 RetentionStats Retention::retention_stats() const {
+  RetentionStats s;
+  read_published([&](const Published& p) {
+    constexpr auto r = std::memory_order_acquire;
+    s.segments_deleted = p.segments_deleted.load(r);
+    s.segments_capped = p.segments_capped.load(r);
+    s.records_dropped = p.records_dropped.load(r);
+  });
+  return s;
+}
+
+void Retention::open_positions(std::vector<TopicStats::Position>& out) const {
+  std::lock_guard g(channels_mu);
+  for (const auto& [name, c] : open_channels) {
+    out.push_back({name, c.acked.load(std::memory_order_acquire)});
+  }
+}
+
+TopicStats Retention::stats() const {
+  TopicStats s;
+  // The channels first: a position read here was acknowledged under mu
+  // after the records it passed were published, so next_seq, read after
+  // it, is never below it.
+  open_positions(s.channels);
+  read_published([&](const Published& p) {
+    constexpr auto r = std::memory_order_acquire;
+    s.first_seq = p.first_seq.load(r);
+    s.next_seq = p.next_seq.load(r);
+    s.visible_seq = p.visible_seq.load(r);
+    s.segments = p.segments.load(r);
+    s.disk_bytes = p.disk_bytes.load(r);
+    s.appended = p.appended.load(r);
+    s.syncs = p.syncs.load(r);
+    s.bound_waits = p.bound_waits.load(r);
+    s.bound_wait_s = static_cast<double>(p.bound_wait_ns.load(r)) * 1e-9;
+    s.retention.segments_deleted = p.segments_deleted.load(r);
+    s.retention.segments_capped = p.segments_capped.load(r);
+    s.retention.records_dropped = p.records_dropped.load(r);
+  });
+  s.closed = closed.load(std::memory_order_acquire);
+  return s;
+}
+
+Status Retention::trim() {
   MutexLock lk(mu);
-  return stats_;
+  return trim_locked();
 }
 
 Result<std::map<std::string, std::uint64_t>> Retention::channel_positions() {
@@ -108,7 +197,7 @@ Status Retention::trim_locked() {
       for (auto& [name, c] : open_channels) {  // closed ones count when they reopen
         // One still opening has no position yet: it counts at its registration.
         if (c.file != nullptr && c.acked < after) {
-          c.capped += after - std::max(c.acked, seg.base_seq);
+          c.capped += after - std::max(c.acked.load(), seg.base_seq);
         }
       }
     }

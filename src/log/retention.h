@@ -11,9 +11,11 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "log/commit.h"
 
@@ -21,7 +23,8 @@ namespace sluice::log {
 
 class Retention : public Commit {
  public:
-  using Commit::Commit;
+  Retention(FileSystem& file_system, std::string directory, TopicOptions options, bool read_only);
+  ~Retention() override;
 
   // Deletes what retention allows. Called on each roll, when an ack
   // crosses a segment, and when a channel is deleted.
@@ -30,7 +33,15 @@ class Retention : public Commit {
   // Topic bound: waits (or refuses, per on_bound) until n more records fit.
   // The lock is let go while it sleeps.
   Status wait_for_room(std::size_t n, const Context& ctx) SLUICE_REQUIRES(mu);
-  RetentionStats retention_stats() const SLUICE_EXCLUDES(mu);
+  // Topic::stats and Topic::retention, without the topic lock: a
+  // per-append fdatasync, a roll or a sync holds it across the disk, and a
+  // scrape must not wait for the disk. The counters are as of the last time
+  // the lock was let go or a sync let group-commit followers return
+  // (published then: publish_stats), so what holds it now (an append in its
+  // sync) is not in them yet, and everything that returned before the call
+  // is.
+  TopicStats stats() const;
+  RetentionStats retention_stats() const;
   // A channel open here moved back to `seq` (Channel::seek): the bound's
   // cached slowest position follows it, so appends count the records it
   // will read again.
@@ -53,6 +64,26 @@ class Retention : public Commit {
   bool over_cap(Segment& oldest, std::uint64_t retained) SLUICE_REQUIRES(mu);
 
   RetentionStats stats_ SLUICE_GUARDED_BY(mu);
+
+  // The counters stats() reads, a seqlock: written by the lock's holder
+  // only (publish_stats, run by mu just before each release and by
+  // mark_synced), read by anyone; `version` is odd while a publish is under
+  // way.
+  struct Published {
+    std::atomic<std::uint32_t> version{0};
+    std::atomic<std::uint64_t> first_seq{0}, next_seq{0}, visible_seq{0}, segments{0},
+        disk_bytes{0}, appended{0}, syncs{0}, bound_waits{0}, bound_wait_ns{0}, segments_deleted{0},
+        segments_capped{0}, records_dropped{0};
+  };
+  Published pub_;
+  void publish_stats() override SLUICE_REQUIRES(mu);
+  static void publish_hook(void* self) SLUICE_NO_TSA;
+  // The channels open here and their positions, under channels_mu alone
+  // (entries are added and erased under mu and channels_mu both).
+  void open_positions(std::vector<TopicStats::Position>& out) const SLUICE_NO_TSA;
+  // A consistent copy of pub_ (retried while a publish is under way).
+  template <class F>
+  void read_published(F f) const;
   std::uint64_t floor_ SLUICE_GUARDED_BY(mu) = 0;          // slowest position when last looked
   std::uint32_t channels_seen_ SLUICE_GUARDED_BY(mu) = 0;  // notify.channels_made() then
 

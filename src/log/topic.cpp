@@ -398,23 +398,7 @@ Result<std::uint64_t> Topic::seq_at_time(std::chrono::system_clock::time_point t
 const RecoveryReport& Topic::recovery() const { return impl_->report; }
 RetentionStats Topic::retention() const { return impl_->retention_stats(); }
 
-TopicStats Topic::stats() const {
-  TopicStats s;
-  s.retention = impl_->retention_stats();
-  MutexLock lk(impl_->mu);
-  s.first_seq = impl_->first_seq;
-  s.next_seq = impl_->next_seq;
-  s.visible_seq = impl_->visible_seq;
-  s.segments = impl_->segs.size();
-  s.disk_bytes = impl_->disk_bytes;
-  s.appended = impl_->appended();
-  s.syncs = impl_->syncs();
-  s.closed = impl_->closed.load(std::memory_order_acquire);
-  s.bound_waits = impl_->bound_waits;
-  s.bound_wait_s = static_cast<double>(impl_->bound_wait_ns) * 1e-9;
-  for (const auto& [name, c] : impl_->open_channels) s.channels.push_back({name, c.acked});
-  return s;
-}
+TopicStats Topic::stats() const { return impl_->stats(); }
 
 const std::string& Topic::dir() const { return impl_->dir; }
 const TopicOptions& Topic::options() const { return impl_->opt; }

@@ -16,6 +16,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -90,13 +91,16 @@ class TopicCore {
   CondVar data_cv;                        // visible_seq moved
   int waiters SLUICE_GUARDED_BY(mu) = 0;  // channels asleep on data_cv
 
-  // Channels open in this process, by name.
+  // Channels open in this process, by name. Entries are added and erased
+  // under mu and channels_mu; Topic::stats reads names and `acked` under
+  // channels_mu alone (a sync may hold mu for long).
   struct OpenChannel {
-    std::uint64_t acked = 0;   // first seq not durably acknowledged
-    std::uint64_t capped = 0;  // unacknowledged records a cap deleted while open
-    File* file = nullptr;      // its position file (synced by retention)
+    std::atomic<std::uint64_t> acked{0};  // first seq not durably acknowledged (set under mu)
+    std::uint64_t capped = 0;             // unacknowledged records a cap deleted while open
+    File* file = nullptr;                 // its position file (synced by retention)
   };
   std::map<std::string, OpenChannel, std::less<>> open_channels SLUICE_GUARDED_BY(mu);
+  mutable std::mutex channels_mu;  // a leaf: taken under mu, never across I/O
 
   bool durable_mode() const {
     return opt.durability == Durability::kPerAppend || opt.durability == Durability::kGroupCommit;

@@ -139,7 +139,11 @@ struct RetentionStats {
   std::uint64_t records_dropped = 0;
 };
 
-// A snapshot of a topic's state and counters.
+// A snapshot of a topic's state and counters (Topic::stats), exact as of
+// the last time the topic's lock was let go (or a sync let the appends it
+// covered return): an append, roll or sync that holds the lock across the
+// disk (a per-append fdatasync) is not in it yet; every call that returned
+// before stats() is.
 struct TopicStats {
   std::uint64_t first_seq = 0;    // the oldest retained record
   std::uint64_t next_seq = 0;     // the seq the next append gets
@@ -238,6 +242,9 @@ class Topic {
   std::uint64_t disk_bytes() const;  // bytes in retained segments
   const RecoveryReport& recovery() const;
   RetentionStats retention() const;
+  // Neither waits for the disk: they read the counters the topic lock's
+  // holder published when it last let go (TopicStats), so a scrape returns
+  // while an fdatasync or a roll holds the lock.
   TopicStats stats() const;
   const std::string& dir() const;
   const TopicOptions& options() const;
