@@ -10,6 +10,17 @@
 
 namespace sluice::log {
 
+namespace {
+
+// The steady clock in ns: a wait's start, summed over the waits under way.
+std::uint64_t steady_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+}  // namespace
+
 Retention::Retention(FileSystem& file_system, std::string directory, TopicOptions options,
                      bool read_only)
     : Commit(file_system, std::move(directory), options, read_only) {
@@ -41,6 +52,8 @@ void Retention::publish_stats() {
   pub_.syncs.store(syncs(), rel);
   pub_.bound_waits.store(bound_waits, rel);
   pub_.bound_wait_ns.store(bound_wait_ns, rel);
+  pub_.bound_waiting.store(bound_waiting, rel);
+  pub_.bound_waiting_since_ns.store(bound_waiting_since_ns, rel);
   pub_.segments_deleted.store(stats_.segments_deleted, rel);
   pub_.segments_capped.store(stats_.segments_capped, rel);
   pub_.records_dropped.store(stats_.records_dropped, rel);
@@ -93,7 +106,12 @@ TopicStats Retention::stats() const {
     s.appended = p.appended.load(r);
     s.syncs = p.syncs.load(r);
     s.bound_waits = p.bound_waits.load(r);
-    s.bound_wait_s = static_cast<double>(p.bound_wait_ns.load(r)) * 1e-9;
+    // Waits still under way count up to now.
+    const std::uint64_t now = steady_ns();
+    const std::uint64_t under_way =
+        p.bound_waiting.load(r) * now -
+        std::min(p.bound_waiting.load(r) * now, p.bound_waiting_since_ns.load(r));
+    s.bound_wait_s = static_cast<double>(p.bound_wait_ns.load(r) + under_way) * 1e-9;
     s.retention.segments_deleted = p.segments_deleted.load(r);
     s.retention.segments_capped = p.segments_capped.load(r);
     s.retention.records_dropped = p.records_dropped.load(r);
@@ -251,24 +269,27 @@ Status Retention::wait_for_room(std::size_t n, const Context& ctx) {
     if (StatusCode e = ctx.err(); e != StatusCode::kOk) return e;
     if (!waited) ++bound_waits;
     waited = true;
-    const auto t0 = std::chrono::steady_clock::now();
+    const std::uint64_t t0 = steady_ns();
     // With an age cap, a channel that stopped acknowledging holds appends
     // back only until the cap deletes what it has not taken: wake to seal
     // the last segment and apply the cap (a quarter of it at a time).
     const bool capped = opt.max_retained_age.count() > 0;
     const Context slice = capped ? ctx.with_timeout(age_step()) : ctx;
+    // Published as the lock goes: stats() counts the wait while it lasts.
+    ++bound_waiting;
+    bound_waiting_since_ns += t0;
     mu.unlock();
     futex_wait_shared(&notify.page()->acked_seq, seen, slice);
     mu.lock();
+    --bound_waiting;
+    bound_waiting_since_ns -= t0;
+    bound_wait_ns += steady_ns() - t0;
     if (capped && ctx.err() == StatusCode::kOk) {
       if (aged_out()) {
         if (Status s = roll(); !s.ok()) return s;
       }
       if (Status s = trim_locked(); !s.ok()) return s;
     }
-    bound_wait_ns += static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
-            .count());
   }
 }
 

@@ -72,8 +72,8 @@ class Retention : public Commit {
   struct Published {
     std::atomic<std::uint32_t> version{0};
     std::atomic<std::uint64_t> first_seq{0}, next_seq{0}, visible_seq{0}, segments{0},
-        disk_bytes{0}, appended{0}, syncs{0}, bound_waits{0}, bound_wait_ns{0}, segments_deleted{0},
-        segments_capped{0}, records_dropped{0};
+        disk_bytes{0}, appended{0}, syncs{0}, bound_waits{0}, bound_wait_ns{0}, bound_waiting{0},
+        bound_waiting_since_ns{0}, segments_deleted{0}, segments_capped{0}, records_dropped{0};
   };
   Published pub_;
   void publish_stats() override SLUICE_REQUIRES(mu);
@@ -90,6 +90,9 @@ class Retention : public Commit {
  public:
   std::uint64_t bound_waits SLUICE_GUARDED_BY(mu) = 0;    // appends that slept for room
   std::uint64_t bound_wait_ns SLUICE_GUARDED_BY(mu) = 0;  // and how long, in total
+  // Appends waiting for room now, and the sum of their starts (steady ns).
+  std::uint64_t bound_waiting SLUICE_GUARDED_BY(mu) = 0;
+  std::uint64_t bound_waiting_since_ns SLUICE_GUARDED_BY(mu) = 0;
 };
 
 }  // namespace sluice::log

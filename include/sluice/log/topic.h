@@ -155,7 +155,8 @@ struct TopicStats {
   std::uint64_t syncs = 0;       // fdatasyncs of segments since then
   bool closed = false;           // Topic::close() (here, or by the writer elsewhere)
   // Appends that found the topic bound reached, and the time they waited
-  // for the slowest channel (backpressure), since this Topic was opened.
+  // for the slowest channel (backpressure), since this Topic was opened; a
+  // wait still under way counts up to the call.
   std::uint64_t bound_waits = 0;
   double bound_wait_s = 0;
   RetentionStats retention;
