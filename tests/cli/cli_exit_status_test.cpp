@@ -180,6 +180,25 @@ TEST_P(CliExitStatusTest, AnErrorOfStdoutDoesNotSendItsUserToTheStore) {
   EXPECT_EQ(run({"get", "q", "--count", "1"}).out, "m1\n");  // given back each time
 }
 
+// A get whose stdout cannot be written (a full disk) says what it gave back
+// and why: not written, stdout failed. It said "the reader of stdout had not
+// taken the last 1 messages", as if a slow reader were the cause.
+TEST_P(CliExitStatusTest, AGetIntoAFullDiskSaysItsMessagesWereNotWritten) {
+  if (::access("/dev/full", W_OK) != 0) GTEST_SKIP() << "no /dev/full here";
+  create("q");
+  ASSERT_EQ(run({"put", "q"}, "m1\nm2\n").rc, 0);
+  std::vector<std::string> argv = cmd({"get", "q", "--count", "2"});
+  argv.insert(argv.begin(), {"/bin/sh", "-c", "exec \"$0\" \"$@\" >/dev/full"});
+  Child c(argv);
+  c.close_stdin();
+  const Outcome r = c.finish();
+  EXPECT_EQ(r.rc, 7) << r.err;
+  EXPECT_EQ(r.err.find("had not taken"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("not written: writing stdout failed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("2 given back"), std::string::npos) << r.err;
+  EXPECT_EQ(run({"get", "q", "--count", "2"}).out, "m1\nm2\n");
+}
+
 // On Redis a put or get holds the protocol's role only while it waits for
 // room or data, so one that waits behind it with --timeout waits for the
 // same room or data: when the time runs out it is exit 9 (the queue was

@@ -356,7 +356,8 @@ int run_get(Globals& g, IoArgs a) {
   std::chrono::microseconds slice = kFirstSlice;
   std::uint64_t damage_seen = 0;  // damaged messages the reader passed over, said on stderr
   int rc = kExitOk;
-  Status error;  // what ended the loop, when it is a failure to report
+  Status error;             // what ended the loop, when it is a failure to report
+  bool out_failed = false;  // that failure was writing stdout
   while (a.count == 0 || out.written() < a.count) {
     // A reader that keeps up empties the pipe within microseconds of a
     // write: let it, so this ack covers the whole batch (with a small bound
@@ -419,6 +420,7 @@ int run_get(Globals& g, IoArgs a) {
         rc = kExitInterrupted;
       } else if (!out.reader_gone()) {
         error = ws;
+        out_failed = true;
       }
       break;
     }
@@ -470,7 +472,9 @@ int run_get(Globals& g, IoArgs a) {
                 << " messages whose acknowledgement got no answer (it may yet take effect)";
       if (held > in_doubt) std::cerr << ", and ";
     }
-    if (held > in_doubt) {
+    if (held > in_doubt && out_failed) {
+      std::cerr << "the last " << held - in_doubt << " messages not written: writing stdout failed";
+    } else if (held > in_doubt) {
       std::cerr << "the reader of stdout had not taken the last " << held - in_doubt << " messages"
                 << (out.is_pipe() && error.ok() ? " after --linger" : "");
     }
@@ -479,7 +483,7 @@ int run_get(Globals& g, IoArgs a) {
     // Held: written and not read, and fetched but not yet written.
     const std::uint64_t unread = written - std::min(written, read);
     const std::uint64_t not_yet = delivered - std::min(delivered, written);
-    const std::string parts = not_yet != 0
+    const std::string parts = not_yet != 0 && unread != 0
                                   ? " (" + std::to_string(unread) + " written and not read, " +
                                         std::to_string(not_yet) + " not yet written)"
                                   : "";
