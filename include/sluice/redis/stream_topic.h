@@ -425,9 +425,15 @@ class StreamChannel {
   // Gives messages this consumer holds back to the channel, unacknowledged:
   // they are delivered again (to this consumer's next read at once, to the
   // channel's other consumers within visibility_timeout / 2), each counting
-  // as a failed delivery toward max_deliveries. Ids it does not hold are
-  // ignored. nack() gives back everything it holds (not what this handle
-  // gave back already and has not had again: a delay stays, a count too).
+  // as a failed delivery toward max_deliveries, once. Ids it does not hold
+  // are ignored. nack() gives back everything it holds (not what it gave
+  // back already and has not had again: a delay stays, a count too).
+  // nack(ids) of messages it gave back and no one has had since: those
+  // given back with give_back count the failure after all; those nacked
+  // already take the new delay (still counted once). Redis tells these
+  // apart (they wait under the consumer names <consumer>~back and
+  // <consumer>~nack until claimed), so it holds across handles and for a
+  // call whose reply was lost.
   Status nack(std::span<const std::string> ids);
   Status nack(const StreamMessage& m) { return nack(std::span<const std::string>(&m.id, 1)); }
   Status nack();
@@ -442,10 +448,11 @@ class StreamChannel {
   // delivery count is left as it was (the next delivery does not raise it),
   // so they come no closer to the dead letters. For messages this consumer
   // never handed on (a reader that stops before its program took them).
-  // give_back() gives back everything it holds. Giving back again what was
-  // given back already (a retry) changes nothing. A message held past the
-  // visibility timeout (claimable by then) is given back as it is: the
-  // claim that delivers it again counts that delivery.
+  // give_back() gives back everything it holds. Giving back what was given
+  // back already (a retry) or nacked (also by a nack whose reply was lost)
+  // changes nothing: a failure stays counted, a delay stays. A message held
+  // past the visibility timeout (claimable by then) is given back as it is:
+  // the claim that delivers it again counts that delivery.
   Status give_back(std::span<const std::string> ids);
   Status give_back();
   // Loop: read up to `batch` messages, run handler on each in order, then
@@ -506,13 +513,6 @@ class StreamChannel {
   // When the messages this handle gave back with a delay are due (each
   // dropped once a complete claim scan after it has run).
   std::vector<std::chrono::steady_clock::time_point> retry_due_;
-  // The ids this handle gave back (nack, give_back; with when they are
-  // due): no longer its own, though still in its pending list until
-  // claimed, so nack() and give_back() (everything it holds) and
-  // give_back(ids) leave them be (a delay stays, a nack's count is not
-  // lowered). Dropped when read again, or at a complete claim scan once
-  // due (later when the visibility timeout grows).
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point> delayed_;
   std::uint64_t dead_lettered_ = 0;
   std::chrono::milliseconds visibility_;
   // With keep_alive, once this handle first holds a message.

@@ -265,7 +265,8 @@ end
 -- drained CHANNEL CONSUMER: 1 if the topic is closed and CONSUMER has had
 -- every message of the channel: nothing after its last delivered entry,
 -- and nothing pending with another consumer (which may come back to the
--- channel), else 0.
+-- channel; also what CONSUMER gave back, held by CONSUMER~back or ~nack
+-- until claimed), else 0.
 if op == 'drained' then
   local ch, me = ARGV[2], ARGV[3]
   if redis.call('HGET', META, 'closed') ~= '1' then return 0 end
@@ -329,8 +330,9 @@ if op == 'channels' then
   return redis.call('HKEYS', ACKED)
 end
 
--- ack CHANNEL CONSUMER LO HI ID...: acknowledges the ids CONSUMER holds
--- (LO and HI: the smallest and the largest of them); counts what was
+-- ack CHANNEL CONSUMER LO HI ID...: acknowledges the ids CONSUMER holds,
+-- or gave back and no one claimed since (CONSUMER~back, CONSUMER~nack:
+-- see release) (LO and HI: the smallest and the largest of them); counts what was
 -- pending (an id acked twice counts once) and wakes one waiting append. An
 -- id another consumer holds now (claimed after the visibility timeout, or
 -- replayed to it after a seek) is left alone: it is that consumer's
@@ -340,6 +342,11 @@ end
 -- consumer holds }.
 if op == 'ack' then
   local ch, me = ARGV[2], ARGV[3]
+  -- What CONSUMER gave back and no one has claimed since (see release) is
+  -- still its own to acknowledge.
+  local function own(name)
+    return name == me or name == me .. '~back' or name == me .. '~nack'
+  end
   -- The summary (a count per consumer): when no other consumer holds
   -- anything, every pending id given is CONSUMER's.
   local sum = redis.pcall('XPENDING', STREAM, ch)
@@ -349,7 +356,7 @@ if op == 'ack' then
   end
   local shared = false
   for _, c in ipairs(sum[4] or {}) do
-    if c[1] ~= me and tonumber(c[2]) > 0 then shared = true end
+    if not own(c[1]) and tonumber(c[2]) > 0 then shared = true end
   end
   if not shared then
     local n = redis.call('XACK', STREAM, ch, unpack(ARGV, 6))
@@ -378,10 +385,10 @@ if op == 'ack' then
     if mine[id] then
       ids[#ids + 1] = id
     else
-      -- Rarely here: another consumer's, or held by no one, or an id
-      -- written otherwise ("5" for "5-0").
+      -- Rarely here: another consumer's, or held by no one, or given back
+      -- by CONSUMER, or an id written otherwise ("5" for "5-0").
       local p = redis.call('XPENDING', STREAM, ch, id, id, 1)
-      if p[1] and p[1][2] == me then
+      if p[1] and own(p[1][2]) then
         ids[#ids + 1] = id
       elseif p[1] then
         others[#others + 1] = id
@@ -402,75 +409,84 @@ end
 -- messages CONSUMER holds (the ids given, or all), unacknowledged, as if it
 -- had held them for the channel's visibility timeout (VIS_MS if it has none
 -- of its own) less DELAY_MS: the next claim by any consumer of the channel
--- once DELAY_MS has passed takes them. COUNTED '1' (nack: a failed
--- delivery): that claim raises the delivery count, toward the dead
--- letters. '0' (a reader that gives back what it never handed on): the
--- count is lowered by one first, so that claim leaves it as it was; but
--- not that of a message claimable already (idle for the timeout: given
--- back before, by a nack or by a give-back whose reply was lost; or held
--- that long, when another consumer could have claimed it), which is left
--- as it is, so a second give-back does not lower the count twice. Ids it
--- does not hold are ignored (acknowledged, or claimed by another
--- meanwhile). All of them, except some: '*' then the ids to leave as they
--- are (given back earlier with a delay still running: no longer held, and
--- the delay must stay). Reply: how many it gave back now.
+-- once DELAY_MS has passed takes them. They wait for it under a consumer
+-- of their own, which says how they were given back (the handle's memory
+-- is not enough: another handle, or a call whose reply was lost):
+-- CONSUMER~nack (COUNTED '1', nack: a failed delivery), where the count is
+-- left as it is and that claim raises it, toward the dead letters; or
+-- CONSUMER~back (COUNTED '0', a reader that gives back what it never
+-- handed on), where the count is lowered by one first, so that claim
+-- leaves it as it was. A message held for the timeout already (claimable:
+-- another consumer could have claimed it) is not given back that way: the
+-- claim that delivers it again counts that delivery. Given back already: a
+-- give-back leaves it be (the count lowered once, a nack's delay and count
+-- kept); a nack of one given back (~back) counts the failure after all
+-- (the count raised back), and of one nacked (~nack) sets the new delay
+-- (counted once). Ids held by no one of these are ignored (acknowledged,
+-- claimed by another meanwhile). Reply: how many it gave back now.
 if op == 'release' then
   local ch, me, counted = ARGV[2], ARGV[3], ARGV[6] == '1'
+  local back, nacked = me .. '~back', me .. '~nack'
   local vis = visibility(ch, ARGV[4])
   local idle = string.format('%d', math.max(vis - tonumber(ARGV[5]), 0))
-  -- Not a message claimable already, when the count is to be lowered.
-  local function take(e)
-    return counted or e[3] < vis
+  -- What to do with a pending entry { id, owner, idle, count }: false to
+  -- leave it, else the count to set (-1: as it is).
+  local function count_for(e)
+    if e[2] == me then
+      if counted then return -1 end
+      if e[3] < vis then return math.max(e[4] - 1, 0) end
+      return false
+    end
+    if counted and e[2] == nacked then return -1 end
+    if counted and e[2] == back then return e[4] + 1 end
+    return false
   end
   local ids, counts = {}, {}
-  local all, except = #ARGV <= 6, {}
-  if ARGV[7] == '*' then
-    all = true
-    for i = 8, #ARGV do except[ARGV[i]] = true end
+  local function consider(e)
+    local c = count_for(e)
+    if c then
+      ids[#ids + 1] = e[1]
+      counts[#ids] = c
+    end
   end
-  if not all then
+  if #ARGV > 6 then
     for i = 7, #ARGV do
       local p = redis.call('XPENDING', STREAM, ch, ARGV[i], ARGV[i], 1)
-      if p[1] and p[1][2] == me and take(p[1]) then
-        ids[#ids + 1] = ARGV[i]
-        counts[#ids] = p[1][4]
-      end
+      if p[1] then consider(p[1]) end
     end
   else
     local from = '-'
     while true do
       local p = redis.call('XPENDING', STREAM, ch, from, '+', 1000, me)
-      for _, e in ipairs(p) do
-        if not except[e[1]] and take(e) then
-          ids[#ids + 1] = e[1]
-          counts[#ids] = e[4]
-        end
-      end
+      for _, e in ipairs(p) do consider(e) end
       if #p < 1000 then break end
       from = '(' .. p[#p][1]
     end
   end
+  -- IDLE: claimable once DELAY_MS has passed. JUSTID: the delivery count
+  -- is not raised here (the claim that delivers it again raises it).
   -- An id held but deleted from the stream by hand: XCLAIM drops it from
   -- the pending list and does not return it; counted as dropped, as in
   -- claim and touch (else the channel's unacknowledged count kept it).
-  local gone = 0
-  if counted then
-    for i = 1, #ids, 1000 do
-      local cmd = { 'XCLAIM', STREAM, ch, me, '0' }
-      for j = i, math.min(i + 999, #ids) do cmd[#cmd + 1] = ids[j] end
-      -- IDLE: claimable at once. JUSTID: the delivery count is not raised
-      -- here (the claim that delivers it again raises it).
-      cmd[#cmd + 1] = 'IDLE'
-      cmd[#cmd + 1] = idle
-      cmd[#cmd + 1] = 'JUSTID'
-      gone = gone + math.min(i + 999, #ids) - i + 1 - #redis.call(unpack(cmd))
-    end
-  else
-    for i = 1, #ids do
-      local r = redis.call('XCLAIM', STREAM, ch, me, '0', ids[i], 'IDLE', idle, 'RETRYCOUNT',
-                           math.max(counts[i] - 1, 0), 'JUSTID')
+  local to = back
+  if counted then to = nacked end
+  local gone, same = 0, {}
+  for i = 1, #ids do
+    if counts[i] < 0 then
+      same[#same + 1] = ids[i]
+    else
+      local r = redis.call('XCLAIM', STREAM, ch, to, '0', ids[i], 'IDLE', idle, 'RETRYCOUNT',
+                           counts[i], 'JUSTID')
       if #r == 0 then gone = gone + 1 end
     end
+  end
+  for i = 1, #same, 1000 do
+    local cmd = { 'XCLAIM', STREAM, ch, to, '0' }
+    for j = i, math.min(i + 999, #same) do cmd[#cmd + 1] = same[j] end
+    cmd[#cmd + 1] = 'IDLE'
+    cmd[#cmd + 1] = idle
+    cmd[#cmd + 1] = 'JUSTID'
+    gone = gone + math.min(i + 999, #same) - i + 1 - #redis.call(unpack(cmd))
   end
   if gone > 0 then
     redis.call('HINCRBY', ACKED, ch, gone)

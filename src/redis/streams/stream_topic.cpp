@@ -922,19 +922,6 @@ Status StreamChannel::join() {
   return Status::Ok();
 }
 
-namespace {
-
-// What this handle gave back is claimable once idle for the timeout: a
-// longer one makes it due that much later (until then, a give-back must
-// still leave it be, and the claim scan that forgets it has not run).
-void later_by(std::unordered_map<std::string, std::chrono::steady_clock::time_point>& delayed,
-              std::chrono::milliseconds longer) {
-  if (longer.count() <= 0) return;
-  for (auto& d : delayed) d.second += longer;
-}
-
-}  // namespace
-
 Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   const std::string idle = std::to_string(topic_.opt_.visibility_timeout.count());
   const std::string count = std::to_string(max);
@@ -952,7 +939,6 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
   dead_lettered_ += integer(r->element[2]);
   // The channel's own timeout, if it has one, rules every handle.
   if (const auto v = millis(r->element[3]); v.count() > 0) {
-    later_by(delayed_, v - visibility_);
     visibility_ = v;
     if (keep_alive_) keep_alive_->set_visibility(v);
   }
@@ -972,9 +958,6 @@ Status StreamChannel::claim(std::vector<StreamMessage>& out, std::size_t max) {
     return Status::Ok();
   }
   std::erase_if(retry_due_, [&](auto due) { return due <= now; });
-  // A complete scan after they were due claimed them (to this handle: read
-  // again, or to another): no longer in this consumer's pending list.
-  std::erase_if(delayed_, [&](const auto& d) { return d.second <= now; });
   next_claim_ = now + visibility_ / 2;
   for (const auto due : retry_due_) next_claim_ = std::min(next_claim_, due);
   return Status::Ok();
@@ -990,10 +973,6 @@ Status StreamChannel::next_batch(std::vector<StreamMessage>& out, std::size_t ma
                                  const Context& ctx) {
   const std::size_t before = out.size();
   Status s = read_batch(out, max, ctx);
-  // Back to this handle: held again (a give_back() of everything takes it).
-  if (!delayed_.empty()) {
-    for (std::size_t i = before; i < out.size(); ++i) delayed_.erase(out[i].id);
-  }
   if (topic_.opt_.keep_alive && out.size() > before) {
     if (!keep_alive_) {
       keep_alive_.reset(new KeepAlive(topic_.conn_->options(), topic_.keys_, channel_, consumer_,
@@ -1133,32 +1112,16 @@ Status StreamChannel::release(std::span<const std::string> ids, std::chrono::mil
   // after the visibility timeout then.
   if (keep_alive_) keep_alive_->remove(ids, ids.empty(), true);
   if (Status s = join(); !s.ok()) return s;
-  // A give-back leaves be what this handle gave back already and has not
-  // had again, as give_back() of everything does: the script would take a
-  // message nacked with a delay (or given back before the timeout was
-  // lengthened) for one still held, lower its count again and drop the delay.
-  std::vector<std::string> fresh;
-  if (!counted && !delayed_.empty() && !ids.empty()) {
-    for (const std::string& id : ids) {
-      if (!delayed_.contains(id)) fresh.push_back(id);
-    }
-    if (fresh.empty()) return Status::Ok();
-    ids = fresh;
-  }
+  // What was given back already is told apart in Redis (the release
+  // script), not by this handle: a nack's reply may have been lost.
   // Claimable once idle for the visibility timeout: the script sets the
   // idle time that far short of it, and the message waits out the delay first.
   const std::string vis = std::to_string(visibility_.count());
   const std::string wait = std::to_string(delay.count());
   std::vector<std::string_view> args;
   if (ids.empty()) {
-    // Everything it holds: not what it gave back and has not been claimed
-    // since (still in its pending list): the script would make one with a
-    // delay claimable at once, and lower the count a nack raises.
+    // Everything it holds (not what it gave back: no longer its own).
     args.assign({"release", channel_, consumer_, vis, wait, counted ? "1" : "0"});
-    if (!delayed_.empty()) {
-      args.push_back("*");
-      for (const auto& d : delayed_) args.push_back(d.first);
-    }
     CallError err;
     Reply r = run(*topic_.conn_, topic_.keys_, args, err);
     if (!r || r->type != REDIS_REPLY_INTEGER) return failed(*topic_.conn_, r, err, "nack");
@@ -1176,7 +1139,6 @@ Status StreamChannel::release(std::span<const std::string> ids, std::chrono::mil
   // the delay is over (a few ms late: the server's clock decides idleness).
   cursor_ = "0-0";
   const auto due = std::chrono::steady_clock::now() + delay + std::chrono::milliseconds(5);
-  for (const std::string& id : ids) delayed_[id] = due;  // given back again: this delay rules
   if (delay.count() == 0) {
     next_claim_ = {};
   } else {
@@ -1227,7 +1189,6 @@ Status StreamChannel::set_visibility_timeout(std::chrono::milliseconds timeout) 
     if (s.code() == StatusCode::kNotFound) joined_ = false;
     return s;
   }
-  later_by(delayed_, timeout - visibility_);
   visibility_ = timeout;
   if (keep_alive_) keep_alive_->set_visibility(timeout);
   next_claim_ = std::min(next_claim_, std::chrono::steady_clock::now() + timeout / 2);
