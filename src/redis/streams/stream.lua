@@ -450,9 +450,15 @@ if op == 'release' then
     end
   end
   if #ARGV > 6 then
+    -- An id named twice once: else one deleted from the stream by hand
+    -- counted as dropped twice (below).
+    local seen = {}
     for i = 7, #ARGV do
-      local p = redis.call('XPENDING', STREAM, ch, ARGV[i], ARGV[i], 1)
-      if p[1] then consider(p[1]) end
+      if not seen[ARGV[i]] then
+        seen[ARGV[i]] = true
+        local p = redis.call('XPENDING', STREAM, ch, ARGV[i], ARGV[i], 1)
+        if p[1] then consider(p[1]) end
+      end
     end
   else
     local from = '-'
