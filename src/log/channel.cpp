@@ -288,6 +288,9 @@ Result<std::uint64_t> Channel::seek(std::uint64_t seq) {
     // and published under the lock retention deletes under, so nothing at
     // or after `to` goes from here on.
     to = std::max(seq, t.first_seq);
+    // Forward acknowledges what it skips: after a failed sync, as ack(), no
+    // position moves past the records in doubt until the topic is reopened.
+    if (to > c.acked && t.sync_failed()) return t.sync_failure();
     // The position must never pass records a power cut could take back (in
     // the durable modes, those not synced yet).
     if (to > t.visible_seq) {
