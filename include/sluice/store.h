@@ -384,7 +384,8 @@ class QueueStore {
   // does one waiting in put() or get() (not the kClosed of a close).
   virtual Status remove(std::string_view name) = 0;
   // Reads `channel`'s messages from `from` without taking them (QueuePeek).
-  // What it sees is a prefix of the channel while puts and gets run. The
+  // What it sees is a prefix of the channel while puts and gets run, up to
+  // what was there when the peek was made (later puts are not shown). The
   // embedded store reads the log (seq and time given); a Streams topic its
   // unacknowledged messages (id, time, deliveries so far: 0 for those not
   // yet delivered); a pressure queue the head of its waiting list (messages

@@ -532,14 +532,21 @@ namespace {
 
 // Reads a channel's messages through a read-only topic and a LogCursor:
 // nothing is locked or written, so it runs beside put and get.
+// Reads the log up to `end`, the next seq when the peek began: a producer
+// that outruns the peek does not keep it going.
 class DirPeek final : public QueuePeek {
  public:
-  DirPeek(std::unique_ptr<Topic> topic, std::unique_ptr<LogCursor> cursor)
-      : topic_(std::move(topic)), cursor_(std::move(cursor)) {}
+  DirPeek(std::unique_ptr<Topic> topic, std::unique_ptr<LogCursor> cursor, std::uint64_t end)
+      : topic_(std::move(topic)), cursor_(std::move(cursor)), end_(end) {}
   Status next(std::vector<StoreMessage>& out, std::size_t max) override {
     msgs_.clear();
+    if (done_) return Status::Ok();
     if (Status s = cursor_->next_batch(msgs_, max); !s.ok()) return s;
     for (LogMessage& m : msgs_) {
+      if (m.seq >= end_) {
+        done_ = true;
+        break;
+      }
       StoreMessage& o = out.emplace_back();
       o.data = std::move(m.payload);
       o.seq = m.seq;
@@ -552,6 +559,8 @@ class DirPeek final : public QueuePeek {
  private:
   std::unique_ptr<Topic> topic_;
   std::unique_ptr<LogCursor> cursor_;
+  const std::uint64_t end_;
+  bool done_ = false;
   std::vector<LogMessage> msgs_;
 };
 
@@ -607,7 +616,7 @@ Result<std::unique_ptr<QueuePeek>> DirStore::peek(std::string_view name, std::st
   }
   auto cursor = (*topic)->cursor(from.seq ? *from.seq : *pos);
   if (!cursor.ok()) return gone_or(name, cursor.status());
-  return std::unique_ptr<QueuePeek>(new DirPeek(std::move(*topic), std::move(*cursor)));
+  return std::unique_ptr<QueuePeek>(new DirPeek(std::move(*topic), std::move(*cursor), end));
 }
 
 // The channel's role first (a running get of it finishes), then the place

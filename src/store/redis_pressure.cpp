@@ -191,10 +191,14 @@ class RedisReader final : public QueueReader {
 // for the messages after those shown, counted from the head (a get between
 // two pages shifts the list: the next page may repeat or miss messages at
 // its edge).
+// Shows at most the `length` messages waiting when the peek began: a
+// producer that outruns the peek does not keep it going.
 class PressurePeek final : public QueuePeek {
  public:
-  explicit PressurePeek(PressureQueue q) : q_(std::move(q)) {}
+  PressurePeek(PressureQueue q, std::uint64_t length) : q_(std::move(q)), length_(length) {}
   Status next(std::vector<StoreMessage>& out, std::size_t max) override {
+    if (shown_ >= length_) return Status::Ok();
+    max = static_cast<std::size_t>(std::min<std::uint64_t>(max, length_ - shown_));
     auto page = q_.peek(max, shown_);
     if (!page.ok()) return page.status();
     for (std::string& m : *page) out.emplace_back().data = std::move(m);
@@ -204,13 +208,16 @@ class PressurePeek final : public QueuePeek {
 
  private:
   PressureQueue q_;
+  const std::uint64_t length_;
   std::size_t shown_ = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<QueuePeek> pressure_peek(PressureQueue q) {
-  return std::make_unique<PressurePeek>(std::move(q));
+Result<std::unique_ptr<QueuePeek>> pressure_peek(PressureQueue q) {
+  auto length = q.length();
+  if (!length.ok()) return length.status();
+  return std::unique_ptr<QueuePeek>(std::make_unique<PressurePeek>(std::move(q), *length));
 }
 
 std::unique_ptr<QueueWriter> pressure_writer(PressureQueue q) {

@@ -49,8 +49,10 @@ std::unique_ptr<QueueWriter> stream_writer(StreamTopic t);
 std::unique_ptr<QueueReader> stream_reader(StreamChannel c);
 // Peeks (QueueStore::peek): a pressure queue's waiting list, a Streams
 // topic's channel from `after_id` (empty: its first unacknowledged message).
-std::unique_ptr<QueuePeek> pressure_peek(PressureQueue q);
-std::unique_ptr<QueuePeek> stream_peek(StreamTopic t, std::string channel, std::string after_id);
+// Peeks that end at what was there when they began (QueuePeek).
+Result<std::unique_ptr<QueuePeek>> pressure_peek(PressureQueue q);
+Result<std::unique_ptr<QueuePeek>> stream_peek(StreamTopic t, std::string channel,
+                                               std::string after_id);
 
 class RedisStore final : public QueueStore {
  public:

@@ -115,12 +115,17 @@ class StreamReader final : public QueueReader {
 
 // A channel's unacknowledged messages, a page per call (StreamTopic::peek,
 // one script each), continuing after the last id shown.
+// Pages up to the newest id when the peek began: a producer that outruns
+// the peek does not keep it going.
 class StreamPeek final : public QueuePeek {
  public:
-  StreamPeek(StreamTopic t, std::string channel, std::string after_id)
-      : t_(std::move(t)), channel_(std::move(channel)), after_(std::move(after_id)) {}
+  StreamPeek(StreamTopic t, std::string channel, std::string after_id, std::string until_id)
+      : t_(std::move(t)),
+        channel_(std::move(channel)),
+        after_(std::move(after_id)),
+        until_(std::move(until_id)) {}
   Status next(std::vector<StoreMessage>& out, std::size_t max) override {
-    auto page = t_.peek(channel_, after_, max);
+    auto page = t_.peek(channel_, after_, max, until_);
     if (!page.ok()) return page.status();
     for (StreamMessage& m : *page) {
       StoreMessage& o = out.emplace_back();
@@ -137,12 +142,17 @@ class StreamPeek final : public QueuePeek {
   StreamTopic t_;
   std::string channel_;
   std::string after_;  // empty: from the channel's first unacknowledged message
+  const std::string until_;
 };
 
 }  // namespace
 
-std::unique_ptr<QueuePeek> stream_peek(StreamTopic t, std::string channel, std::string after_id) {
-  return std::make_unique<StreamPeek>(std::move(t), std::move(channel), std::move(after_id));
+Result<std::unique_ptr<QueuePeek>> stream_peek(StreamTopic t, std::string channel,
+                                               std::string after_id) {
+  auto until = t.newest_id();
+  if (!until.ok()) return until.status();
+  return std::unique_ptr<QueuePeek>(std::make_unique<StreamPeek>(
+      std::move(t), std::move(channel), std::move(after_id), std::move(*until)));
 }
 
 std::unique_ptr<QueueWriter> stream_writer(StreamTopic t) {

@@ -222,6 +222,36 @@ TEST_P(StoreTest, PutGetAckInOrder) {
   EXPECT_TRUE(out.empty());
 }
 
+// A peek shows what the channel held when it began and then ends: a
+// producer that outruns it (puts between its pages) does not keep it going.
+// It read until a page came back empty, so it might never end.
+TEST_P(StoreTest, APeekEndsAtWhatTheChannelHeldWhenItBegan) {
+  ASSERT_EQ(create("q", 0), StatusCode::kOk);
+  auto w = writer("q");
+  ASSERT_EQ(put(*w, seq(0, 3)), StatusCode::kOk);
+  auto p = store_->peek("q", kDefaultChannel);
+  ASSERT_TRUE(p.ok()) << p.status();
+  std::vector<StoreMessage> page;
+  ASSERT_EQ((*p)->next(page, 2), StatusCode::kOk);
+  ASSERT_EQ(page.size(), 2U);
+  ASSERT_EQ(put(*w, seq(3, 6)), StatusCode::kOk);  // between two pages
+  std::vector<std::string> shown;
+  for (const StoreMessage& m : page) shown.push_back(m.data);
+  for (int pages = 0; pages < 10; ++pages) {
+    page.clear();
+    ASSERT_EQ((*p)->next(page, 2), StatusCode::kOk);
+    if (page.empty()) break;
+    for (const StoreMessage& m : page) shown.push_back(m.data);
+  }
+  EXPECT_EQ(shown, seq(0, 3));
+  // A new peek sees them all.
+  auto again = store_->peek("q", kDefaultChannel);
+  ASSERT_TRUE(again.ok()) << again.status();
+  page.clear();
+  ASSERT_EQ((*again)->next(page, 10), StatusCode::kOk);
+  EXPECT_EQ(page.size(), 6U);
+}
+
 // get_batch (one buffer, no string per message) hands out what get would:
 // the same bytes, seq or id and time, and counts toward the same prefix.
 TEST_P(StoreTest, GetBatchHandsOutWhatGetWouldAndCountsTowardTheSamePrefix) {

@@ -314,9 +314,13 @@ class StreamTopic {
   // with the last id of the previous page. Each call is a snapshot
   // (appends, reads and acks run before or after it, never in between);
   // an empty result means nothing after `after_id`, a short one does not.
-  // kNotFound if the topic or the channel does not exist.
+  // kNotFound if the topic or the channel does not exist. With `until_id`
+  // (an id), only those up to it: a pager that stops at newest_id() as it
+  // began shows what the channel held then, however fast appends come.
   Result<std::vector<StreamMessage>> peek(std::string_view channel, std::string_view after_id,
-                                          std::size_t max);
+                                          std::size_t max, std::string_view until_id = {});
+  // The id of the newest entry in the topic's stream ("0-0" when empty).
+  Result<std::string> newest_id();
   // Moves channel `channel` so that its next read delivers the first entry
   // after `id` ("ms-seq" or "ms"; "0-0" or "0": the oldest retained; "$", or
   // any id past the newest: the end, after the newest), and drops its

@@ -539,8 +539,24 @@ Status StreamTopic::destroy() {
   return Status::Ok();
 }
 
+Result<std::string> StreamTopic::newest_id() {
+  if (Status s = validate(); !s.ok()) return s;
+  const std::string_view argv[] = {"XREVRANGE", keys_[kStream], "+", "-", "COUNT", "1"};
+  CallError err;
+  Reply r = conn_->call(argv, err);
+  if (!r || r->type != REDIS_REPLY_ARRAY) return failed(*conn_, r, err, "XREVRANGE");
+  if (r->elements == 0) return std::string("0-0");
+  const redisReply* e = r->element[0];
+  if (e->type != REDIS_REPLY_ARRAY || e->elements < 1 ||
+      e->element[0]->type != REDIS_REPLY_STRING) {
+    return unexpected(*conn_, "XREVRANGE");
+  }
+  return std::string(text(e->element[0]));
+}
+
 Result<std::vector<StreamMessage>> StreamTopic::peek(std::string_view channel,
-                                                     std::string_view after_id, std::size_t max) {
+                                                     std::string_view after_id, std::size_t max,
+                                                     std::string_view until_id) {
   if (Status s = validate(); !s.ok()) return s;
   if (Status s = check_name("channel", channel); !s.ok()) return s;
   if (max == 0) return Status{StatusCode::kInvalidArgument, "StreamTopic::peek: max is 0"};
@@ -549,6 +565,12 @@ Result<std::vector<StreamMessage>> StreamTopic::peek(std::string_view channel,
     auto id = normal_id(after_id);
     if (!id) return bad_id("StreamTopic::peek", after_id);
     after = std::move(*id);
+  }
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> until;
+  if (!until_id.empty()) {
+    auto id = normal_id(until_id);
+    if (!id) return bad_id("StreamTopic::peek", until_id);
+    until = id_parts(*id);
   }
   // The script's counts are Lua numbers: keep them well inside 2^53.
   const std::string count = std::to_string(std::min<std::size_t>(max, INT32_MAX));
@@ -620,6 +642,11 @@ Result<std::vector<StreamMessage>> StreamTopic::peek(std::string_view channel,
     out.push_back(std::move(next_fresh));
     next_fresh = StreamMessage{};
     have_fresh = false;
+  }
+  if (until) {  // in id order: the rest is past it
+    const auto past = std::find_if(out.begin(), out.end(),
+                                   [&](const StreamMessage& m) { return id_parts(m.id) > *until; });
+    out.erase(past, out.end());
   }
   return out;
 }
