@@ -64,7 +64,8 @@ class Commit : public TopicCore {
   // cores, seven followers queueing for it cost as much as the sync).
   Status wait_durable(std::uint64_t upto) SLUICE_EXCLUDES(mu);
   // Everything written so far durable and visible: sealed segments not yet
-  // synced, the last one, the directory.
+  // synced, then the last one. The directory needs none: every roll and
+  // removal synced it already.
   Status sync_locked() SLUICE_REQUIRES(mu);
 
   // Topic::close: syncs everything written, then makes the closed mark
