@@ -173,7 +173,8 @@ struct StreamMessage {
   std::string id;       // the stream entry id, "ms-seq"
   std::string payload;  // the bytes appended
   // 1 the first time; more once delivered again. From StreamTopic::peek:
-  // the deliveries so far (0: not delivered yet).
+  // the deliveries counted so far (0: not delivered yet, or each delivery
+  // given back, which does not count).
   std::uint32_t deliveries = 1;
 
   // When it was appended (stream_id_time(id)).
