@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "log/fault_file_system.h"
@@ -22,28 +24,41 @@ using namespace std::chrono_literals;
 
 using testutil::FlakySegmentSync;
 
-TEST(ChannelFailedSyncTest, AnAckAfterAFailedSyncFailsUntilTheTopicIsReopened) {
-  for (const Durability mode : {Durability::kNone, Durability::kInterval, Durability::kGroupCommit,
-                                Durability::kPerAppend}) {
-    SCOPED_TRACE(static_cast<int>(mode));
-    testutil::FaultFileSystem disk;
-    FlakySegmentSync fs(disk);
+constexpr Durability kModes[] = {Durability::kNone, Durability::kInterval, Durability::kGroupCommit,
+                                 Durability::kPerAppend};
+
+// A topic in `mode` on a disk whose segment syncs fail once asked to, with
+// channel "c".
+struct FlakyTopic {
+  explicit FlakyTopic(Durability mode) {
     TopicOptions o;
     o.durability = mode;
     o.sync_interval = 1h;  // the flusher stays out of it
     auto opened = log::open_topic(fs, "/fault/topic", o);
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    Topic& t = **opened;
-    auto c = t.channel("c");
-    ASSERT_TRUE(c.ok()) << c.status();
-    ASSERT_TRUE(t.append("one").ok());
-    auto m = (*c)->next(with_timeout(0ms));
+    if (!opened.ok()) throw std::runtime_error(opened.status().to_string());
+    topic = std::move(*opened);
+    auto c = topic->channel("c");
+    if (!c.ok()) throw std::runtime_error(c.status().to_string());
+    channel = std::move(*c);
+  }
+  testutil::FaultFileSystem disk;
+  FlakySegmentSync fs{disk};
+  std::unique_ptr<Topic> topic;
+  std::unique_ptr<Channel> channel;
+};
+
+TEST(ChannelFailedSyncTest, AnAckAfterAFailedSyncFailsUntilTheTopicIsReopened) {
+  for (const Durability mode : kModes) {
+    SCOPED_TRACE(static_cast<int>(mode));
+    FlakyTopic f(mode);
+    ASSERT_TRUE(f.topic->append("one").ok());
+    auto m = f.channel->next(with_timeout(0ms));
     ASSERT_TRUE(m.ok()) << m.status();
-    fs.fail = 1;
-    ASSERT_EQ(t.sync().code(), StatusCode::kIOError);
-    const Status acked = (*c)->ack(m->seq);
+    f.fs.fail = 1;
+    ASSERT_EQ(f.topic->sync().code(), StatusCode::kIOError);
+    const Status acked = f.channel->ack(m->seq);
     EXPECT_EQ(acked.code(), StatusCode::kIOError) << acked;
-    EXPECT_EQ((*c)->acked(), m->seq) << "the position moved";
+    EXPECT_EQ(f.channel->acked(), m->seq) << "the position moved";
   }
 }
 
@@ -52,28 +67,18 @@ TEST(ChannelFailedSyncTest, AnAckAfterAFailedSyncFailsUntilTheTopicIsReopened) {
 // records are visible before any sync, it moved past the records in doubt).
 // A seek back moves past nothing in doubt and still works.
 TEST(ChannelFailedSyncTest, ASeekForwardAfterAFailedSyncFailsAsAnAckDoes) {
-  for (const Durability mode : {Durability::kNone, Durability::kInterval, Durability::kGroupCommit,
-                                Durability::kPerAppend}) {
+  for (const Durability mode : kModes) {
     SCOPED_TRACE(static_cast<int>(mode));
-    testutil::FaultFileSystem disk;
-    FlakySegmentSync fs(disk);
-    TopicOptions o;
-    o.durability = mode;
-    o.sync_interval = 1h;  // the flusher stays out of it
-    auto opened = log::open_topic(fs, "/fault/topic", o);
-    ASSERT_TRUE(opened.ok()) << opened.status();
-    Topic& t = **opened;
-    auto c = t.channel("c");
-    ASSERT_TRUE(c.ok()) << c.status();
-    ASSERT_TRUE(t.append("one").ok());
-    ASSERT_TRUE(t.append("two").ok());
-    fs.fail = 1;
-    ASSERT_EQ(t.sync().code(), StatusCode::kIOError);
-    const auto before = (*c)->acked();
-    auto forward = (*c)->seek(t.next_seq());
+    FlakyTopic f(mode);
+    ASSERT_TRUE(f.topic->append("one").ok());
+    ASSERT_TRUE(f.topic->append("two").ok());
+    f.fs.fail = 1;
+    ASSERT_EQ(f.topic->sync().code(), StatusCode::kIOError);
+    const auto before = f.channel->acked();
+    auto forward = f.channel->seek(f.topic->next_seq());
     EXPECT_EQ(forward.code(), StatusCode::kIOError) << forward.status();
-    EXPECT_EQ((*c)->acked(), before) << "the position moved past records in doubt";
-    auto back = (*c)->seek(before);
+    EXPECT_EQ(f.channel->acked(), before) << "the position moved past records in doubt";
+    auto back = f.channel->seek(before);
     EXPECT_TRUE(back.ok()) << back.status();
   }
 }
