@@ -122,6 +122,35 @@ TEST(TransportEdges, ABusyServerRefusingOneUnblockDoesNotTurnUnblockingOff) {
   EXPECT_EQ(r2->type, REDIS_REPLY_NIL);
 }
 
+// While a stopped caller cleans up after a hung server, its calls fail at
+// once rather than each waiting io_timeout again; but only for io_timeout:
+// a caller that stopped one call and goes on with the same handle (its stop
+// stays requested) reaches the server again once it answers.
+TEST(TransportEdges, AStoppedCallOnAHungServerDoesNotCutTheConnectionOffForGood) {
+  RedisServer server;
+  RedisOptions o = server.options();
+  o.io_timeout = std::chrono::milliseconds(1500);  // the next call comes well within it
+  redis::Connection conn(o, "edges");
+  redis::CallError err;
+  const std::string_view ping[] = {"PING"};
+  ASSERT_TRUE(conn.call(ping, err)) << err.status;
+
+  server.pause();
+  std::stop_source stop;
+  stop.request_stop();  // the call is stopped: it asks UNBLOCK, which gets no answer
+  const std::string_view blpop[] = {"BLPOP", "nothing", "5"};
+  EXPECT_FALSE(conn.call_blocking(blpop, Context(stop.get_token()), err));
+  // Right after: not tried again (a connect would wait io_timeout).
+  const auto t0 = Clock::now();
+  EXPECT_FALSE(conn.call(ping, err));
+  EXPECT_NE(err.status.message().find("not tried again after a stop"), std::string::npos)
+      << err.status << " after "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count() << " ms";
+  server.resume();
+  EXPECT_TRUE(testutil::eventually([&] { return static_cast<bool>(conn.call(ping, err)); }))
+      << err.status;
+}
+
 // redis://[::1]:6380 is how RFC 3986 writes an IPv6 host; the brackets are
 // not part of the address (getaddrinfo("[::1]") fails).
 TEST(TransportEdges, UrlWithBracketedIpv6Host) {

@@ -802,8 +802,9 @@ class StreamChannel::KeepAlive {
   }
 
   // The stop of the handle's last read: once it is requested, a round does
-  // not connect again to a server that did not answer the last one (the
-  // owner is stopping; its destructor waits for a round in flight).
+  // not connect again, for io_timeout, to a server that did not answer the
+  // last one (the owner is stopping; its destructor waits for a round in
+  // flight).
   void stop_with(const std::stop_token& stop) {
     std::lock_guard lk(mu_);
     if (stop != stop_token_) stop_token_ = stop;

@@ -115,10 +115,11 @@ void Connection::drop() noexcept {
 
 Status Connection::ensure(bool fall_back) {
   if (ctx_ != nullptr) return Status::Ok();
-  if (hung_ && stop_.stop_requested()) {
+  if (stop_.stop_requested() && Context::Clock::now() < hung_at_ + options_.io_timeout) {
     // A connect would wait io_timeout again for the server that did not
     // answer the last call: the caller is stopping, and its cleanup is best
-    // effort. However long the cleanup takes (a get lingers for its reader).
+    // effort. For io_timeout, not for good: a caller that stopped one call
+    // and goes on (its stop stays requested) reaches the server again.
     return {StatusCode::kUnavailable,
             "redis: " + address() + " did not answer within " + millis(options_.io_timeout) +
                 " (RedisOptions::io_timeout); not tried again after a stop"};
@@ -150,7 +151,7 @@ Status Connection::connect() {
     if (c->err == REDIS_ERR_IO && connect_errno == ECONNREFUSED) {
       msg = "redis: connection refused at " + address() + " (is redis-server running there?)";
     } else if (c->err == REDIS_ERR_IO && connect_errno == ETIMEDOUT) {
-      hung_ = true;
+      hung_at_ = Context::Clock::now();
       msg = "redis: timed out after " + millis(options_.connect_timeout) + " connecting to " +
             address() + " (RedisOptions::connect_timeout)";
     } else {
@@ -197,7 +198,7 @@ Status Connection::connect() {
       return {StatusCode::kUnavailable, msg};
     }
     Reply r(static_cast<redisReply*>(raw));
-    hung_ = false;                               // it answers
+    hung_at_ = kNever;                           // it answers
     if (cmd[0] == "CLIENT" && cmd[1] == "ID") {  // refused (an ACL): the server's timeouts then
       client_id_ = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
       continue;
@@ -283,7 +284,7 @@ Reply Connection::read_reply(std::string_view what, CallError& err) {
     drop();
     return nullptr;
   }
-  hung_ = false;
+  hung_at_ = kNever;
   return Reply(static_cast<redisReply*>(raw));
 }
 
@@ -413,7 +414,7 @@ std::string Connection::address() const {
 
 void Connection::note_timeout(int err_no) noexcept {
   if (ctx_->err == REDIS_ERR_IO && (err_no == EAGAIN || err_no == EWOULDBLOCK)) {
-    hung_ = true;
+    hung_at_ = Context::Clock::now();
   }
 }
 

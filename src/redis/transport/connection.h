@@ -89,10 +89,11 @@ class Connection {
   // connection fails), the server's own timeout ends the command.
   // Once the stop of the last call_blocking()'s context is requested (the
   // caller is stopping), a connection whose server did not answer the last
-  // call within io_timeout (a hung server) is not made again: calls then
-  // fail at once with kUnavailable instead of each waiting io_timeout on the
-  // connect, so the caller's cleanup (giving back what it holds) ends
-  // promptly. A call_blocking() with another context ends that.
+  // call within io_timeout (a hung server) is not made again for io_timeout
+  // after that: calls then fail at once with kUnavailable instead of each
+  // waiting io_timeout on the connect, so the caller's cleanup (giving back
+  // what it holds) ends promptly. A call_blocking() with another context
+  // ends that.
   Reply call_blocking(std::span<const std::string_view> argv, const Context& ctx, CallError& err);
   // Takes `stop` as call_blocking() takes its context's: a connection that
   // never waits (a helper thread's) learns its owner's stop.
@@ -179,7 +180,7 @@ class Connection {
   // call() without its TRYAGAIN retries.
   Reply call_redirected(std::span<const std::string_view> argv, CallError& err,
                         const Context* wait = nullptr);
-  // Notes in hung_ a read or write that failed as io_timeout passed.
+  // Notes in hung_at_ a read or write that failed as io_timeout passed.
   void note_timeout(int err_no) noexcept;
   // Why a read or write failed; `err_no` is errno right after it.
   std::string io_failure(const std::string& doing, int err_no) const;
@@ -192,11 +193,12 @@ class Connection {
   redisContext* side_ = nullptr;
   std::pair<std::string, int> side_node_;
   bool unblock_refused_ = false;  // CLIENT UNBLOCK refused (ACL, renamed): never again
-  // The last call_blocking()'s stop, and whether the server failed to
-  // answer the last call within io_timeout (a reply clears it): ensure()
-  // does not connect while both hold.
+  // The last call_blocking()'s stop, and when the server last failed to
+  // answer within io_timeout (a reply clears it): ensure() does not connect
+  // while the stop is requested and that was less than io_timeout ago.
+  static constexpr Context::Clock::time_point kNever = Context::Clock::time_point::min();
   std::stop_token stop_;
-  bool hung_ = false;
+  Context::Clock::time_point hung_at_ = kNever;
   std::vector<const Script*> scripts_;  // declared: loaded at every connect
   // Redis Cluster nodes to fall back on: the seed (the address given), then
   // those CLUSTER SLOTS listed at the last connect.
