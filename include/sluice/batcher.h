@@ -213,6 +213,9 @@ class BatcherCore {
     if (items.size() > opt_.queue_depth) {
       return {StatusCode::kInvalidArgument, "add_batch: more items than queue_depth"};
     }
+    // No item, no add time: a hint left by an accepted empty group would
+    // start the next batch's clock (a time flush with none of its delay).
+    if (items.empty()) return input_.closed() ? StatusCode::kClosed : StatusCode::kOk;
     std::vector<Entry> entries;
     entries.reserve(items.size());
     for (T& item : items) entries.push_back(Entry{std::move(item), nullptr});

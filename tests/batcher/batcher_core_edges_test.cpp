@@ -1,0 +1,95 @@
+// The batcher against its specification (../shared/seeds/batcher.md) at edges
+// found by a second review of the in-process parts.
+#include <gtest/gtest.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sluice/batcher.h"
+#include "testutil/threads.h"
+#include "testutil/wait_for.h"
+
+namespace sluice {
+namespace {
+
+using namespace std::chrono_literals;
+using testutil::eventually;
+using testutil::parked_for_good;
+
+std::set<pid_t> task_ids() {
+  std::set<pid_t> ids;
+  if (DIR* d = opendir("/proc/self/task")) {
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] != '.') ids.insert(static_cast<pid_t>(std::stol(e->d_name)));
+    }
+    closedir(d);
+  }
+  return ids;
+}
+
+std::uint64_t reason(const BatcherStats& s, FlushReason r) {
+  return s.flushes_by_reason[static_cast<std::size_t>(r)];
+}
+
+// The time trigger counts from the add of a batch's first item (section 3).
+// add_batch with no items found the run loop parked and recorded its add
+// time as a start time for the loop, and, accepted, left it behind: the next
+// batch, however much later its first item came, started its clock at that
+// empty add and was flushed at once, reason "time", with none of the delay
+// passed. (After shutdown the empty add also said kOk, where every add says
+// kClosed, E1.)
+TEST(BatcherCoreEdgesTest, AnEmptyAddBatchLeavesNoStartTimeForTheNextBatch) {
+  (void)testutil::thread_baseline();         // runtime helper threads exist before we look
+  ManualClock clock(Clock::time_point(1h));  // not 0: the batcher stores a 0 add time as 1
+  std::atomic<int> calls{0};
+  BatcherOptions<int> o;
+  o.max_batch_size = 100;
+  o.max_batch_delay = 10ms;
+  o.clock = &clock;
+  o.sink = [&](std::vector<int>&&, const Context&) {
+    calls++;
+    return Status::Ok();
+  };
+  const std::set<pid_t> before = task_ids();
+  auto b = std::move(Batcher<int>::create(std::move(o))).value();
+  pid_t loop = 0;
+  ASSERT_TRUE(eventually([&] {  // the run loop, parked on the empty input
+    for (pid_t t : task_ids()) {
+      if (before.count(t) == 0 && parked_for_good(t)) {
+        loop = t;
+        return true;
+      }
+    }
+    return false;
+  }));
+  std::vector<int> none;
+  EXPECT_TRUE(b->add_batch(std::span<int>(none)).ok());
+  clock.advance(10ms);  // a whole delay passes with nothing in the batcher
+  ASSERT_TRUE(b->add(2).ok());
+  // The loop takes item 2, checks its triggers and parks again.
+  ASSERT_TRUE(eventually([&] {
+    const BatcherStats s = b->stats();
+    return s.queued == 0 && s.enqueued == 1 && parked_for_good(loop);
+  }));
+  BatcherStats s = b->stats();
+  EXPECT_EQ(reason(s, FlushReason::kTime), 0u) << "flushed with none of its delay passed";
+  EXPECT_EQ(s.buffered, 1u);
+  EXPECT_EQ(calls.load(), 0);
+  clock.advance(10ms);  // now the delay has passed since item 2's add
+  ASSERT_TRUE(eventually([&] { return b->stats().flushed_ok == 1; }));
+  EXPECT_EQ(reason(b->stats(), FlushReason::kTime), 1u);
+
+  ASSERT_TRUE(b->shutdown().ok());
+  EXPECT_EQ(b->add_batch(std::span<int>(none)).code(), StatusCode::kClosed);
+}
+
+}  // namespace
+}  // namespace sluice
