@@ -345,7 +345,7 @@ class BatcherCore {
   void run() {
     Batch cur = fresh_batch();
     std::vector<Entry> staging;
-    staging.reserve(opt_.max_batch_size);
+    staging.reserve(reserve_size());
     bool closed = false;
     while (!closed) {
       std::vector<std::shared_ptr<FlushRequest>> requests;
@@ -542,9 +542,13 @@ class BatcherCore {
 
   Batch fresh_batch() const {
     Batch b;
-    b.items.reserve(opt_.max_batch_size);  // I4: a fresh allocation per batch
+    b.items.reserve(reserve_size());  // I4: a fresh allocation per batch
     return b;
   }
+  // One pull takes at most queue_depth items, and max_batch_size may be set
+  // out of reach (no size trigger): reserving it would throw on the loop's
+  // thread (length_error, bad_alloc) and terminate.
+  std::size_t reserve_size() const { return (std::min)(opt_.max_batch_size, opt_.queue_depth); }
 
   void flush(Batch& cur, FlushReason reason) {
     const std::size_t n = cur.items.size();

@@ -6,6 +6,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <set>
 #include <span>
@@ -89,6 +91,31 @@ TEST(BatcherCoreEdgesTest, AnEmptyAddBatchLeavesNoStartTimeForTheNextBatch) {
 
   ASSERT_TRUE(b->shutdown().ok());
   EXPECT_EQ(b->add_batch(std::span<int>(none)).code(), StatusCode::kClosed);
+}
+
+// max_batch_size has no upper bound (C1 asks only > 0), and a batcher that
+// should flush on time, bytes or flush() alone sets it out of reach. The run
+// loop reserved max_batch_size items for every batch (and for its staging
+// vector): std::length_error (or bad_alloc) on the batcher's own thread,
+// std::terminate, the process gone with the items in it.
+TEST(BatcherCoreEdgesTest, AnOutOfReachMaxBatchSizeIsNotReservedUpFront) {
+  std::atomic<std::uint64_t> written{0};
+  BatcherOptions<int> o;
+  o.max_batch_size = std::numeric_limits<std::size_t>::max();
+  o.max_batch_delay = 1h;
+  o.queue_depth = 8;
+  o.sink = [&](std::vector<int>&& batch, const Context&) {
+    written += batch.size();
+    return Status::Ok();
+  };
+  auto b = std::move(Batcher<int>::create(std::move(o))).value();
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(b->add(int{i}).ok());
+  ASSERT_TRUE(b->flush().ok());
+  EXPECT_EQ(written.load(), 20u);
+  ASSERT_TRUE(b->add(20).ok());
+  ASSERT_TRUE(b->shutdown().ok());
+  EXPECT_EQ(written.load(), 21u);
+  EXPECT_EQ(b->stats().flushes_by_reason[static_cast<std::size_t>(FlushReason::kShutdown)], 1u);
 }
 
 }  // namespace
