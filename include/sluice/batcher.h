@@ -254,6 +254,12 @@ class BatcherCore {
       // The run loop took its last requests: none would answer this one
       // (a shutdown between the check above and here waited for ever).
       if (requests_closed_) return StatusCode::kClosed;
+      {
+        // From now on it hears of every batch that fails, the batch in
+        // flight included: its items were added before this call.
+        std::lock_guard fence_lock(fence_mu_);
+        fence_watchers_.push_back(req);
+      }
       flush_requests_.push_back(req);
       wake_.request_stop();
     }
@@ -357,8 +363,8 @@ class BatcherCore {
         wake_token = wake_.get_token();
       }
       if (!requests.empty()) {
-        const Status s = manual_flush(cur, staging, closed);
-        complete(requests, s);
+        manual_flush(cur, staging, closed);
+        complete(requests, nullptr);
         continue;
       }
       if (cur.first && now() - *cur.first >= opt_.max_batch_delay) {
@@ -383,7 +389,8 @@ class BatcherCore {
       requests.swap(flush_requests_);
       requests_closed_ = true;
     }
-    complete(requests, StatusCode::kClosed);
+    const Status closed_status(StatusCode::kClosed);
+    complete(requests, &closed_status);
     thread_exit();
   }
 
@@ -421,6 +428,7 @@ class BatcherCore {
     std::condition_variable_any cv;
     bool done = false;
     Status status;
+    Status error;  // the first sink error since it was made; guarded by fence_mu_
   };
 
   // The time on the batcher's clock. A manual clock is read under clock_mu_,
@@ -515,12 +523,9 @@ class BatcherCore {
   }
 
   // Flush(): take what was queued when it was called, flush it with the
-  // batch, wait for every batch in flight, report the first error.
-  Status manual_flush(Batch& cur, std::vector<Entry>& staging, bool& closed) {
-    {
-      std::lock_guard lock(fence_mu_);
-      fence_error_ = Status::Ok();
-    }
+  // batch, wait for every batch in flight. Each request has heard of the
+  // errors (finish_dispatch).
+  void manual_flush(Batch& cur, std::vector<Entry>& staging, bool& closed) {
     std::uint64_t limit = input_.approx_size();
     while (limit > 0) {
       staging.clear();
@@ -536,8 +541,6 @@ class BatcherCore {
     }
     flush(cur, FlushReason::kManual);
     wait_idle();
-    std::lock_guard lock(fence_mu_);
-    return fence_error_;
   }
 
   Batch fresh_batch() const {
@@ -740,7 +743,11 @@ class BatcherCore {
 
   void finish_dispatch(const Status& st) {
     std::lock_guard lock(fence_mu_);
-    if (!st.ok() && fence_error_.ok()) fence_error_ = st;
+    if (!st.ok()) {
+      for (auto& r : fence_watchers_) {
+        if (r->error.ok()) r->error = st;
+      }
+    }
     if (--outstanding_ == 0) fence_cv_.notify_all();
   }
 
@@ -794,12 +801,23 @@ class BatcherCore {
     }
     entries.clear();
   }
-  static void complete(std::vector<std::shared_ptr<FlushRequest>>& reqs, const Status& s) {
-    for (auto& r : reqs) {
-      std::lock_guard lock(r->mu);
-      r->done = true;
-      r->status = s;
-      r->cv.notify_all();
+  // Answers flush requests: with *s, or (null) each with its first error.
+  void complete(std::vector<std::shared_ptr<FlushRequest>>& reqs, const Status* s) {
+    if (reqs.empty()) return;
+    std::vector<Status> answers;
+    answers.reserve(reqs.size());
+    {
+      std::lock_guard lock(fence_mu_);
+      for (auto& r : reqs) {
+        answers.push_back(s != nullptr ? *s : r->error);
+        std::erase(fence_watchers_, r);
+      }
+    }
+    for (std::size_t i = 0; i < reqs.size(); ++i) {
+      std::lock_guard lock(reqs[i]->mu);
+      reqs[i]->done = true;
+      reqs[i]->status = std::move(answers[i]);
+      reqs[i]->cv.notify_all();
     }
   }
 
@@ -844,7 +862,7 @@ class BatcherCore {
   std::mutex fence_mu_;
   std::condition_variable fence_cv_;
   std::uint64_t outstanding_ = 0;  // batches handed to the sink path, not yet done
-  Status fence_error_;
+  std::vector<std::shared_ptr<FlushRequest>> fence_watchers_;  // flush() calls not yet answered
 
   std::mutex done_mu_;
   std::condition_variable_any done_cv_;

@@ -6,9 +6,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <span>
 #include <string>
@@ -116,6 +118,55 @@ TEST(BatcherCoreEdgesTest, AnOutOfReachMaxBatchSizeIsNotReservedUpFront) {
   ASSERT_TRUE(b->shutdown().ok());
   EXPECT_EQ(written.load(), 21u);
   EXPECT_EQ(b->stats().flushes_by_reason[static_cast<std::size_t>(FlushReason::kShutdown)], 1u);
+}
+
+// flush() "waits until [the items added before it] and any batch in flight
+// have been through the sink" and "returns the first sink error among
+// them". A batch already in the sink when flush() was called, holding an
+// item added before it, failed: flush() said kOk, because the run loop
+// cleared the error of earlier batches when it took the request, after that
+// batch had finished.
+TEST(BatcherCoreEdgesTest, FlushReportsTheErrorOfTheBatchInFlightWhenItWasCalled) {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool in_sink = false, release = false;
+  std::atomic<int> calls{0};
+  BatcherOptions<int> o;
+  o.max_batch_size = 1;  // item 1 goes to the sink at once
+  o.max_batch_delay = 1h;
+  o.sink = [&](std::vector<int>&&, const Context&) {
+    if (calls++ > 0) return Status::Ok();
+    std::unique_lock l(mu);
+    in_sink = true;
+    cv.notify_all();
+    cv.wait(l, [&] { return release; });
+    return Status(StatusCode::kIOError, "batch 1 failed");
+  };
+  auto b = std::move(Batcher<int>::create(std::move(o))).value();
+  ASSERT_TRUE(b->add(1).ok());
+  {
+    std::unique_lock l(mu);
+    cv.wait(l, [&] { return in_sink; });
+  }
+  std::atomic<pid_t> tid{0};
+  Status flushed;
+  std::thread flusher([&] {
+    tid = gettid();
+    flushed = b->flush();
+  });
+  // flush() has queued its request and sleeps until the loop answers it.
+  ASSERT_TRUE(eventually([&] { return tid != 0 && parked_for_good(tid); }));
+  {
+    std::lock_guard l(mu);
+    release = true;
+  }
+  cv.notify_all();
+  flusher.join();
+  EXPECT_EQ(flushed.code(), StatusCode::kIOError) << flushed;
+  EXPECT_EQ(b->stats().flushes_failed, 1u);
+  ASSERT_TRUE(b->add(2).ok());
+  EXPECT_TRUE(b->flush().ok());  // that error was reported once; batch 2 went through
+  ASSERT_TRUE(b->shutdown().ok());
 }
 
 }  // namespace
