@@ -101,10 +101,11 @@ class Stage {
   //   input order; different keys run in parallel (worker key % width).
   // Errors: kContinue (default): every item yields a Result, value or error.
   //   kFailFast: the first error stops the stage and wait() returns it; later
-  //   errors are counted (errors_after_stop); in ordered modes no result after
-  //   the failing item is written. kFirstSuccess: the first success is written
-  //   and stops the rest (ordering does not apply); if all fail, wait()
-  //   returns the first error. A fn (or kPerKey's key) that throws yields
+  //   errors are counted (errors_after_stop); under kStrict no result after
+  //   the failing item is written, under kWindowed(W) none W or more places
+  //   after it (the window lets those fewer than W after pass it).
+  //   kFirstSuccess: the first success is written and stops the rest (ordering does not apply); if
+  //   all fail, wait() returns the first error. A fn (or kPerKey's key) that throws yields
   //   kInternal for its item.
   // Cancellation: options.stop, cancel() or the destructor: every blocking
   //   call of a worker wakes at once; fn gets a Context with the stage's stop
