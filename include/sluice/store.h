@@ -388,9 +388,9 @@ class QueueStore {
   // what was there when the peek was made (later puts are not shown). The
   // embedded store reads the log (seq and time given); a Streams topic its
   // unacknowledged messages (id, time, deliveries counted so far: 0 for
-  // those not yet delivered or only given back); a pressure queue the head of its waiting list (messages
-  // readers have taken are theirs: not shown). kNotFound for no such queue
-  // or channel.
+  // those not yet delivered or only given back); a pressure queue the head
+  // of its waiting list (messages readers have taken are theirs: not
+  // shown). kNotFound for no such queue or channel.
   virtual Result<std::unique_ptr<QueuePeek>> peek(std::string_view name, std::string_view channel,
                                                   const PeekFrom& from) = 0;
   Result<std::unique_ptr<QueuePeek>> peek(std::string_view name, std::string_view channel) {
