@@ -100,11 +100,14 @@ struct BatcherEvent {
     kSinkError,  // an attempt failed (status); retried if attempt < max_attempts
     kSlowFlush,  // an attempt took longer than slow_flush (status: its result)
     kDropped,    // items were dropped on shutdown (items: how many)
+    // item_bytes threw for an item (status says what): it was taken as
+    // max_batch_bytes, so flushed alone; nothing is lost.
+    kItemBytesFailed,
   };
   Kind kind = Kind::kSinkError;
   std::string_view name;                 // BatcherOptions::name
   FlushInfo flush;                       // kSinkError, kSlowFlush
-  Status status;                         // kSinkError, kSlowFlush
+  Status status;                         // kSinkError, kSlowFlush, kItemBytesFailed
   std::chrono::duration<double> took{};  // kSinkError, kSlowFlush: the attempt's duration
   std::uint64_t items = 0;               // kDropped
 };
@@ -118,7 +121,9 @@ struct BatcherOptions {
   // Byte trigger, off when 0. A batch is flushed before an item would take it
   // past max_batch_bytes; an item larger than the limit is flushed alone.
   std::size_t max_batch_bytes = 0;
-  std::function<std::size_t(const T&)> item_bytes;          // required with max_batch_bytes
+  // Required with max_batch_bytes. One that throws for an item takes it as
+  // max_batch_bytes (flushed alone) and tells the logger (kItemBytesFailed).
+  std::function<std::size_t(const T&)> item_bytes;
   std::size_t queue_depth = 1024;                           // bounded input; 0 -> 1024 (C3)
   Clock::duration flush_timeout = std::chrono::seconds(5);  // <= 0 -> 5 s (C4)
   std::size_t flushers = 1;                                 // sink calls in flight (O3 when > 1)
@@ -505,7 +510,7 @@ class BatcherCore {
     }
     for (Entry& e : staging) {
       if (opt_.max_batch_bytes > 0) {
-        const std::size_t b = opt_.item_bytes(e.item);
+        const std::size_t b = item_size(e.item);
         if (!cur.items.empty() && cur.bytes + b > opt_.max_batch_bytes)
           flush(cur, FlushReason::kBytes);
         cur.bytes += b;
@@ -659,6 +664,28 @@ class BatcherCore {
       }
     }
     finish_dispatch(st);
+  }
+
+  // The user's item_bytes; a throw must not leave the run loop's thread
+  // (every accepted item would go with the process): the item counts as a
+  // whole batch's bytes, so it goes alone, and the logger hears why.
+  std::size_t item_size(const T& item) noexcept {
+    Status why;
+    try {
+      return opt_.item_bytes(item);
+    } catch (const std::exception& e) {
+      why = {StatusCode::kInternal, std::string("item_bytes threw: ") + e.what()};
+    } catch (...) {
+      why = {StatusCode::kInternal, "item_bytes threw a non-std exception"};
+    }
+    if (opt_.logger) {
+      BatcherEvent e;
+      e.kind = BatcherEvent::Kind::kItemBytesFailed;
+      e.name = opt_.name;
+      e.status = std::move(why);
+      call_logger(e);
+    }
+    return opt_.max_batch_bytes;
   }
 
   // One sink call; a throw is a failed attempt (F1).

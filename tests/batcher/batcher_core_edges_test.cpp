@@ -13,6 +13,7 @@
 #include <mutex>
 #include <set>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,6 +119,44 @@ TEST(BatcherCoreEdgesTest, AnOutOfReachMaxBatchSizeIsNotReservedUpFront) {
   ASSERT_TRUE(b->shutdown().ok());
   EXPECT_EQ(written.load(), 21u);
   EXPECT_EQ(b->stats().flushes_by_reason[static_cast<std::size_t>(FlushReason::kShutdown)], 1u);
+}
+
+// item_bytes is the user's function: one that throws for an item (a size it
+// cannot tell) left the run loop's thread with the exception and ended the
+// process, with every accepted item in it. The item is taken as
+// max_batch_bytes (flushed alone: no batch passes the limit on a size not
+// known), and the logger hears why; nothing is lost.
+TEST(BatcherCoreEdgesTest, AnItemBytesThatThrowsFlushesTheItemAloneAndSaysWhy) {
+  std::mutex mu;
+  std::vector<std::vector<int>> batches;
+  std::vector<std::string> heard;
+  BatcherOptions<int> o;
+  o.max_batch_size = 100;
+  o.max_batch_delay = 1h;
+  o.max_batch_bytes = 10;
+  o.item_bytes = [](const int& i) -> std::size_t {
+    if (i == 2) throw std::runtime_error("no size for 2");
+    return 1;
+  };
+  o.sink = [&](std::vector<int>&& batch, const Context&) {
+    std::lock_guard l(mu);
+    batches.push_back(std::move(batch));
+    return Status::Ok();
+  };
+  o.logger = [&](const BatcherEvent& e) {
+    if (e.kind != BatcherEvent::Kind::kItemBytesFailed) return;
+    std::lock_guard l(mu);
+    heard.emplace_back(e.status.message());
+  };
+  auto b = std::move(Batcher<int>::create(std::move(o))).value();
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(b->add(int{i}).ok());
+  ASSERT_TRUE(b->shutdown().ok());
+  std::lock_guard l(mu);
+  EXPECT_EQ(batches, (std::vector<std::vector<int>>{{0, 1}, {2}, {3, 4}}));
+  ASSERT_EQ(heard.size(), 1u);
+  EXPECT_NE(heard[0].find("no size for 2"), std::string::npos) << heard[0];
+  const BatcherStats st = b->stats();
+  EXPECT_EQ(st.flushed_ok, 5u);
 }
 
 // flush() "waits until [the items added before it] and any batch in flight
