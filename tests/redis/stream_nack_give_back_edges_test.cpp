@@ -27,6 +27,14 @@ using namespace std::chrono_literals;
 
 class StreamNackGiveBackEdgesTest : public testutil::StreamServerTest {
  protected:
+  // Appends "job" and delivers it to `to`: its id (none if it did not come).
+  static std::vector<std::string> deliver_job(StreamTopic& t, StreamChannel& to) {
+    EXPECT_EQ(t.append("job").status(), StatusCode::kOk);
+    auto m = to.next(with_timeout(5s));
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return {};
+    return {m->id};
+  }
   // The pending entry of `id` in channel "work": its idle time (ms) and
   // delivery count; both -1 if it is not pending.
   std::pair<long long, long long> entry(const std::string& id) {
@@ -48,10 +56,8 @@ TEST_F(StreamNackGiveBackEdgesTest, ANackAfterAGiveBackCountsTheFailedDelivery) 
   auto t = topic(o);
   auto a = joined("work", o);
   auto b = joined("work", o);
-  ASSERT_EQ(t.append("job").status(), StatusCode::kOk);
-  auto m = a.next(with_timeout(5s));
-  ASSERT_TRUE(m.ok()) << m.status();
-  const std::vector<std::string> ids = {m->id};
+  const std::vector<std::string> ids = deliver_job(t, a);
+  ASSERT_EQ(ids.size(), 1U);
   ASSERT_EQ(a.give_back(ids), StatusCode::kOk);
   ASSERT_EQ(a.nack(ids), StatusCode::kOk);
   ASSERT_EQ(a.nack(ids), StatusCode::kOk);       // a retry: counted once
@@ -59,7 +65,7 @@ TEST_F(StreamNackGiveBackEdgesTest, ANackAfterAGiveBackCountsTheFailedDelivery) 
 
   auto again = b.next(with_timeout(5s));
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->id, m->id);
+  EXPECT_EQ(again->id, ids[0]);
   EXPECT_EQ(again->deliveries, 2U) << "the nack after the give-back was not counted";
 
   // With max_deliveries 1 that failure sends it to the dead letters.
@@ -94,10 +100,8 @@ TEST_F(StreamNackGiveBackEdgesTest, AGiveBackAfterANackWhoseReplyWasLostKeepsThe
   StreamChannel a(quick, "t", "work", o);
   ASSERT_EQ(a.join(), StatusCode::kOk);
   auto b = joined("work", o);
-  ASSERT_EQ(t.append("job").status(), StatusCode::kOk);
-  auto m = a.next(with_timeout(5s));
-  ASSERT_TRUE(m.ok()) << m.status();
-  const std::vector<std::string> ids = {m->id};
+  const std::vector<std::string> ids = deliver_job(t, a);
+  ASSERT_EQ(ids.size(), 1U);
 
   server_.pause();
   const Status lost = a.nack(ids, 5s);
@@ -105,15 +109,15 @@ TEST_F(StreamNackGiveBackEdgesTest, AGiveBackAfterANackWhoseReplyWasLostKeepsThe
   EXPECT_FALSE(lost.ok()) << "the nack's reply came although the server was stopped";
   // The server runs the nack once it reads it: idle set 5 s short of 10 s.
   const auto give_up = std::chrono::steady_clock::now() + 5s;
-  while (entry(m->id).first < 4000 && std::chrono::steady_clock::now() < give_up) {
+  while (entry(ids[0]).first < 4000 && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(10ms);
   }
-  ASSERT_GE(entry(m->id).first, 4000) << "the nack did not run";
-  ASSERT_EQ(entry(m->id).second, 1);
+  ASSERT_GE(entry(ids[0]).first, 4000) << "the nack did not run";
+  ASSERT_EQ(entry(ids[0]).second, 1);
 
   ASSERT_EQ(a.give_back(ids), StatusCode::kOk);
   ASSERT_EQ(a.give_back(), StatusCode::kOk);
-  EXPECT_EQ(entry(m->id).second, 1) << "the give-back undid the nack's count";
+  EXPECT_EQ(entry(ids[0]).second, 1) << "the give-back undid the nack's count";
   auto early = b.next(with_timeout(300ms));
   EXPECT_EQ(early.status().code(), StatusCode::kDeadlineExceeded)
       << "the nack's 5 s delay was dropped: " << (early.ok() ? early->id : "");
@@ -130,16 +134,14 @@ TEST_F(StreamNackGiveBackEdgesTest, AGiveBackFromAnotherHandleLeavesADelayedNack
   auto t = topic(o);
   auto a = joined("work", o);
   auto b = joined("work", o);
-  ASSERT_EQ(t.append("job").status(), StatusCode::kOk);
-  auto m = a.next(with_timeout(5s));
-  ASSERT_TRUE(m.ok()) << m.status();
-  const std::vector<std::string> ids = {m->id};
+  const std::vector<std::string> ids = deliver_job(t, a);
+  ASSERT_EQ(ids.size(), 1U);
   ASSERT_EQ(a.nack(ids, 1s), StatusCode::kOk);
   const auto nacked_at = std::chrono::steady_clock::now();
 
   ASSERT_EQ(b.give_back(ids), StatusCode::kOk);
   ASSERT_EQ(b.give_back(), StatusCode::kOk);
-  EXPECT_EQ(entry(m->id).second, 1) << "another handle's give-back lowered the count";
+  EXPECT_EQ(entry(ids[0]).second, 1) << "another handle's give-back lowered the count";
   auto early = b.next(with_timeout(300ms));
   if (std::chrono::steady_clock::now() < nacked_at + 1s) {
     EXPECT_EQ(early.status().code(), StatusCode::kDeadlineExceeded)
@@ -149,7 +151,7 @@ TEST_F(StreamNackGiveBackEdgesTest, AGiveBackFromAnotherHandleLeavesADelayedNack
   // half the timeout).
   auto again = early.ok() ? std::move(early) : a.next(with_timeout(5s));
   ASSERT_TRUE(again.ok()) << again.status();
-  EXPECT_EQ(again->id, m->id);
+  EXPECT_EQ(again->id, ids[0]);
   EXPECT_EQ(again->deliveries, 2U);
 }
 
